@@ -1,0 +1,132 @@
+"""Additive (Bahdanau) attention.
+
+Bahdanau, Cho & Bengio (2015) score how well the decoder state ``s_{i-1}``
+matches each encoder state ``h_j`` with a one-hidden-layer network:
+
+    e_ij = v_a^T tanh(W_a s_{i-1} + U_a h_j)
+
+then turn scores into weights ``alpha_ij = softmax_j(e_ij)`` and weights into
+a context vector ``c_i = sum_j alpha_ij h_j``.
+
+Layout (as in the book and seed 002): row vectors, so states are rows and the
+weights multiply from the right. One matrix ``W`` of shape ``(2n, m)`` acts on
+the concatenation ``[h_j ; s]``; its top half is ``U_a`` (applied to ``h_j``)
+and its bottom half is ``W_a`` (applied to ``s``), because
+``[h ; s] @ W = h @ W[:n] + s @ W[n:]``. Computing the two halves separately
+means the encoder half is computed once, not once per decoder step.
+"""
+
+import numpy as np
+
+from ._checks import as_float, float_dtype, as_numeric, require_finite
+from .softmax import softmax
+
+
+def _check_additive(encoder_states, decoder_state, W, v):
+    arrays = [as_numeric(a, name) for a, name in (
+        (encoder_states, "encoder_states"), (decoder_state, "decoder_state"),
+        (W, "W"), (v, "v"))]
+    dtype = float_dtype(*arrays)
+    H, s, W, v = (a.astype(dtype, copy=False) for a in arrays)
+    if H.ndim != 2:
+        raise ValueError(
+            f"encoder_states must be 2-D (K, n), got shape {H.shape}")
+    if s.ndim not in (1, 2):
+        raise ValueError(
+            f"decoder_state must be (n,) or (T, n), got shape {s.shape}")
+    n = H.shape[1]
+    if s.shape[-1] != n:
+        raise ValueError(
+            f"decoder_state has {s.shape[-1]} features but encoder_states has "
+            f"{n}: the last axes must match")
+    if W.ndim != 2 or W.shape[0] != 2 * n:
+        raise ValueError(
+            f"W must be (2n, m) = ({2 * n}, m) to act on [h_j ; s], "
+            f"got shape {W.shape}")
+    m = W.shape[1]
+    if v.shape not in ((m,), (m, 1)):
+        raise ValueError(f"v must be (m,) or (m, 1) with m = {m}, got shape {v.shape}")
+    if H.shape[0] == 0:
+        raise ValueError("encoder_states is empty: there is nothing to attend to")
+    for a, name in ((H, "encoder_states"), (s, "decoder_state"), (W, "W"), (v, "v")):
+        require_finite(a, name)
+    return H, s, W, v.reshape(m)
+
+
+def additive_scores(encoder_states, decoder_state, W, v):
+    """Alignment scores ``e_ij = v^T tanh([h_j ; s_i] W)``.
+
+    Parameters
+    ----------
+    encoder_states : array_like, shape (K, n)
+        The encoder states ``h_1 .. h_K``, one per row.
+    decoder_state : array_like, shape (n,) or (T, n)
+        One decoder state ``s_{i-1}``, or ``T`` of them (one per row) to
+        score every decoder step at once.
+    W : array_like, shape (2n, m)
+        First-layer weights acting on the concatenation ``[h_j ; s]``:
+        rows ``:n`` are ``U_a``, rows ``n:`` are ``W_a``.
+    v : array_like, shape (m,) or (m, 1)
+        Second-layer weights ``v_a``.
+
+    Returns
+    -------
+    ndarray, shape (K,) or (T, K)
+        ``e[i, j]``: how well decoder state ``i`` matches encoder state ``j``.
+
+    Examples
+    --------
+    Seed 002's example: ``np.random.seed(42)`` and its draw order.
+
+    >>> import numpy as np
+    >>> from attention_lib import additive_scores
+    >>> np.random.seed(42)
+    >>> H = np.random.randn(5, 16)      # K = 5 encoder states, n = 16
+    >>> s = np.random.randn(1, 16)      # one decoder state
+    >>> W = np.random.randn(32, 10)     # (2n, m), m = 10
+    >>> v = np.random.randn(10, 1)
+    >>> print(additive_scores(H, s, W, v).round(8))
+    [[4.35790943 5.92373433 4.18673175 2.11437202 0.95767155]]
+    """
+    H, s, W, v = _check_additive(encoder_states, decoder_state, W, v)
+    n = H.shape[1]
+    enc = H @ W[:n]                       # (K, m): U_a h_j, once per encoder state
+    dec = s @ W[n:]                       # (m,) or (T, m): W_a s_{i-1}
+    hidden = np.tanh(dec[..., None, :] + enc)   # (K, m) or (T, K, m)
+    return hidden @ v                     # (K,) or (T, K)
+
+
+def additive_attention(encoder_states, decoder_state, W, v):
+    """Bahdanau attention: context vectors and the weights that made them.
+
+    ``alpha_ij = softmax_j(e_ij)`` and ``c_i = sum_j alpha_ij h_j``, with
+    ``e_ij`` from :func:`additive_scores`.
+
+    Parameters
+    ----------
+    encoder_states, decoder_state, W, v
+        As for :func:`additive_scores`.
+
+    Returns
+    -------
+    context : ndarray, shape (n,) or (T, n)
+        The weighted average of the encoder states for each decoder state.
+    weights : ndarray, shape (K,) or (T, K)
+        The attention weights; each row is non-negative and sums to 1.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attention_lib import additive_attention
+    >>> np.random.seed(42)
+    >>> H, s = np.random.randn(5, 16), np.random.randn(1, 16)
+    >>> W, v = np.random.randn(32, 10), np.random.randn(10, 1)
+    >>> context, weights = additive_attention(H, s, W, v)
+    >>> context.shape, weights.shape
+    ((1, 16), (1, 5))
+    >>> print(context[0, :3].round(8))
+    [-0.63514569  0.04917298 -0.43930867]
+    """
+    H = as_float(encoder_states, "encoder_states")
+    weights = softmax(additive_scores(H, decoder_state, W, v), axis=-1)
+    return weights @ H.astype(weights.dtype, copy=False), weights

@@ -1,0 +1,187 @@
+"""Scaled dot-product (QKV) attention.
+
+    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k) + M) V
+
+Each query (a row of ``Q``) is compared with every key (a row of ``K``) by a
+dot product; the scaled scores become weights through a softmax over the keys;
+the output is the weighted average of the values (rows of ``V``).
+
+The signature and conventions are those of PyTorch's
+``torch.nn.functional.scaled_dot_product_attention``, so what a reader learns
+here transfers unchanged. Shapes, with any number of broadcastable leading
+batch axes ``...``::
+
+    query (..., L, E)    key (..., S, E)    value (..., S, Ev)  ->  (..., L, Ev)
+"""
+
+import numpy as np
+
+from ._checks import as_numeric, float_dtype, require_finite, require_ndim
+from .masks import causal_mask
+
+
+def _attention_inputs(query, key, value, attn_mask, is_causal, scale):
+    """Convert and check the arguments; return ``q, k, v, mask, scale``.
+
+    ``mask`` is ``None``, a boolean array (True = may attend) or a float array
+    to add to the scores, already checked to broadcast to ``(..., L, S)``.
+    """
+    q, k, v = (as_numeric(a, name) for a, name in
+               ((query, "query"), (key, "key"), (value, "value")))
+    dtype = float_dtype(q, k, v)
+    q, k, v = (a.astype(dtype, copy=False) for a in (q, k, v))
+    require_ndim(q, "query", 2, "(..., L, E)")
+    require_ndim(k, "key", 2, "(..., S, E)")
+    require_ndim(v, "value", 2, "(..., S, Ev)")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"query has {q.shape[-1]} features but key has {k.shape[-1]}: "
+            f"the last axes must match")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"key has {k.shape[-2]} positions but value has {v.shape[-2]}: "
+            f"every key needs one value (axis -2 must match)")
+    try:
+        batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"the batch axes of query {q.shape}, key {k.shape} and value "
+            f"{v.shape} do not broadcast (all but the last two axes must)"
+        ) from None
+    for a, name in ((q, "query"), (k, "key"), (v, "value")):
+        require_finite(a, name)
+    L, S = q.shape[-2], k.shape[-2]
+    scores_shape = batch + (L, S)
+
+    mask = None
+    if attn_mask is not None:
+        mask = as_numeric(attn_mask, "attn_mask")
+        try:
+            fits = np.broadcast_shapes(mask.shape, scores_shape) == scores_shape
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ValueError(
+                f"attn_mask of shape {mask.shape} cannot broadcast to the "
+                f"scores' shape (..., L, S) = {scores_shape}")
+        if mask.dtype.kind != "b":
+            mask = mask.astype(dtype, copy=False)
+            if np.isnan(mask).any() or np.isposinf(mask).any():
+                raise ValueError("attn_mask contains NaN or +inf; use -inf or False to mask")
+    if is_causal:
+        causal = causal_mask(L, S)
+        if mask is None:
+            mask = causal
+        elif mask.dtype.kind == "b":
+            mask = mask & causal
+        else:
+            mask = np.where(causal, mask, -np.inf).astype(dtype, copy=False)
+
+    if scale is None:
+        scale = 1.0 / np.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
+    elif not np.isfinite(scale):
+        raise ValueError(f"scale must be a finite number, got {scale!r}")
+    return q, k, v, mask, dtype.type(scale)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None,
+                                 is_causal=False, scale=None,
+                                 return_weights=False):
+    """Scaled dot-product attention, ``softmax(Q K^T * scale + M) V``.
+
+    Parameters
+    ----------
+    query : array_like, shape (..., L, E)
+        Queries ``Q``: ``L`` rows of ``E = d_k`` features.
+    key : array_like, shape (..., S, E)
+        Keys ``K``: ``S`` rows, same feature size as the queries.
+    value : array_like, shape (..., S, Ev)
+        Values ``V``: one row of ``Ev = d_v`` features per key.
+    attn_mask : array_like, optional
+        Broadcastable to ``(..., L, S)``. Boolean: ``True`` means the query
+        *may attend* to that key, ``False`` gives it zero weight. Floating:
+        added to the scores (``-inf`` masks; other values bias).
+    is_causal : bool, optional
+        Apply :func:`causal_mask`: query ``i`` sees keys ``j <= i`` only.
+        Combined with ``attn_mask`` if both are given (PyTorch refuses both).
+    scale : float, optional
+        Multiplies ``Q K^T``; defaults to ``1 / sqrt(E)``.
+    return_weights : bool, optional
+        Also return the attention weights.
+
+    Returns
+    -------
+    output : ndarray, shape (..., L, Ev)
+        Each row is the weighted average of the value rows.
+    weights : ndarray, shape (..., L, S)
+        Only with ``return_weights=True``. Non-negative; rows sum to 1.
+
+    Raises
+    ------
+    TypeError
+        If an input is not real numbers.
+    ValueError
+        If feature sizes, key/value lengths, batch axes or the mask's shape do
+        not fit together (the message names them), or an input holds NaN.
+
+    Notes
+    -----
+    The softmax subtracts each row's maximum, so large scores cannot overflow.
+
+    A query row with *nothing* to attend to (every key masked) gets all-zero
+    weights and a zero output. PyTorch returns NaN for such rows; a padded
+    query that attends to nothing should contribute nothing, and a NaN would
+    spread through everything computed from it.
+
+    float32 inputs give float32 results, float64 gives float64, float16 is
+    computed in float32, integers in float64.
+
+    Without a mask and without ``return_weights`` the normalisation is applied
+    to the ``(L, Ev)`` output instead of the ``(L, S)`` weights, which saves a
+    pass over the score matrix.
+
+    Examples
+    --------
+    Seed 004's causal self-attention example:
+
+    >>> import numpy as np
+    >>> from attention_lib import scaled_dot_product_attention
+    >>> q = np.array([[1, 0, 0], [0, 1, 0]])
+    >>> k = np.array([[1, 2, 3], [4, 5, 6]])
+    >>> v = np.array([[0, 1, 0], [1, 0, 1]])
+    >>> print(scaled_dot_product_attention(q, k, v, is_causal=True).round(8))
+    [[0.         1.         0.        ]
+     [0.84967455 0.15032545 0.84967455]]
+
+    Broadcasting over a batch of 2 sequences, with weights:
+
+    >>> rng = np.random.default_rng(0)
+    >>> out, w = scaled_dot_product_attention(
+    ...     rng.normal(size=(2, 4, 8)), rng.normal(size=(2, 6, 8)),
+    ...     rng.normal(size=(2, 6, 3)), return_weights=True)
+    >>> out.shape, w.shape, bool(np.allclose(w.sum(axis=-1), 1))
+    ((2, 4, 3), (2, 4, 6), True)
+    """
+    q, k, v, mask, scale = _attention_inputs(query, key, value, attn_mask,
+                                             is_causal, scale)
+    # Scale the (L, E) queries rather than the (L, S) scores: fewer multiplies.
+    scores = (q * scale) @ np.swapaxes(k, -1, -2)            # (..., L, S)
+    if mask is not None:
+        if mask.dtype.kind == "b":
+            scores = np.where(mask, scores, -np.inf)
+        else:
+            scores = scores + mask
+    if scores.shape[-1] == 0:   # no keys at all: nothing to attend to
+        weights = scores
+    else:
+        row_max = scores.max(axis=-1, keepdims=True)
+        if mask is not None:   # rows that are all -inf: shift by 0, not -inf
+            row_max[np.isneginf(row_max)] = 0.0
+        scores -= row_max                                      # in place: no
+        weights = np.exp(scores, out=scores)                   # (L, S) copies
+    total = weights.sum(axis=-1, keepdims=True)
+    total[total == 0] = 1.0            # fully masked rows stay all-zero
+    if return_weights:
+        weights /= total
+        return weights @ v, weights
+    return (weights @ v) / total

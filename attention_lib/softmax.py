@@ -1,0 +1,75 @@
+"""The softmax: turning scores into weights that are positive and sum to 1.
+
+``softmax(x)_j = exp(x_j) / sum_k exp(x_k)``. Computed literally, ``exp``
+overflows for scores above about 709 (float64) or 88 (float32) and the result
+is ``inf / inf = nan``. Subtracting the row maximum first changes nothing
+mathematically (the factor ``exp(-max)`` cancels) and makes the largest
+exponent exactly ``exp(0) = 1``, so nothing can overflow.
+
+A row whose scores are all ``-inf`` (every position masked) has no
+well-defined softmax; the naive formula gives ``0 / 0 = nan``. Here such a
+row gets all-zero weights, so that masked-out queries contribute nothing.
+"""
+
+import numpy as np
+
+from ._checks import as_float
+
+
+def softmax(x, axis=-1):
+    """Numerically stable softmax along one axis.
+
+    Parameters
+    ----------
+    x : array_like
+        Scores (logits). Any shape; integers are computed in float64,
+        float32 stays float32. ``-inf`` marks a position that gets no weight.
+    axis : int, optional
+        The axis along which the weights sum to 1 (default: the last).
+
+    Returns
+    -------
+    ndarray
+        Same shape as ``x``. Non-negative; each slice along ``axis`` sums to 1,
+        except slices that are entirely ``-inf``, which are all zeros.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is not real numbers.
+    ValueError
+        If ``x`` contains NaN or ``+inf``, or ``axis`` is out of range.
+
+    Notes
+    -----
+    The row maximum is subtracted before exponentiating, which leaves the
+    result unchanged and prevents overflow: ``softmax([1e5, 0])`` is
+    ``[1, 0]``, not ``[nan, 0]``. Agrees with :func:`scipy.special.softmax`
+    wherever that is defined; unlike it, fully ``-inf`` rows give zeros.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attention_lib import softmax
+    >>> softmax(np.array([1.0, 2.0, 3.0]))
+    array([0.09003057, 0.24472847, 0.66524096])
+    >>> softmax(np.array([1e5, 0.0, -1e5]))
+    array([1., 0., 0.])
+    >>> softmax(np.array([[0.0, -np.inf], [-np.inf, -np.inf]]))
+    array([[1., 0.],
+           [0., 0.]])
+    """
+    x = as_float(x, "x")
+    if np.isnan(x).any() or np.isposinf(x).any():
+        raise ValueError("x contains NaN or +inf: softmax needs finite scores or -inf")
+    if not -x.ndim <= axis < max(x.ndim, 1):
+        raise ValueError(f"axis {axis} is out of range for x of shape {x.shape}")
+    if x.size == 0:
+        return x.copy()
+    row_max = np.max(x, axis=axis, keepdims=True)
+    # A row that is all -inf has max -inf; shifting by it would give nan.
+    row_max[~np.isfinite(row_max)] = 0.0
+    e = np.exp(x - row_max)
+    total = np.sum(e, axis=axis, keepdims=True)
+    total[total == 0] = 1.0  # all-masked rows: 0 / 1 = 0, not 0 / 0
+    return e / total

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Quick-start command 1: build the book into _build/html.
+# Creates (or reuses) the virtual environment .venv and installs requirements.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/_venv.sh
+ensure_venv requirements.txt
+echo "==> building the book"
+jupyter-book build . -W -n
+echo "==> done: open _build/html/index.html"

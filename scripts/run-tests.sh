@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Quick-start command 2: run every test.
+# Creates (or reuses) .venv, installs requirements-test.txt, then runs each
+# stage in turn and stops at the first failure (non-zero exit).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/_venv.sh
+ensure_venv requirements-test.txt
+export MPLBACKEND=Agg
+
+stage() {
+    local name="$1"; shift
+    local t0=$SECONDS
+    echo
+    echo "==> $name"
+    "$@"
+    echo "==> $name: ok ($((SECONDS - t0)) s)"
+}
+
+stage "library tests (unit, property, golden, doctests)" \
+    python -m pytest tests attention_lib
+stage "notebooks match their committed outputs (nbval)" \
+    python -m pytest --nbval --nbval-current-env book
+stage "book build, warnings as errors" \
+    bash -c 'rm -rf _build && jupyter-book build . -W -n'
