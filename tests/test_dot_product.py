@@ -1,0 +1,255 @@
+"""scaled_dot_product_attention: properties, dtypes, masks, and error messages."""
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings, strategies as st
+from numpy.testing import assert_allclose, assert_array_equal
+
+from attention_lib import causal_mask, padding_mask, scaled_dot_product_attention
+
+
+def reference_attention(q, k, v, mask=None, scale=None):
+    """Attention written out plainly, one query and one key at a time.
+
+    ``mask`` is boolean (True = may attend). A query with nothing to attend to
+    gets zero weights, as the library documents.
+    """
+    L, E = q.shape
+    S = k.shape[0]
+    scale = 1.0 / np.sqrt(E) if scale is None else scale
+    out = np.zeros((L, v.shape[1]))
+    weights = np.zeros((L, S))
+    for i in range(L):
+        allowed = [j for j in range(S) if mask is None or mask[i, j]]
+        if not allowed:
+            continue
+        scores = {j: scale * sum(q[i, e] * k[j, e] for e in range(E)) for j in allowed}
+        top = max(scores.values())
+        exps = {j: np.exp(s - top) for j, s in scores.items()}
+        total = sum(exps.values())
+        for j in allowed:
+            weights[i, j] = exps[j] / total
+            out[i] += weights[i, j] * v[j]
+    return out, weights
+
+
+@st.composite
+def attention_problem(draw, batch_dims=False, masked=True):
+    """Random q, k, v (optionally with batch axes), a boolean mask and a scale."""
+    L, S = draw(st.integers(1, 6)), draw(st.integers(1, 6))
+    E, Ev = draw(st.integers(1, 5)), draw(st.integers(1, 5))
+    batch = tuple(draw(st.lists(st.integers(1, 3), max_size=2))) if batch_dims else ()
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    spread = draw(st.sampled_from([0.1, 1.0, 10.0]))
+    q = spread * rng.normal(size=batch + (L, E))
+    k = spread * rng.normal(size=batch + (S, E))
+    v = rng.normal(size=batch + (S, Ev))
+    mask = rng.random(batch + (L, S)) < draw(st.floats(0, 1)) if masked else None
+    scale = draw(st.one_of(st.none(), st.floats(0.01, 3.0)))
+    return q, k, v, mask, scale
+
+
+@given(attention_problem())
+def test_agrees_with_plain_reference(problem):
+    q, k, v, mask, scale = problem
+    out, w = scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale,
+                                          return_weights=True)
+    ref_out, ref_w = reference_attention(q, k, v, mask, scale)
+    assert_allclose(w, ref_w, rtol=1e-10, atol=1e-12)
+    assert_allclose(out, ref_out, rtol=1e-10, atol=1e-12)
+
+
+@given(attention_problem(batch_dims=True))
+def test_weights_are_non_negative_and_rows_sum_to_one_or_zero(problem):
+    q, k, v, mask, scale = problem
+    _, w = scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale,
+                                        return_weights=True)
+    assert np.all(w >= 0)
+    row_sums = w.sum(axis=-1)
+    fully_masked = ~mask.any(axis=-1)
+    assert_allclose(row_sums[~fully_masked], 1.0, rtol=1e-12)
+    assert np.all(row_sums[fully_masked] == 0.0)
+    assert np.all(w[~mask] == 0.0)
+
+
+@given(attention_problem(batch_dims=True, masked=False))
+def test_batch_axes_are_independent_problems(problem):
+    q, k, v, _, scale = problem
+    out = scaled_dot_product_attention(q, k, v, scale=scale)
+    for index in np.ndindex(q.shape[:-2]):
+        assert_allclose(out[index],
+                        scaled_dot_product_attention(q[index], k[index], v[index], scale=scale),
+                        rtol=1e-12, atol=1e-14)
+
+
+@given(attention_problem(masked=False), st.integers(0, 5))
+def test_causal_outputs_ignore_the_future(problem, t):
+    """Changing keys and values after position t leaves outputs up to t unchanged."""
+    q, k, v, _, scale = problem
+    n = min(q.shape[0], k.shape[0])
+    assume(t < n - 1)
+    q, k, v = q[:n], k[:n], v[:n]
+    before = scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+    k2, v2 = k.copy(), v.copy()
+    rng = np.random.default_rng(t)
+    k2[t + 1:] = rng.normal(size=k2[t + 1:].shape) * 100
+    v2[t + 1:] = rng.normal(size=v2[t + 1:].shape) * 100
+    after = scaled_dot_product_attention(q, k2, v2, is_causal=True, scale=scale)
+    assert_array_equal(after[:t + 1], before[:t + 1])
+    assume(not np.allclose(after[t + 1:], before[t + 1:]))  # the future did change
+
+
+@given(attention_problem(), st.randoms(use_true_random=False))
+def test_permuting_keys_and_values_together_changes_nothing(problem, random):
+    q, k, v, mask, scale = problem
+    perm = np.array(random.sample(range(k.shape[0]), k.shape[0]))
+    out = scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+    out_perm = scaled_dot_product_attention(q, k[perm], v[perm],
+                                            attn_mask=mask[:, perm], scale=scale)
+    assert_allclose(out_perm, out, rtol=1e-10, atol=1e-12)
+
+
+@given(attention_problem(), st.randoms(use_true_random=False))
+def test_permuting_queries_permutes_outputs(problem, random):
+    q, k, v, mask, scale = problem
+    perm = np.array(random.sample(range(q.shape[0]), q.shape[0]))
+    out = scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+    out_perm = scaled_dot_product_attention(q[perm], k, v, attn_mask=mask[perm], scale=scale)
+    assert_allclose(out_perm, out[perm], rtol=1e-10, atol=1e-12)
+
+
+@given(attention_problem())
+def test_boolean_and_additive_masks_agree(problem):
+    q, k, v, mask, scale = problem
+    additive = np.where(mask, 0.0, -np.inf)
+    assert_allclose(
+        scaled_dot_product_attention(q, k, v, attn_mask=additive, scale=scale),
+        scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale),
+        rtol=1e-12, atol=1e-14)
+
+
+@given(attention_problem(masked=False), st.floats(0.05, 5.0))
+def test_scale_is_the_same_as_scaling_the_queries(problem, c):
+    q, k, v, _, _ = problem
+    assert_allclose(scaled_dot_product_attention(q, k, v, scale=c),
+                    scaled_dot_product_attention(c * q, k, v, scale=1.0),
+                    rtol=1e-10, atol=1e-12)
+
+
+def test_default_scale_is_one_over_sqrt_of_features():
+    rng = np.random.default_rng(1)
+    q, k, v = rng.normal(size=(3, 16)), rng.normal(size=(5, 16)), rng.normal(size=(5, 2))
+    assert_allclose(scaled_dot_product_attention(q, k, v),
+                    scaled_dot_product_attention(q, k, v, scale=0.25))
+
+
+def test_float_mask_is_added_to_the_scores():
+    q = np.array([[1.0, 0.0]])
+    k = np.array([[1.0, 0.0], [0.0, 1.0]])
+    v = np.eye(2)
+    bias = np.array([[0.0, np.log(3.0)]])
+    _, w = scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=0.0,
+                                        return_weights=True)
+    assert_allclose(w, [[0.25, 0.75]])
+
+
+def test_fully_masked_row_gives_zero_output_not_nan():
+    rng = np.random.default_rng(0)
+    q, k, v = rng.normal(size=(3, 4)), rng.normal(size=(3, 4)), rng.normal(size=(3, 2))
+    mask = np.array([[True, True, False], [False, False, False], [True, False, False]])
+    out, w = scaled_dot_product_attention(q, k, v, attn_mask=mask, return_weights=True)
+    assert not np.isnan(out).any()
+    assert np.all(out[1] == 0) and np.all(w[1] == 0)
+    out_inf = scaled_dot_product_attention(q, k, v, attn_mask=np.where(mask, 0, -np.inf))
+    assert np.all(out_inf[1] == 0)
+
+
+def test_padding_mask_for_a_batch():
+    rng = np.random.default_rng(2)
+    lengths = [4, 2, 3]
+    q, k, v = (rng.normal(size=(3, 4, 5)) for _ in range(3))
+    out = scaled_dot_product_attention(q, k, v, attn_mask=padding_mask(lengths)[:, None, :])
+    for b, n in enumerate(lengths):   # same as attending to the unpadded keys only
+        assert_allclose(out[b], scaled_dot_product_attention(q[b], k[b, :n], v[b, :n]))
+
+
+def test_causal_and_padding_masks_combine():
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.normal(size=(2, 4, 3)) for _ in range(3))
+    pad = padding_mask([4, 2])[:, None, :]
+    combined = scaled_dot_product_attention(q, k, v, attn_mask=pad, is_causal=True)
+    explicit = scaled_dot_product_attention(q, k, v, attn_mask=pad & causal_mask(4))
+    assert_allclose(combined, explicit)
+
+
+def test_huge_scores_stay_finite():
+    q = np.array([[1e3, 0.0]])
+    k = np.array([[1e3, 0.0], [-1e3, 0.0], [0.0, 1e3]])
+    v = np.array([[1.0], [2.0], [3.0]])
+    out = scaled_dot_product_attention(q, k, v, scale=1.0)   # scores of 1e6
+    assert_allclose(out, [[1.0]])
+
+
+@pytest.mark.parametrize("dtype, expected", [
+    (np.float32, np.float32), (np.float64, np.float64),
+    (np.float16, np.float32), (np.int64, np.float64), (np.int32, np.float64),
+])
+def test_result_dtype(dtype, expected):
+    x = np.ones((2, 3), dtype=dtype)
+    out, w = scaled_dot_product_attention(x, x, x, return_weights=True)
+    assert out.dtype == expected and w.dtype == expected
+
+
+def test_float32_agrees_with_float64():
+    rng = np.random.default_rng(4)
+    q, k, v = (rng.normal(size=(6, 8)) for _ in range(3))
+    out32 = scaled_dot_product_attention(*(a.astype(np.float32) for a in (q, k, v)))
+    assert_allclose(out32, scaled_dot_product_attention(q, k, v), rtol=1e-5, atol=1e-6)
+
+
+def test_no_keys_means_zero_output():
+    out = scaled_dot_product_attention(np.ones((2, 3)), np.ones((0, 3)), np.ones((0, 4)))
+    assert out.shape == (2, 4) and np.all(out == 0)
+
+
+# --- bad input: each error names what was wrong ---------------------------------
+
+Q, K, V = np.zeros((4, 8)), np.zeros((6, 8)), np.zeros((6, 5))
+
+
+@pytest.mark.parametrize("args, kwargs, message", [
+    ((np.zeros((4, 300)), np.zeros((6, 64)), V), {},
+     "query has 300 features but key has 64: the last axes must match"),
+    ((Q, K, np.zeros((7, 5))), {},
+     "key has 6 positions but value has 7: every key needs one value"),
+    ((np.zeros(8), K, V), {}, "query must have at least 2 axes \\(..., L, E\\), got shape \\(8,\\)"),
+    ((Q, np.zeros(8), V), {}, "key must have at least 2 axes"),
+    ((Q, K, np.zeros(6)), {}, "value must have at least 2 axes"),
+    ((np.zeros((2, 4, 8)), np.zeros((3, 6, 8)), np.zeros((3, 6, 5))), {},
+     "the batch axes of query \\(2, 4, 8\\), key \\(3, 6, 8\\) and value \\(3, 6, 5\\) do not broadcast"),
+    ((Q, K, V), {"attn_mask": np.ones((4, 5), dtype=bool)},
+     "attn_mask of shape \\(4, 5\\) cannot broadcast to the scores' shape \\(..., L, S\\) = \\(4, 6\\)"),
+    ((Q, K, V), {"attn_mask": np.ones((2, 4, 6), dtype=bool)},
+     "attn_mask of shape \\(2, 4, 6\\) cannot broadcast"),
+    ((np.full((4, 8), np.nan), K, V), {}, "query contains NaN or infinity"),
+    ((Q, K, V), {"attn_mask": np.full((4, 6), np.nan)}, "attn_mask contains NaN"),
+    ((Q, K, V), {"scale": np.inf}, "scale must be a finite number"),
+])
+def test_value_errors_name_the_arguments_and_shapes(args, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        scaled_dot_product_attention(*args, **kwargs)
+
+
+@pytest.mark.parametrize("bad, name", [
+    (np.array([["a", "b"], ["c", "d"]]), "query"),
+    (np.zeros((2, 2), dtype=complex), "query"),
+    ([[1.0, 2.0], [3.0]], "query"),
+])
+def test_type_errors_for_non_numeric_input(bad, name):
+    with pytest.raises(TypeError, match=f"{name} must be an array of real numbers"):
+        scaled_dot_product_attention(bad, np.zeros((2, 2)), np.zeros((2, 2)))
+
+
+def test_type_error_for_non_numeric_mask():
+    with pytest.raises(TypeError, match="attn_mask must be an array of real numbers"):
+        scaled_dot_product_attention(Q, K, V, attn_mask=np.full((4, 6), "x"))

@@ -1,0 +1,83 @@
+"""softmax: stable, agrees with scipy, zeros (not NaN) for fully masked rows."""
+
+import numpy as np
+import pytest
+import scipy.special
+from hypothesis import given, strategies as st
+from hypothesis.extra import numpy as hnp
+from numpy.testing import assert_allclose
+
+from attention_lib import softmax
+
+finite = st.floats(-50, 50, allow_nan=False, allow_infinity=False)
+
+
+@given(hnp.arrays(np.float64, hnp.array_shapes(min_dims=1, max_dims=3, max_side=6),
+                  elements=finite), st.integers(-1, 0))
+def test_agrees_with_scipy(x, axis):
+    assert_allclose(softmax(x, axis=axis), scipy.special.softmax(x, axis=axis),
+                    rtol=1e-12, atol=1e-15)
+
+
+@given(hnp.arrays(np.float64, hnp.array_shapes(min_dims=2, max_dims=2, max_side=6),
+                  elements=finite))
+def test_weights_are_a_distribution_along_the_axis(x):
+    w = softmax(x, axis=-1)
+    assert np.all(w >= 0)
+    assert_allclose(w.sum(axis=-1), 1.0, rtol=1e-12)
+
+
+@given(hnp.arrays(np.float64, st.integers(1, 8), elements=finite),
+       st.floats(-1e4, 1e4))
+def test_shift_invariance(x, c):
+    assert_allclose(softmax(x + c), softmax(x), atol=1e-9)
+
+
+def test_huge_logits_do_not_overflow():
+    w = softmax(np.array([1e5, 1e5 - 1.0, -1e5]))
+    assert np.all(np.isfinite(w))
+    e = np.exp(-1.0)
+    assert_allclose(w, [1 / (1 + e), e / (1 + e), 0.0], rtol=1e-12)
+
+
+def test_huge_logits_float32_stay_float32():
+    w = softmax(np.array([[1e5, -1e5], [3.0, 3.0]], dtype=np.float32))
+    assert w.dtype == np.float32
+    assert_allclose(w, [[1.0, 0.0], [0.5, 0.5]])
+
+
+def test_fully_masked_row_gives_zeros_not_nan():
+    x = np.array([[0.0, -np.inf, 1.0], [-np.inf, -np.inf, -np.inf]])
+    w = softmax(x)
+    assert not np.isnan(w).any()
+    assert_allclose(w[1], 0.0)
+    assert_allclose(w[0], scipy.special.softmax([0.0, -np.inf, 1.0]))
+
+
+def test_keeps_shape_and_axis():
+    x = np.arange(24.0).reshape(2, 3, 4)
+    assert_allclose(softmax(x, axis=1).sum(axis=1), 1.0)
+    assert softmax(x, axis=1).shape == x.shape
+
+
+def test_integer_input_is_computed_in_float64():
+    assert softmax([1, 2, 3]).dtype == np.float64
+
+
+@pytest.mark.parametrize("bad, message", [
+    (np.array([1.0, np.nan]), "NaN or \\+inf"),
+    (np.array([1.0, np.inf]), "NaN or \\+inf"),
+])
+def test_rejects_nan_and_plus_inf(bad, message):
+    with pytest.raises(ValueError, match=message):
+        softmax(bad)
+
+
+def test_rejects_non_numeric_input():
+    with pytest.raises(TypeError, match="x must be an array of real numbers"):
+        softmax(["a", "b"])
+
+
+def test_rejects_axis_out_of_range():
+    with pytest.raises(ValueError, match="axis 2 is out of range for x of shape \\(3,\\)"):
+        softmax(np.zeros(3), axis=2)
