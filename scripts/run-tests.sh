@@ -6,7 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/_venv.sh
 ensure_venv requirements-test.txt
-export MPLBACKEND=Agg
 
 stage() {
     local name="$1"; shift
