@@ -22,3 +22,5 @@ stage "notebooks match their committed outputs (nbval)" \
     python -m pytest --nbval --nbval-current-env book
 stage "book build, warnings as errors" \
     bash -c 'rm -rf _build && jupyter-book build . -W -n'
+stage "data/ rebuilds byte-for-byte from its PyPI packages" \
+    bash scripts/check-data-rebuild.sh
