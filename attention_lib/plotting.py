@@ -122,3 +122,121 @@ def plot_mask(mask, row_labels=None, col_labels=None, ax=None, title=None,
     if title:
         ax.set_title(title, pad=24 if col_labels is not None else 18)
     return ax
+
+
+_MARKERS = {"square": "s", "dot": "o", "cross": "x"}
+
+
+def mark_cells(ax, cells, style="square", label=None, size=None):
+    """Mark cells of a heat map, e.g. the gold links of a word alignment.
+
+    Each mark is drawn white with a black outline, so it stays visible on
+    both ends of any colour map and in greyscale; the three styles differ in
+    shape, not colour.
+
+    Parameters
+    ----------
+    ax : matplotlib Axes
+        An Axes holding a heat map drawn by :func:`plot_weights`.
+    cells : iterable of (int, int)
+        ``(row, column)`` of each cell to mark. For an alignment drawn with
+        French queries as rows, an English-French link ``(i, j)`` is the
+        cell ``(j, i)``.
+    style : {"square", "dot", "cross"}, optional
+        ``square``: a hollow square around the cell (e.g. Sure links);
+        ``dot``: a small hollow circle (e.g. Possible links); ``cross``: an
+        x (e.g. predicted links).
+    label : str, optional
+        Legend entry for these marks.
+    size : float, optional
+        Marker area in points squared; a style-dependent default otherwise.
+
+    Returns
+    -------
+    matplotlib.collections.PathCollection
+        The marks (empty if ``cells`` is empty).
+
+    Raises
+    ------
+    ValueError
+        If ``style`` is unknown or a cell is not a pair of integers.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> from attention_lib.plotting import plot_weights, mark_cells
+    >>> ax = plot_weights([[0.9, 0.1], [0.2, 0.8]])
+    >>> marks = mark_cells(ax, [(0, 0), (1, 1)], style="square", label="gold")
+    >>> marks.get_offsets().tolist()     # (x, y) = (column, row)
+    [[0.0, 0.0], [1.0, 1.0]]
+    """
+    import matplotlib.patheffects as pe
+
+    if style not in _MARKERS:
+        raise ValueError(f"style must be one of {', '.join(_MARKERS)}, got {style!r}")
+    cells = [tuple(c) for c in cells]
+    if any(len(c) != 2 or not all(isinstance(v, (int, np.integer)) for v in c)
+           for c in cells):
+        raise ValueError("cells must be (row, column) pairs of integers")
+    rows = np.array([c[0] for c in cells], dtype=float)
+    cols = np.array([c[1] for c in cells], dtype=float)
+    default_size = {"square": 150, "dot": 30, "cross": 40}[style]
+    outline = [pe.withStroke(linewidth=3, foreground="black")]
+    if style == "cross":
+        return ax.scatter(cols, rows, s=size or default_size, marker="x",
+                          color="white", linewidths=1.5, label=label,
+                          path_effects=outline)
+    return ax.scatter(cols, rows, s=size or default_size, marker=_MARKERS[style],
+                      facecolors="none", edgecolors="white", linewidths=1.5,
+                      label=label, path_effects=outline)
+
+
+def hatch_masked(ax, mask, label="masked"):
+    """Hatch the cells of a heat map where ``mask`` is False.
+
+    Masked cells get zero weight and would otherwise look like small
+    weights; the hatching says "not computed" instead.
+
+    Parameters
+    ----------
+    ax : matplotlib Axes
+        An Axes holding a heat map of the same shape as ``mask``.
+    mask : array_like of bool, shape (L, S)
+        ``True`` where attention was allowed (the library's convention).
+    label : str, optional
+        Legend entry for the hatching (used once, however many cells).
+
+    Returns
+    -------
+    int
+        The number of cells hatched.
+
+    Raises
+    ------
+    ValueError
+        If ``mask`` is not a 2-D boolean array.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import numpy as np
+    >>> from attention_lib.plotting import plot_weights, hatch_masked
+    >>> ax = plot_weights([[0.5, 0.5], [1.0, 0.0]])
+    >>> hatch_masked(ax, np.array([[True, True], [True, False]]))
+    1
+    """
+    from matplotlib.patches import Rectangle
+
+    m = np.asarray(mask)
+    if m.ndim != 2 or m.dtype != bool:
+        raise ValueError(
+            f"mask must be a 2-D boolean array, got {m.dtype} of shape {m.shape}")
+    count = 0
+    for i, j in zip(*np.nonzero(~m)):
+        ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="////",
+                               edgecolor="0.75", linewidth=0,
+                               label=label if count == 0 else None))
+        count += 1
+    return count

@@ -1,0 +1,69 @@
+"""plotting: marks and hatching drawn where they belong, and bad arguments refused."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
+
+from attention_lib.plotting import hatch_masked, mark_cells, plot_weights  # noqa: E402
+
+
+@pytest.fixture
+def ax():
+    axes = plot_weights(np.full((3, 4), 0.25))
+    yield axes
+    plt.close(axes.figure)
+
+
+@pytest.mark.parametrize("style", ["square", "dot", "cross"])
+def test_mark_cells_puts_one_mark_at_each_cell_column_first(ax, style):
+    cells = [(0, 3), (2, 1)]           # (row, column)
+    marks = mark_cells(ax, cells, style=style, label="gold")
+    assert marks.get_offsets().tolist() == [[3.0, 0.0], [1.0, 2.0]]   # (x, y)
+    assert marks.get_label() == "gold"
+
+
+def test_mark_cells_styles_differ_in_shape_not_only_colour(ax):
+    paths = [mark_cells(ax, [(0, 0)], style=s).get_paths()[0] for s in ("square", "dot", "cross")]
+    vertex_counts = {len(p.vertices) for p in paths}
+    assert len(vertex_counts) == 3
+
+
+def test_mark_cells_accepts_no_cells(ax):
+    assert len(mark_cells(ax, []).get_offsets()) == 0
+
+
+@pytest.mark.parametrize("cells, style, message", [
+    ([(0, 0)], "star", "style must be one of square, dot, cross, got 'star'"),
+    ([(0.5, 1)], "square", r"cells must be \(row, column\) pairs of integers"),
+    ([(0, 1, 2)], "dot", r"cells must be \(row, column\) pairs of integers"),
+])
+def test_mark_cells_rejects_bad_arguments(ax, cells, style, message):
+    with pytest.raises(ValueError, match=message):
+        mark_cells(ax, cells, style=style)
+
+
+def test_hatch_masked_covers_exactly_the_masked_cells(ax):
+    mask = np.ones((3, 4), dtype=bool)
+    mask[:, 2] = False                  # an unknown key word
+    mask[1, :] = False                  # an unknown query word
+    before = len(ax.patches)
+    assert hatch_masked(ax, mask) == int((~mask).sum())
+    corners = sorted(p.get_xy() for p in ax.patches[before:] if isinstance(p, Rectangle))
+    expected = sorted((j - 0.5, i - 0.5) for i, j in zip(*np.nonzero(~mask)))
+    assert corners == expected
+
+
+def test_hatch_masked_labels_the_legend_once(ax):
+    hatch_masked(ax, np.zeros((3, 4), dtype=bool), label="unknown word")
+    labels = [p.get_label() for p in ax.patches]
+    assert labels.count("unknown word") == 1
+
+
+def test_hatch_masked_needs_a_boolean_matrix(ax):
+    with pytest.raises(ValueError, match=r"mask must be a 2-D boolean array, got int64 of shape \(3,\)"):
+        hatch_masked(ax, np.array([1, 0, 1], dtype=np.int64))
