@@ -52,3 +52,14 @@ def require_finite(arr, name):
     """Raise ``ValueError`` if ``arr`` holds NaN or infinity."""
     if not np.isfinite(arr).all():
         raise ValueError(f"{name} contains NaN or infinity")
+
+
+def as_int(n, name, minimum=0):
+    """Return ``n`` as an int, or raise if it is not an integer ``>= minimum``."""
+    what = "a positive integer" if minimum == 1 else "an integer"
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"{name} must be {what}, got {n!r}")
+    if n < minimum:
+        bound = {0: "non-negative", 1: "a positive integer"}.get(minimum, f"at least {minimum}")
+        raise ValueError(f"{name} must be {bound}, got {n}")
+    return int(n)

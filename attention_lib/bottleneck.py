@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
+from ._checks import as_int
 from .dot_product import scaled_dot_product_attention
 
 
@@ -60,14 +61,6 @@ class BottleneckResult:
     attention: np.ndarray
     chance: float
     token_size: int
-
-
-def _positive_int(value, name):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be a positive integer, got {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value}")
-    return int(value)
 
 
 def _positive_ints(values, name, allow_empty=False):
@@ -172,7 +165,7 @@ def fit_linear_code(X, d):
     X = np.asarray(X, dtype=float)
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D (N, D), got shape {X.shape}")
-    d = _positive_int(d, "d")
+    d = as_int(d, "d", minimum=1)
     mean = X.mean(axis=0)
     centred = X - mean
     D = X.shape[1]
@@ -332,14 +325,14 @@ def bottleneck_experiment(lengths, widths, vocab_size=32, token_size=8,
     """
     lengths = _positive_ints(lengths, "lengths")
     widths = _positive_ints(widths, "widths", allow_empty=True)
-    V = _positive_int(vocab_size, "vocab_size")
+    V = as_int(vocab_size, "vocab_size", minimum=1)
     if V < 2:
         raise ValueError(f"vocab_size must be at least 2, got {V}: with one "
                          f"symbol there is nothing to recover")
-    p = _positive_int(token_size, "token_size")
-    n_train = _positive_int(n_train, "n_train")
-    n_test = _positive_int(n_test, "n_test")
-    P = _positive_int(position_size, "position_size")
+    p = as_int(token_size, "token_size", minimum=1)
+    n_train = as_int(n_train, "n_train", minimum=1)
+    n_test = as_int(n_test, "n_test", minimum=1)
+    P = as_int(position_size, "position_size", minimum=1)
     if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
         raise TypeError(f"seed must be a non-negative integer, got {seed!r}")
     if seed < 0:

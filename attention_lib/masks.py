@@ -8,13 +8,7 @@ zero weight.
 
 import numpy as np
 
-
-def _length(n, name):
-    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {n!r}")
-    if n < 0:
-        raise ValueError(f"{name} must be non-negative, got {n}")
-    return int(n)
+from ._checks import as_int
 
 
 def causal_mask(L, S=None):
@@ -47,8 +41,8 @@ def causal_mask(L, S=None):
     array([[1, 0, 0, 0],
            [1, 1, 0, 0]])
     """
-    L = _length(L, "L")
-    S = L if S is None else _length(S, "S")
+    L = as_int(L, "L")
+    S = L if S is None else as_int(S, "S")
     return np.tril(np.ones((L, S), dtype=bool))
 
 
@@ -88,7 +82,7 @@ def padding_mask(lengths, S=None):
         )
     if (lengths < 0).any():
         raise ValueError(f"lengths must be non-negative, got {lengths.tolist()}")
-    S = int(lengths.max(initial=0)) if S is None else _length(S, "S")
+    S = int(lengths.max(initial=0)) if S is None else as_int(S, "S")
     if (lengths > S).any():
         raise ValueError(
             f"lengths {lengths.tolist()} exceed the padded length S={S}"
