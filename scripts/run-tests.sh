@@ -24,3 +24,7 @@ stage "book build, warnings as errors" \
     bash -c 'rm -rf _build && jupyter-book build . -W -n'
 stage "data/ rebuilds byte-for-byte from its PyPI packages" \
     bash scripts/check-data-rebuild.sh
+stage "the built site in a real browser (headless Chromium)" \
+    bash scripts/check-browser.sh
+stage "Binder: every chapter runs from requirements.txt alone" \
+    bash scripts/check-binder.sh

@@ -1,0 +1,177 @@
+"""Execute every chapter notebook the way Binder will: from requirements.txt alone.
+
+Binder (repo2docker) installs ``requirements.txt`` with pip from the repository
+root (``runtime.txt`` picks the Python version) and opens a notebook with its
+folder as the working directory. This script does the same without Binder:
+
+1. create a fresh virtual environment in a temporary folder (no system or user
+   site-packages) and ``pip install -r requirements.txt`` from the repository
+   root, so a package the chapters import but requirements.txt forgets makes
+   this check fail;
+2. register that environment's Python as the only ``python3`` kernel;
+3. execute every notebook listed in ``_toc.yml`` with nbclient (running inside
+   the fresh environment), with the notebook's folder as working directory,
+   and fail on the first cell that raises.
+
+The executed copies go to the temporary folder: the committed notebooks are
+never touched. Prints the time of each step and of each notebook.
+
+Usage::
+
+    python3 scripts/binder_check.py            # fresh venv, every notebook in _toc.yml
+    python3 scripts/binder_check.py --keep     # keep the temporary folder, print its path
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Runs inside the fresh environment: execute one notebook with nbclient.
+RUN_NOTEBOOK = r"""
+import sys, time, nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+src, dst, cwd, timeout = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+nb = nbformat.read(src, as_version=4)
+client = NotebookClient(nb, kernel_name="python3", timeout=timeout, allow_errors=False,
+                        resources={"metadata": {"path": cwd}})
+t0 = time.perf_counter()
+try:
+    client.execute()
+except CellExecutionError as exc:
+    nbformat.write(nb, dst)
+    print(str(exc)[-3000:], file=sys.stderr)
+    sys.exit(1)
+nbformat.write(nb, dst)
+print(f"{time.perf_counter() - t0:.1f}")
+"""
+
+
+def toc_notebooks(toc_file):
+    """Notebooks (``.ipynb``) listed in ``_toc.yml``, in reading order.
+
+    Reads the file with a regular expression, so the check needs nothing but the
+    standard library before the fresh environment exists.
+    """
+    files = re.findall(r"^\s*-?\s*(?:file|root):\s*['\"]?([^'\"\s#]+)", Path(toc_file).read_text(),
+                       flags=re.MULTILINE)
+    notebooks = []
+    for f in files:
+        path = REPO / f
+        if path.suffix != ".ipynb":
+            path = path.with_suffix(".ipynb")
+        if path.is_file():
+            notebooks.append(path)
+    return notebooks
+
+
+def run(cmd, **kwargs):
+    """Run ``cmd``; on failure print its output and stop with a clear message."""
+    result = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
+    if result.returncode != 0:
+        sys.stdout.write(result.stdout[-5000:])
+        sys.stderr.write(result.stderr[-5000:])
+        raise SystemExit(f"binder check: `{' '.join(map(str, cmd))}` failed "
+                         f"(exit code {result.returncode})")
+    return result
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--python", default=sys.executable,
+                        help="interpreter for the fresh environment (runtime.txt pins 3.11)")
+    parser.add_argument("--requirements", default="requirements.txt")
+    parser.add_argument("--toc", default="_toc.yml")
+    parser.add_argument("--timeout", type=int, default=300, help="seconds allowed per cell")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    args = parser.parse_args(argv)
+
+    started = time.monotonic()
+    runtime = (REPO / "runtime.txt").read_text().strip() if (REPO / "runtime.txt").exists() else ""
+    version = run([args.python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"]).stdout.strip()
+    print(f"runtime.txt asks for {runtime or '(nothing)'}; this check uses Python {version}")
+    if runtime.startswith("python-") and runtime.removeprefix("python-") != version:
+        print(f"note: Binder will use {runtime}, not Python {version}")
+
+    notebooks = toc_notebooks(REPO / args.toc)
+    if not notebooks:
+        raise SystemExit(f"binder check: no notebooks listed in {args.toc}")
+
+    tmp = Path(tempfile.mkdtemp(prefix="binder-check-"))
+    try:
+        venv = tmp / "venv"
+        python = venv / "bin" / "python"
+        # Nothing from this machine's Python setup may leak into the environment.
+        env = {k: v for k, v in os.environ.items()
+               if k not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_REQUIRE_VIRTUALENV",
+                            "JUPYTER_PATH", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "MPLBACKEND"}}
+        env.update(PYTHONNOUSERSITE="1", PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+                   VIRTUAL_ENV=str(venv), JUPYTER_PATH=str(tmp / "jupyter"),
+                   JUPYTER_PREFER_ENV_PATH="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+
+        t0 = time.monotonic()
+        run([args.python, "-m", "venv", str(venv)], env=env)
+        # From the repository root, like Binder: requirements.txt holds `-e .`.
+        run([str(python), "-m", "pip", "install", "--quiet", "-r", args.requirements],
+            cwd=REPO, env=env)
+        print(f"fresh environment from {args.requirements} alone: {time.monotonic() - t0:.0f} s")
+        # Binder's image always has a Jupyter server and kernel; add them only if
+        # requirements.txt does not bring them, so this check never blames it for those.
+        probe = subprocess.run([str(python), "-c", "import nbclient, nbformat, ipykernel"],
+                               env=env, capture_output=True)
+        if probe.returncode != 0:
+            print("adding nbclient and ipykernel (Binder's base image provides them)")
+            run([str(python), "-m", "pip", "install", "--quiet", "nbclient", "nbformat", "ipykernel"],
+                env=env)
+
+        # The fresh environment's Python is the only kernel the notebooks can get
+        # (JUPYTER_PATH comes first in Jupyter's search path).
+        kernel_dir = tmp / "jupyter" / "kernels" / "python3"
+        kernel_dir.mkdir(parents=True)
+        (kernel_dir / "kernel.json").write_text(json.dumps({
+            "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": "Python 3 (binder check)", "language": "python"}))
+
+        out_dir = tmp / "executed"
+        out_dir.mkdir()
+        failed = []
+        for nb in notebooks:
+            rel = nb.relative_to(REPO)
+            result = subprocess.run(
+                [str(python), "-c", RUN_NOTEBOOK, str(nb), str(out_dir / nb.name),
+                 str(nb.parent), str(args.timeout)],
+                cwd=nb.parent, env=env, capture_output=True, text=True,
+                timeout=max(600, 2 * args.timeout))
+            if result.returncode == 0:
+                print(f"{str(rel):36s} ok   {float(result.stdout.strip().splitlines()[-1]):5.1f} s")
+            else:
+                failed.append(str(rel))
+                print(f"{str(rel):36s} FAILED (cwd {nb.parent.relative_to(REPO) or '.'}):")
+                # The cell and the error, without colour codes or kernel chatter.
+                error = re.sub(r"\x1b\[[0-9;]*m", "", result.stderr)
+                error = "\n".join(line for line in error.strip().splitlines()
+                                  if "[IPKernelApp] WARNING" not in line)
+                print("    " + error.replace("\n", "\n    "))
+        print(f"binder check: {len(notebooks)} notebooks, {time.monotonic() - started:.0f} s in all")
+        if failed:
+            raise SystemExit(f"binder check: {len(failed)} notebook(s) fail in a fresh "
+                             f"environment built from {args.requirements} alone: {', '.join(failed)}")
+        print("every chapter runs in an environment built from requirements.txt alone")
+    finally:
+        if args.keep:
+            print(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Open every page of the built site in a real browser (headless Chromium) and
+# fail when a page has a broken local image, script, stylesheet or font, or
+# when a chapter page renders no figure. Needs a built _build/html
+# (scripts/build-book.sh); writes one screenshot per page to _build/screenshots/.
+#
+#   bash scripts/check-browser.sh              # self-test of the checker, then the site
+#   bash scripts/check-browser.sh --site DIR   # check another built site
+#
+# Installs Debian's chromium with apt-get when /usr/bin/chromium is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+t0=$SECONDS
+
+CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
+if [ ! -x "$CHROMIUM" ]; then
+    echo "==> $CHROMIUM is missing: installing Debian's chromium with apt-get"
+    sudo=""
+    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+        chromium fonts-dejavu-core > /dev/null
+    echo "==> installed $("$CHROMIUM" --version 2>/dev/null) ($((SECONDS - t0)) s)"
+fi
+
+# run-tests.sh puts .venv/bin first on PATH; the checker needs websocket-client
+# (requirements-test.txt).
+python=${PYTHON:-$(if [ -x .venv/bin/python ]; then echo .venv/bin/python; else echo python3; fi)}
+
+# First prove the checker can fail: a tiny hand-made site with one good page
+# and one page for each fault it must catch.
+t1=$SECONDS
+timeout --kill-after=15 300 "$python" scripts/browser_check.py --chromium "$CHROMIUM" --self-test
+echo "==> browser self-test: $((SECONDS - t1)) s"
+
+# Then the book itself. (Every wait inside is bounded too; `timeout` is the backstop.)
+t1=$SECONDS
+timeout --kill-after=15 900 "$python" scripts/browser_check.py --chromium "$CHROMIUM" \
+    --site _build/html --toc _toc.yml --screenshots _build/screenshots "$@"
+echo "==> browser check of the site: $((SECONDS - t1)) s (total with install: $((SECONDS - t0)) s)"
