@@ -166,11 +166,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None,
                                              is_causal, scale)
     # Scale the (L, E) queries rather than the (L, S) scores: fewer multiplies.
     scores = (q * scale) @ np.swapaxes(k, -1, -2)            # (..., L, S)
-    if mask is not None:
+    if mask is not None:   # in place: the mask was checked to broadcast to scores
         if mask.dtype.kind == "b":
-            scores = np.where(mask, scores, -np.inf)
+            np.copyto(scores, -np.inf, where=~mask)
         else:
-            scores = scores + mask
+            scores += mask
     if scores.shape[-1] == 0:   # no keys at all: nothing to attend to
         weights = scores
     else:

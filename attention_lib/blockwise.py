@@ -1,0 +1,222 @@
+"""Blockwise attention with the online softmax: exact attention in bounded memory.
+
+:func:`scaled_dot_product_attention` builds the whole ``(L, S)`` score matrix
+``Q K^T`` before the softmax. At ``L = S = 16384`` in float32 that is 1 GiB,
+and it grows with the square of the sequence length.
+
+The output never needs that matrix. Row ``i`` of the output is
+
+    o_i = sum_j exp(s_ij - m) v_j / sum_j exp(s_ij - m)
+
+for *any* shift ``m`` (the stable softmax of chapter 2 takes ``m = max_j s_ij``).
+So the keys can be visited one block at a time, keeping per query only
+
+    m    the largest score seen so far             (the running max)
+    ell  sum_j exp(s_ij - m) over keys seen so far (the running sum)
+    acc  sum_j exp(s_ij - m) v_j                   (the unnormalised output)
+
+When a new block raises the running max from ``m`` to ``m'``, everything summed
+so far was shifted by the old ``m``; multiplying it by ``exp(m - m')`` re-shifts
+it by ``m'``. After the last block, ``o_i = acc / ell``: the same number the full
+softmax gives, up to rounding. This is the online softmax of Milakov and
+Gimelshein (2018), used for attention by Rabe and Staats (2021) and by
+FlashAttention (Dao et al., 2022).
+
+Blocking the queries as well bounds the scores held at any moment by
+``query_block_size x block_size`` per batch element, whatever ``L`` and ``S``.
+"""
+
+import numpy as np
+
+from .dot_product import _attention_inputs
+
+
+def online_softmax_step(running_max, running_sum, output, scores, value):
+    """Fold one block of keys into the running max, running sum and output.
+
+    Parameters
+    ----------
+    running_max : ndarray, shape (..., L)
+        Largest score seen so far for each query; ``-inf`` before the first
+        block (or while every key seen so far was masked).
+    running_sum : ndarray, shape (..., L)
+        ``sum_j exp(s_ij - running_max_i)`` over the keys seen so far.
+    output : ndarray, shape (..., L, Ev)
+        ``sum_j exp(s_ij - running_max_i) v_j`` over the keys seen so far:
+        the output before it is divided by ``running_sum``.
+    scores : ndarray, shape (..., L, B)
+        This block's scores, ``-inf`` where a key is masked.
+    value : ndarray, shape (..., B, Ev)
+        This block's values.
+
+    Returns
+    -------
+    running_max, running_sum, output : ndarray
+        The three statistics after this block (new arrays; the inputs are not
+        modified).
+
+    Notes
+    -----
+    A query whose scores are all ``-inf`` so far keeps ``running_max = -inf``
+    and ``running_sum = 0``; it is shifted by 0 instead of ``-inf`` so that no
+    ``-inf - (-inf) = nan`` appears.
+
+    Examples
+    --------
+    Two blocks of one query's scores give the same weights as one softmax:
+
+    >>> import numpy as np
+    >>> from attention_lib import online_softmax_step, softmax
+    >>> s = np.array([[1.0, 3.0, 2.0, 5.0]])           # (L=1, S=4)
+    >>> v = np.eye(4)                                   # value j = basis vector j
+    >>> m, ell, acc = np.full(1, -np.inf), np.zeros(1), np.zeros((1, 4))
+    >>> m, ell, acc = online_softmax_step(m, ell, acc, s[:, :2], v[:2])
+    >>> float(m[0]), round(float(ell[0]), 6)
+    (3.0, 1.135335)
+    >>> m, ell, acc = online_softmax_step(m, ell, acc, s[:, 2:], v[2:])
+    >>> float(m[0])
+    5.0
+    >>> bool(np.allclose(acc / ell[:, None], softmax(s)))
+    True
+    """
+    new_max = np.maximum(running_max, scores.max(axis=-1, initial=-np.inf))
+    # Rows with nothing to attend to yet: shift by 0 (exp(-inf - 0) = 0).
+    shift = np.where(np.isneginf(new_max), 0, new_max)
+    weights = scores - shift[..., None]                  # unnormalised, (..., L, B)
+    np.exp(weights, out=weights)
+    rescale = np.exp(running_max - shift)                # exp(m - m'): <= 1
+    new_sum = running_sum * rescale + weights.sum(axis=-1)
+    new_output = output * rescale[..., None] + weights @ value
+    return new_max, new_sum, new_output
+
+
+def _mask_block(mask, rows, cols):
+    """The part of a mask broadcastable to ``(..., L, S)`` covering rows x cols."""
+    if mask.ndim < 2:
+        mask = mask.reshape((1,) * (2 - mask.ndim) + mask.shape)
+    # An axis of length 1 broadcasts: it covers every block.
+    return mask[..., rows if mask.shape[-2] != 1 else slice(None),
+                cols if mask.shape[-1] != 1 else slice(None)]
+
+
+def _positive_int(n, name):
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"{name} must be a positive integer, got {n!r}")
+    if n < 1:
+        raise ValueError(f"{name} must be a positive integer, got {n}")
+    return int(n)
+
+
+def blockwise_attention(query, key, value, attn_mask=None, is_causal=False,
+                        scale=None, block_size=512, query_block_size=None,
+                        return_logsumexp=False):
+    """Scaled dot-product attention computed block by block (online softmax).
+
+    Gives the same result as :func:`scaled_dot_product_attention` (up to
+    rounding) without ever holding the ``(L, S)`` score matrix: queries are
+    taken ``query_block_size`` at a time and keys and values ``block_size``
+    at a time, so the scores in memory at any moment are
+    ``query_block_size x block_size`` per batch element.
+
+    Parameters
+    ----------
+    query : array_like, shape (..., L, E)
+        Queries ``Q``.
+    key : array_like, shape (..., S, E)
+        Keys ``K``.
+    value : array_like, shape (..., S, Ev)
+        Values ``V``.
+    attn_mask : array_like, optional
+        Broadcastable to ``(..., L, S)``; boolean (``True`` = may attend) or
+        floating (added to the scores), as in
+        :func:`scaled_dot_product_attention`.
+    is_causal : bool, optional
+        Query ``i`` sees keys ``j <= i`` only. The causal mask is made block
+        by block (never as an ``(L, S)`` array), and blocks lying entirely
+        above the diagonal are skipped, which halves the work for ``L = S``.
+    scale : float, optional
+        Multiplies ``Q K^T``; defaults to ``1 / sqrt(E)``.
+    block_size : int, optional
+        Number of keys (and values) per block. Default 512.
+    query_block_size : int, optional
+        Number of queries per block; defaults to ``block_size``.
+    return_logsumexp : bool, optional
+        Also return ``log sum_j exp(s_ij)`` for each query, from which any
+        attention weight can be recomputed, one block at a time:
+        ``alpha_ij = exp(s_ij - logsumexp_i)``.
+
+    Returns
+    -------
+    output : ndarray, shape (..., L, Ev)
+        Same as ``scaled_dot_product_attention(query, key, value, ...)``.
+        Query rows with every key masked are zero.
+    logsumexp : ndarray, shape (..., L)
+        Only with ``return_logsumexp=True``. ``-inf`` for fully masked rows.
+
+    Raises
+    ------
+    TypeError
+        If an input is not real numbers, or a block size is not an integer.
+    ValueError
+        For inputs whose shapes do not fit together (as in
+        :func:`scaled_dot_product_attention`), or a block size below 1.
+
+    Notes
+    -----
+    There is no ``return_weights``: the weights *are* the ``(L, S)`` matrix
+    this function exists to avoid. Use ``return_logsumexp`` and recompute the
+    block of weights you need, or call :func:`scaled_dot_product_attention`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attention_lib import blockwise_attention, scaled_dot_product_attention
+    >>> rng = np.random.default_rng(0)
+    >>> q, k, v = rng.normal(size=(10, 8)), rng.normal(size=(13, 8)), rng.normal(size=(13, 3))
+    >>> out = blockwise_attention(q, k, v, is_causal=True, block_size=4)
+    >>> out.shape
+    (10, 3)
+    >>> bool(np.allclose(out, scaled_dot_product_attention(q, k, v, is_causal=True)))
+    True
+    """
+    block_size = _positive_int(block_size, "block_size")
+    query_block_size = (block_size if query_block_size is None
+                        else _positive_int(query_block_size, "query_block_size"))
+    # Causality is handled here, block by block, not as an (L, S) array.
+    q, k, v, mask, scale = _attention_inputs(query, key, value, attn_mask,
+                                             False, scale)
+    dtype = q.dtype
+    L, S, Ev = q.shape[-2], k.shape[-2], v.shape[-1]
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    q = q * scale                              # scale the (L, E) queries once
+    k_t = np.swapaxes(k, -1, -2)               # (..., E, S), a view
+
+    output = np.empty(batch + (L, Ev), dtype=dtype)
+    logsumexp = np.empty(batch + (L,), dtype=dtype)
+    for i0 in range(0, L, query_block_size):
+        i1 = min(i0 + query_block_size, L)
+        rows = slice(i0, i1)
+        m = np.full(batch + (i1 - i0,), -np.inf, dtype=dtype)
+        ell = np.zeros(batch + (i1 - i0,), dtype=dtype)
+        acc = np.zeros(batch + (i1 - i0, Ev), dtype=dtype)
+        for j0 in range(0, S, block_size):
+            if is_causal and j0 > i1 - 1:
+                break                  # this block and all after it are masked
+            j1 = min(j0 + block_size, S)
+            cols = slice(j0, j1)
+            s = q[..., rows, :] @ k_t[..., :, cols]          # (..., bq, bk)
+            if mask is not None:
+                block = _mask_block(mask, rows, cols)
+                s = (np.where(block, s, -np.inf) if block.dtype.kind == "b"
+                     else s + block)
+            if is_causal and j1 - 1 > i0:  # the block crosses the diagonal
+                allowed = np.arange(j0, j1) <= np.arange(i0, i1)[:, None]
+                s = np.where(allowed, s, -np.inf)
+            m, ell, acc = online_softmax_step(m, ell, acc, s, v[..., cols, :])
+        empty = ell == 0                     # nothing to attend to: output 0
+        output[..., rows, :] = acc / np.where(empty, 1, ell)[..., None]
+        with np.errstate(divide="ignore"):  # log(0) = -inf for empty rows
+            logsumexp[..., rows] = m + np.log(ell)
+    if return_logsumexp:
+        return output, logsumexp
+    return output
