@@ -28,6 +28,7 @@ Blocking the queries as well bounds the scores held at any moment by
 
 import numpy as np
 
+from ._checks import as_int
 from .dot_product import _attention_inputs
 
 
@@ -97,14 +98,6 @@ def _mask_block(mask, rows, cols):
     # An axis of length 1 broadcasts: it covers every block.
     return mask[..., rows if mask.shape[-2] != 1 else slice(None),
                 cols if mask.shape[-1] != 1 else slice(None)]
-
-
-def _positive_int(n, name):
-    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
-        raise TypeError(f"{name} must be a positive integer, got {n!r}")
-    if n < 1:
-        raise ValueError(f"{name} must be a positive integer, got {n}")
-    return int(n)
 
 
 def blockwise_attention(query, key, value, attn_mask=None, is_causal=False,
@@ -179,9 +172,9 @@ def blockwise_attention(query, key, value, attn_mask=None, is_causal=False,
     >>> bool(np.allclose(out, scaled_dot_product_attention(q, k, v, is_causal=True)))
     True
     """
-    block_size = _positive_int(block_size, "block_size")
+    block_size = as_int(block_size, "block_size", minimum=1)
     query_block_size = (block_size if query_block_size is None
-                        else _positive_int(query_block_size, "query_block_size"))
+                        else as_int(query_block_size, "query_block_size", minimum=1))
     # Causality is handled here, block by block, not as an (L, S) array.
     q, k, v, mask, scale = _attention_inputs(query, key, value, attn_mask,
                                              False, scale)
