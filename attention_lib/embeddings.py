@@ -110,6 +110,12 @@ def verified_path(name):
     """
     folder = data_dir()
     path = folder / name
+    if not folder.is_dir():
+        raise DataFileError(
+            f"the data folder {folder} does not exist. attention_lib looks for "
+            "the repository's data/ beside the package, which works when the "
+            "project is installed editable from a checkout (pip install -e .); "
+            "otherwise set ATTENTION_DATA_DIR to the data/ folder")
     if not path.is_file():
         raise _problem(path, "the file is missing")
     stat = path.stat()

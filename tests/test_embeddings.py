@@ -92,6 +92,13 @@ def test_missing_file_names_the_file_and_the_rebuild_command(fake_data):
     _assert_names_file_and_rebuild(err, fake_data / "embeddings_en.npz")
 
 
+def test_missing_data_folder_says_how_to_point_at_it(tmp_path, monkeypatch):
+    """A non-editable install has no data/ beside the package: say what to do."""
+    monkeypatch.setenv("ATTENTION_DATA_DIR", str(tmp_path / "nowhere"))
+    with pytest.raises(DataFileError, match="does not exist.*pip install -e .*ATTENTION_DATA_DIR"):
+        load_vocab("en")
+
+
 def test_truncated_file_is_reported_with_both_sizes(fake_data):
     path = fake_data / "embeddings_fr.npz"
     size = path.stat().st_size
