@@ -129,9 +129,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None,
     The softmax subtracts each row's maximum, so large scores cannot overflow.
 
     A query row with *nothing* to attend to (every key masked) gets all-zero
-    weights and a zero output. PyTorch returns NaN for such rows; a padded
-    query that attends to nothing should contribute nothing, and a NaN would
-    spread through everything computed from it.
+    weights and a zero output: a padded query that attends to nothing should
+    contribute nothing, and a NaN would spread through everything computed
+    from it. The literal formula gives NaN there (``0 / 0``), as do
+    ``torch.softmax`` and PyTorch's attention before its 2024 "safe softmax"
+    change; recent PyTorch versions (2.13 checked) return zeros too.
 
     float32 inputs give float32 results, float64 gives float64, float16 is
     computed in float32, integers in float64.

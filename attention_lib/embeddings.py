@@ -115,7 +115,8 @@ def verified_path(name):
             f"the data folder {folder} does not exist. attention_lib looks for "
             "the repository's data/ beside the package, which works when the "
             "project is installed editable from a checkout (pip install -e .); "
-            "otherwise set ATTENTION_DATA_DIR to the data/ folder")
+            "otherwise set ATTENTION_DATA_DIR to the data/ folder, or rebuild the "
+            f"data there with `{REBUILD}` (see data/README.md)")
     if not path.is_file():
         raise _problem(path, "the file is missing")
     stat = path.stat()
