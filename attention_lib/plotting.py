@@ -240,3 +240,49 @@ def hatch_masked(ax, mask, label="masked"):
                                label=label if count == 0 else None))
         count += 1
     return count
+
+
+#: Widest figure, in inches, that fits the book's text column at the
+#: figure resolution below (100 dpi: one inch is 100 CSS pixels on the page).
+COLUMN_WIDTH_IN = 7.2
+
+
+def use_book_style():
+    """Draw figures as the book prints them: sharp, and sized for its column.
+
+    Sets matplotlib to 100 dots per inch (an inch of figure is 100 CSS
+    pixels on the site), 10-point text, a default size that fits the text
+    column (at most :data:`COLUMN_WIDTH_IN` inches wide) and constrained
+    layout; in a Jupyter kernel, figures are also sent as ``retina`` PNGs
+    (twice the pixels, shown at half size), so they stay sharp on HiDPI
+    screens. Call it once, after the imports of a chapter.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> use_book_style()
+    >>> matplotlib.rcParams["figure.dpi"]
+    100.0
+    """
+    import matplotlib
+    import matplotlib.pyplot as plt  # noqa: F401  (sets up the inline backend first)
+
+    matplotlib.rcParams.update({
+        "figure.dpi": 100,
+        "figure.figsize": (6.4, 3.6),
+        "figure.constrained_layout.use": True,
+        "font.size": 10,
+        "axes.titlesize": 11,
+        "axes.labelsize": 10,
+        "legend.fontsize": 9,
+        "xtick.labelsize": 9,
+        "ytick.labelsize": 9,
+    })
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython is always there in the book
+        return
+    if get_ipython() is not None:
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+
+        set_matplotlib_formats("retina")
