@@ -9,11 +9,15 @@ mathematics of one idea, written in the book's notation:
 - :mod:`attention_lib.bottleneck`: the information-bottleneck experiment (chapter 1).
 - :mod:`attention_lib.dot_product`: scaled dot-product (QKV) attention.
 - :mod:`attention_lib.blockwise`: the same attention in bounded memory (online softmax).
+- :mod:`attention_lib.backward`: the gradients of attention, by hand (plain and blockwise).
+- :mod:`attention_lib.nn`: the layers of a tiny model, each with its backward, and Adam.
 - :mod:`attention_lib.embeddings`: aligned English/French word vectors from ``data/``.
 - :mod:`attention_lib.align`: word alignment from attention weights (and its CLI).
 """
 
 from .additive import additive_attention, additive_scores
+from .backward import (blockwise_attention_backward,
+                       scaled_dot_product_attention_backward)
 from .bottleneck import BottleneckResult, bottleneck_experiment
 from .blockwise import blockwise_attention, online_softmax_step
 from .dot_product import scaled_dot_product_attention
@@ -30,6 +34,7 @@ __all__ = [
     "bottleneck_experiment",
     "BottleneckResult",
     "blockwise_attention",
+    "blockwise_attention_backward",
     "causal_mask",
     "DataFileError",
     "data_dir",
@@ -39,6 +44,7 @@ __all__ = [
     "online_softmax_step",
     "padding_mask",
     "scaled_dot_product_attention",
+    "scaled_dot_product_attention_backward",
     "softmax",
     "tokenize",
     "Tokens",
