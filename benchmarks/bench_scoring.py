@@ -5,12 +5,12 @@
 
 The source tutorials say that dot-product attention is faster and smaller
 than the additive attention of Bahdanau et al.; chapter 3 counts why, and
-this script measures it. For T queries (decoder states) scored against
-K keys (encoder states) of width n, with an additive hidden layer of
-m = n units, it compares
+this script measures it. For L queries (decoder states) scored against
+S keys (encoder states), all of width n, with an additive hidden layer of
+d_a = n units, it compares
 
 - ``additive``: ``attention_lib.additive_scores(H, s, W, v)``, which computes
-  ``v_a^T tanh(W_a s_i + U_a h_j)`` for every pair (its ``W`` is 2n x m);
+  ``v_a^T tanh(W_a s_i + U_a h_j)`` for every pair (its ``W`` is 2n x d_a);
 - ``dot``: the scores of scaled dot-product attention, ``s @ H.T / sqrt(n)``.
 
 For each width it prints the parameters of the scoring function, the
@@ -28,35 +28,35 @@ from _common import describe_machine, median_times
 from attention_lib import additive_scores
 
 
-def counts(T, K, n, m):
+def counts(L, S, n, d_a):
     """Parameters, multiply-adds and largest intermediate, from the shapes alone."""
     additive = {
-        "params": 2 * n * m + m,                 # W_a, U_a (n x m each) and v_a (m)
-        "madds": K * n * m + T * n * m + T * K * m,   # H U_a, s W_a, hidden @ v_a
-        "tanh": T * K * m,                       # one per entry of the hidden layer
-        "largest": T * K * m,                    # the (T, K, m) hidden layer
+        "params": 2 * n * d_a + d_a,             # W_a, U_a (d_a x n each), v_a (d_a)
+        "madds": (S + L) * n * d_a + L * S * d_a,   # keys, queries, hidden @ v_a
+        "tanh": L * S * d_a,                     # one per entry of the hidden layer
+        "largest": L * S * d_a,                  # the (L, S, d_a) hidden layer
     }
-    dot = {"params": 0, "madds": T * K * n, "tanh": 0, "largest": T * K}
+    dot = {"params": 0, "madds": L * S * n, "tanh": 0, "largest": L * S}
     return additive, dot
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--widths", type=int, nargs="+", default=[16, 64, 256, 1024],
-                        help="widths n = m (default: %(default)s)")
-    parser.add_argument("--keys", type=int, default=50, help="K (default: %(default)s)")
+                        help="widths n = d_a (default: %(default)s)")
+    parser.add_argument("--keys", type=int, default=50, help="S (default: %(default)s)")
     parser.add_argument("--queries", type=int, default=50,
-                        help="T (default: %(default)s)")
+                        help="L (default: %(default)s)")
     parser.add_argument("--repeats", type=int, default=21,
                         help="minimum timed rounds per width (default: %(default)s)")
     parser.add_argument("--quick", action="store_true", help="widths 16 and 64, 5 rounds")
     args = parser.parse_args(argv)
     if args.quick:
         args.widths, args.repeats = [16, 64], 5
-    T, K = args.queries, args.keys
+    L, S = args.queries, args.keys
 
     print(describe_machine())
-    print(f"T = {T} queries scored against K = {K} keys, float64, m = n; "
+    print(f"L = {L} queries scored against S = {S} keys, float64, d_a = n; "
           f"times are medians over >= {args.repeats} rounds, run in turns")
     print("'madds' = multiply-adds; 'largest' = entries of the largest "
           "intermediate array\n")
@@ -66,19 +66,19 @@ def main(argv=None):
     print(header)
     print("-" * len(header))
     for n in args.widths:
-        m = n
+        d_a = n
         rng = np.random.default_rng(n)
-        H = rng.standard_normal((K, n))          # (K, n) keys: encoder states
-        s = rng.standard_normal((T, n))          # (T, n) queries: decoder states
-        W = rng.standard_normal((2 * n, m)) / np.sqrt(n)   # (2n, m)
-        v = rng.standard_normal(m)               # (m,)
+        H = rng.standard_normal((S, n))          # (S, n) keys: encoder states
+        s = rng.standard_normal((L, n))          # (L, n) queries: decoder states
+        W = rng.standard_normal((2 * n, d_a)) / np.sqrt(n)   # (2n, d_a)
+        v = rng.standard_normal(d_a)             # (d_a,)
         fns = {"additive": lambda: additive_scores(H, s, W, v),
                "dot": lambda: s @ H.T / np.sqrt(n)}
         # One untimed call each (a warm-up), which also checks that both
         # give one score per (query, key) pair.
-        assert all(fn().shape == (T, K) for fn in fns.values())
+        assert all(fn().shape == (L, S) for fn in fns.values())
         medians, _ = median_times(fns, args.repeats, min_seconds=1.0)
-        additive, dot = counts(T, K, n, m)
+        additive, dot = counts(L, S, n, d_a)
         for name, c in (("additive", additive), ("dot", dot)):
             ratio = medians[name] / medians["dot"]
             print(f"{n if name == 'additive' else '':>5}  {name:<9}{c['params']:>10,}"

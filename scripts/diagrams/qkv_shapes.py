@@ -90,14 +90,14 @@ def draw():
     outline(ax, x_q, q_top, 1, 0, cols=D_K)
     symbol(ax, end + 0.35, mid, r"$\times$")
     x_k = end + 0.7
-    end = grid(ax, x_k, top, D_K, S, ORANGE, r"$K^\top$", r"$d_k \times S$",
+    end = grid(ax, x_k, top, D_K, S, ORANGE, r"$\mathbf{K}^\top$", r"$d_k \times S$",
                "one column per key")
     outline(ax, x_k, top, 0, 3, rows=D_K)
     symbol(ax, end + 0.5, mid, r"$/\sqrt{d_k}$", size=FONT + 2)
     symbol(ax, end + 1.05, mid, "=")
     x_s = end + 1.4
     grid(ax, x_s, q_top, L, S, GREY, "scores", r"$L \times S$",
-         "query i against key j")
+         r"$e_{ij}$: query $i$, key $j$")
     outline(ax, x_s, q_top, 1, 3)
 
     # Row 2: A = softmax(scores) over each row; output = A V
@@ -120,7 +120,7 @@ def draw():
                "one row per key")
     symbol(ax, end + 0.5, mid2, "=")
     x_o = end + 1.05
-    grid(ax, x_o, a_top, L, D_V, GREEN, "output", r"$L \times d_v$",
+    grid(ax, x_o, a_top, L, D_V, GREEN, "O (output)", r"$L \times d_v$",
          "row i blends the rows of V")
     outline(ax, x_o, a_top, 1, 0, cols=D_V)
     return fig
