@@ -45,6 +45,7 @@ scores with one indexing operation and the M-step sums the weights per cell
 with :func:`numpy.bincount`.
 """
 
+import copy
 from typing import NamedTuple
 
 import numpy as np
@@ -142,9 +143,6 @@ class Model1:
         if len(source) != len(target):
             raise ValueError(f"source has {len(source)} sentences but target has "
                              f"{len(target)}: they must be sentence pairs")
-        self.tension = _check_number(tension, "tension")
-        self.null_prob = _check_number(null_prob, "null_prob", 0.0, 1.0, high_open=True)
-        self.pseudo_count = _check_number(pseudo_count, "pseudo_count")
         src = [self._ids(s, "source") for s in source]
         tgt = [self._ids(s, "target") for s in target]
         self.n_source = max((int(s.max()) + 1 for s in src if len(s)), default=0)
@@ -154,8 +152,29 @@ class Model1:
         self.n = np.array([len(t) if len(s) else 0 for s, t in zip(src, tgt)])
         self._index_cells(src, tgt)
         self._make_batches(max_batch_cells)
+        self._configure(init_scores, tension, null_prob, pseudo_count)
+
+    def _configure(self, init_scores, tension, null_prob, pseudo_count):
+        self.tension = _check_number(tension, "tension")
+        self.null_prob = _check_number(null_prob, "null_prob", 0.0, 1.0, high_open=True)
+        self.pseudo_count = _check_number(pseudo_count, "pseudo_count")
+        self._batches = [(members, cells, self._log_prior(self.m[members], self.n[members],
+                                                           *cells.shape[1:]))
+                         for members, cells, _ in self._batches]
         self._start_table(init_scores)
         self.iterations = 0
+
+    def with_settings(self, init_scores=None, tension=0.0, null_prob=0.0, pseudo_count=0.0):
+        """A fresh model of the same corpus with other settings (the indexing is shared).
+
+        Returns
+        -------
+        Model1
+            Untrained (``iterations == 0``); this model is unchanged.
+        """
+        clone = copy.copy(self)
+        clone._configure(init_scores, tension, null_prob, pseudo_count)
+        return clone
 
     @staticmethod
     def _ids(sentence, name):
@@ -218,8 +237,7 @@ class Model1:
             for b, k in enumerate(members):
                 cells[b, :self.n[k], :self.m[k] + 1] = self._sentence_cells[k]
                 self._slot[int(k)] = (len(self._batches), b)
-            log_prior = self._log_prior(self.m[members], self.n[members], rows, cols)
-            self._batches.append((members, cells, log_prior))
+            self._batches.append((members, cells, None))   # log prior: _configure
             start = stop
 
     def _start_table(self, init_scores):
@@ -344,17 +362,23 @@ class Model1:
         scores = self._sentence(int(k))
         if scores is None:
             return set()
-        best = scores.argmax(axis=1)
-        return {(int(i) - 1, j) for j, i in enumerate(best) if i > 0}
+        best = scores.argmax(axis=1).tolist()
+        return {(i - 1, j) for j, i in enumerate(best) if i > 0}
 
-    def links(self):
-        """:meth:`decode` for every sentence pair, in corpus order."""
+    def links(self, swap=False):
+        """:meth:`decode` for every sentence pair, in corpus order.
+
+        With ``swap=True`` the links are ``(j, i)``, target position first.
+        """
         out = [set() for _ in self.n]
         log_t = self._log_t()
         for members, cells, log_prior in self._batches:
-            best = self._scores(log_t, cells, log_prior).argmax(axis=-1)   # (B, rows)
-            for b, k in enumerate(members):
-                out[k] = {(int(i) - 1, j) for j, i in enumerate(best[b, :self.n[k]]) if i > 0}
+            best = self._scores(log_t, cells, log_prior).argmax(axis=-1).tolist()
+            for row, k, n in zip(best, members.tolist(), self.n[members].tolist()):
+                if swap:
+                    out[k] = {(j, i - 1) for j, i in enumerate(row[:n]) if i > 0}
+                else:
+                    out[k] = {(i - 1, j) for j, i in enumerate(row[:n]) if i > 0}
         return out
 
 
@@ -396,10 +420,15 @@ class _Similarity:
         return out
 
 
-class _Corpus(NamedTuple):
-    en: list           # word-id arrays
+class Corpus(NamedTuple):
+    """A tokenised corpus, as :meth:`EMAligner.prepare` numbers it."""
+
+    en: list           # one array of word ids per sentence
     fr: list
-    similarity: _Similarity
+    words_en: list     # id -> lower-cased word
+    words_fr: list
+    similarity: object
+    models: dict       # (direction) -> Model1 holding the shared indexing
 
 
 class EMAligner:
@@ -465,15 +494,21 @@ class EMAligner:
                                        return_inverse=True)
             bounds = np.cumsum([0] + [len(s) for s in tokens])
             ids[lang] = [inverse[a:b].astype(np.int64) for a, b in zip(bounds, bounds[1:])]
-            words[lang] = list(types)
-        return _Corpus(ids["en"], ids["fr"],
-                       _Similarity(words["en"], words["fr"], self.vocab, self.vectors))
+            words[lang] = [str(w) for w in types]
+        return Corpus(ids["en"], ids["fr"], words["en"], words["fr"],
+                      _Similarity(words["en"], words["fr"], self.vocab, self.vectors), {})
 
     def _models(self, corpus):
         sim, tau = corpus.similarity, self.temperature
-        fr2en = Model1(corpus.en, corpus.fr, lambda e, f: sim(e, f) / tau, **self.settings)
-        en2fr = Model1(corpus.fr, corpus.en, lambda f, e: sim(e, f) / tau, **self.settings)
-        return fr2en, en2fr
+        scores = {"fr2en": lambda e, f: sim(e, f) / tau, "en2fr": lambda f, e: sim(e, f) / tau}
+        if not corpus.models:     # number the word pairs once per corpus
+            corpus.models["fr2en"] = Model1(corpus.en, corpus.fr, scores["fr2en"],
+                                            **self.settings)
+            corpus.models["en2fr"] = Model1(corpus.fr, corpus.en, scores["en2fr"],
+                                            **self.settings)
+            return corpus.models["fr2en"], corpus.models["en2fr"]
+        return tuple(corpus.models[d].with_settings(scores[d], **self.settings)
+                     for d in ("fr2en", "en2fr"))
 
     def _combine(self, fr2en, en2fr):
         if self.symmetrise == "intersect":
@@ -495,8 +530,7 @@ class EMAligner:
             if k:
                 fr2en.step()
                 en2fr.step()
-            flipped = [{(i, j) for j, i in links} for links in en2fr.links()]
-            yield [self._combine(a, b) for a, b in zip(fr2en.links(), flipped)]
+            yield [self._combine(a, b) for a, b in zip(fr2en.links(), en2fr.links(swap=True))]
 
     def fit(self, english, french):
         """Train both directions on the corpus for ``iterations`` EM iterations.

@@ -206,6 +206,15 @@ def _aer(counts):
     return 1 - (counts[..., 2] + counts[..., 3]) / (counts[..., 0] + counts[..., 1])
 
 
+def _scores_from_counts(c):
+    """:class:`AlignmentScores` from pooled ``(|A|, |S|, |A & S|, |A & P|)``."""
+    n_a, n_s, a_and_s, a_and_p = (int(x) for x in c)
+    precision = a_and_p / n_a if n_a else float("nan")
+    recall = a_and_s / n_s if n_s else float("nan")
+    aer = 1 - (a_and_s + a_and_p) / (n_a + n_s) if n_a + n_s else float("nan")
+    return AlignmentScores(precision, recall, aer)
+
+
 def leave_one_out(candidates, sure, possible):
     """Choose a setting by AER, and estimate honestly how well the choice does.
 
@@ -249,6 +258,6 @@ def leave_one_out(candidates, sure, possible):
         best = settings[int(np.nanargmin(_aer(total)))]
         chosen = [settings[int(np.nanargmin(_aer(total - counts[:, k])))]
                   for k in range(len(sure))]
-    scores = {s: alignment_scores(candidates[s], sure, possible) for s in settings}
+    scores = {s: _scores_from_counts(c) for s, c in zip(settings, total)}
     held_out = [candidates[c][k] for k, c in enumerate(chosen)]
     return Tuning(best, scores, alignment_scores(held_out, sure, possible), chosen)
