@@ -10,7 +10,8 @@ mathematics of one idea, written in the book's notation:
 - :mod:`attention_lib.dot_product`: scaled dot-product (QKV) attention.
 - :mod:`attention_lib.blockwise`: the same attention in bounded memory (online softmax).
 - :mod:`attention_lib.embeddings`: aligned English/French word vectors from ``data/``.
-- :mod:`attention_lib.align`: word alignment from attention weights (and its CLI).
+- :mod:`attention_lib.align`: word alignment from attention weights, IBM Model 1
+  trained by EM, how to score them, and the command line.
 """
 
 from .additive import additive_attention, additive_scores
