@@ -388,28 +388,37 @@ class _Similarity:
 
     def __init__(self, words_en, words_fr, vocab, vectors):
         self.width = len(words_fr)
-        self.words = {"en": np.array(words_en, dtype=object), "fr": np.array(words_fr, dtype=object)}
-        self.rows = {lang: np.array([vocab[lang].get(w, -1) for w in self.words[lang]],
+        words = {"en": words_en, "fr": words_fr}
+        self.rows = {lang: np.array([vocab[lang].get(w, -1) for w in words[lang]],
                                     dtype=np.int64) for lang in ("en", "fr")}
-        self.vectors = vectors
+        # for each English word, the id of the same string in French (or -1)
+        fr_id = {w: k for k, w in enumerate(words_fr)}
+        self.same = np.array([fr_id.get(w, -1) for w in words_en], dtype=np.int64)
+        self.vectors, self.vectors64 = vectors, None
         self.keys = self.values = None
 
     def _compute(self, en, fr):
+        out = (self.same[en] == fr).astype(np.float64)   # no vectors: same string?
         r_en, r_fr = self.rows["en"][en], self.rows["fr"][fr]
-        known = (r_en >= 0) & (r_fr >= 0)
-        out = (self.words["en"][en] == self.words["fr"][fr]).astype(np.float64)
-        idx = np.flatnonzero(known)
-        for start in range(0, len(idx), 1 << 15):
-            part = idx[start:start + (1 << 15)]
-            a = self.vectors["en"][r_en[part]]
-            b = self.vectors["fr"][r_fr[part]]
-            out[part] = np.einsum("ij,ij->i", a, b, dtype=np.float64)
+        known = np.flatnonzero((r_en >= 0) & (r_fr >= 0))
+        if not len(known):
+            return out
+        if self.vectors64 is None:
+            self.vectors64 = {lang: np.asarray(v, dtype=np.float64)
+                              for lang, v in self.vectors.items()}
+        # one matrix-vector product per English word: its French partners' vectors
+        order = known[np.argsort(r_en[known], kind="stable")]
+        e_sorted = r_en[order]
+        starts = np.flatnonzero(np.r_[True, e_sorted[1:] != e_sorted[:-1]])
+        for a, b in zip(starts, np.r_[starts[1:], len(order)]):
+            cells = order[a:b]
+            out[cells] = self.vectors64["fr"][r_fr[cells]] @ self.vectors64["en"][e_sorted[a]]
         return out
 
     def __call__(self, en, fr):
         keys = en * self.width + fr
         if self.keys is None:
-            order = np.argsort(keys)
+            order = np.argsort(keys, kind="stable")   # usually sorted already
             self.keys, self.values = keys[order], self._compute(en[order], fr[order])
         pos = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
         found = self.keys[pos] == keys
