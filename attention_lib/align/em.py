@@ -345,8 +345,8 @@ class Model1:
         -------
         ndarray, shape (n, m + 1)
             Row ``j``: ``p(i | j, e, f)``; column 0 is ``NULL``, column
-            ``i + 1`` source word ``i``. Rows sum to 1 (all zeros if the pair
-            has an empty side).
+            ``i + 1`` source word ``i``. Rows sum to 1. A pair with an empty
+            side has no rows: shape ``(0, m + 1)``.
         """
         k = int(k)
         scores = self._sentence(k)
