@@ -168,8 +168,8 @@ class Aligner:
         Both are token lists or whitespace-tokenised strings.
         """
         if self.method == "diagonal":
-            m = len(english.split() if isinstance(english, str) else english)
-            n = len(french.split() if isinstance(french, str) else french)
+            # the same tokens as the other methods see (tokenize normalises them)
+            m, n = len(tokenize(english, {}).words), len(tokenize(french, {}).words)
             return diagonal_links(m, n)
         fr2en, en2fr = self.directions(english, french)
         if self.method == "fr2en":
