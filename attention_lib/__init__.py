@@ -12,7 +12,8 @@ mathematics of one idea, written in the book's notation:
 - :mod:`attention_lib.backward`: the gradients of attention, by hand (plain and blockwise).
 - :mod:`attention_lib.nn`: the layers of a tiny model, each with its backward, and Adam.
 - :mod:`attention_lib.embeddings`: aligned English/French word vectors from ``data/``.
-- :mod:`attention_lib.align`: word alignment from attention weights (and its CLI).
+- :mod:`attention_lib.align`: word alignment from attention weights, IBM Model 1
+  trained by EM, how to score them, and the command line.
 """
 
 from .additive import additive_attention, additive_scores
