@@ -8,6 +8,8 @@ mathematics of one idea, written in the book's notation:
 - :mod:`attention_lib.additive`: Bahdanau (additive) attention.
 - :mod:`attention_lib.bottleneck`: the information-bottleneck experiment (chapter 1).
 - :mod:`attention_lib.dot_product`: scaled dot-product (QKV) attention.
+- :mod:`attention_lib.multi_head`: learned projections and multi-head attention.
+- :mod:`attention_lib.positions`: word order (sinusoidal, rotary, ALiBi).
 - :mod:`attention_lib.blockwise`: the same attention in bounded memory (online softmax).
 - :mod:`attention_lib.embeddings`: aligned English/French word vectors from ``data/``.
 - :mod:`attention_lib.align`: word alignment from attention weights (and its CLI).
@@ -20,6 +22,8 @@ from .dot_product import scaled_dot_product_attention
 from .embeddings import (DataFileError, Tokens, data_dir, embed, load_embeddings,
                          load_vocab, tokenize)
 from .masks import causal_mask, padding_mask
+from .multi_head import MultiHeadAttention
+from .positions import alibi_bias, alibi_slopes, rotary, sinusoidal_positions
 from .softmax import softmax
 
 __version__ = "1.0.0"
@@ -27,6 +31,8 @@ __version__ = "1.0.0"
 __all__ = [
     "additive_attention",
     "additive_scores",
+    "alibi_bias",
+    "alibi_slopes",
     "bottleneck_experiment",
     "BottleneckResult",
     "blockwise_attention",
@@ -36,9 +42,12 @@ __all__ = [
     "embed",
     "load_embeddings",
     "load_vocab",
+    "MultiHeadAttention",
     "online_softmax_step",
     "padding_mask",
+    "rotary",
     "scaled_dot_product_attention",
+    "sinusoidal_positions",
     "softmax",
     "tokenize",
     "Tokens",
