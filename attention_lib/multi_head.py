@@ -52,6 +52,18 @@ def _as_mask(mask, name, dtype):
     return arr
 
 
+#: Sequences are attended to in groups whose scores have about this many
+#: elements (8 MiB in float32); see MultiHeadAttention.__call__.
+_SCORES_PER_STEP = 2**21
+
+
+def _rows(mask, part):
+    """The rows ``part`` of a mask that broadcasts to ``(N, H, L, S)``."""
+    if mask is None or mask.ndim < 4 or mask.shape[0] == 1:
+        return mask
+    return mask[part]
+
+
 def _additive(mask, dtype):
     """A blocked-where-True boolean mask as 0 / -inf; a float mask unchanged."""
     if mask.dtype.kind == "b":
@@ -134,7 +146,11 @@ class MultiHeadAttention:
     gives NaN there when it returns weights.
 
     For self-attention (``query is key is value``) the three input
-    projections are one matrix product with ``in_proj_weight``.
+    projections are one matrix product with ``in_proj_weight``. The heads are
+    one batch axis of :func:`~attention_lib.scaled_dot_product_attention`;
+    the sequences of a large batch are taken a few at a time (about ``2**21``
+    scores per step), which bounds the memory of the ``(N, H, L, S)`` scores
+    and keeps the softmax's passes over them in cache.
 
     Examples
     --------
@@ -504,16 +520,30 @@ class MultiHeadAttention:
             k = self._split_heads(self._project(k_in, slice(E, 2 * E), 1))
             v = self._split_heads(self._project(v_in, slice(2 * E, 3 * E), 2))
 
-        result = scaled_dot_product_attention(q, k, v, attn_mask=mask,
-                                              return_weights=need_weights)
-        heads, weights = result if need_weights else (result, None)
-        # (N, H, L, d) -> (N, L, H, d) -> (N, L, E): concatenate the heads.
-        concat = heads.transpose(0, 2, 1, 3).reshape(N, L, E)
-        out = concat @ self.out_proj_weight.T
+        H, d = self.num_heads, self.head_dim
+        # The heads are a batch axis of scaled_dot_product_attention. The
+        # sequences are taken a few at a time, so that the scores, (n, H, L, S)
+        # for n sequences, stay near _SCORES_PER_STEP elements: bounded memory,
+        # and the softmax's passes over them run in cache.
+        step = max(1, _SCORES_PER_STEP // max(1, H * L * S))
+        concat = np.empty((N, L, H, d), dtype=self.dtype)    # heads, side by side
+        weights = None
+        if need_weights:
+            weights = np.empty((N, L, S) if average else (N, H, L, S),
+                               dtype=self.dtype)
+        for n in range(0, N, step):
+            part = slice(n, n + step)
+            result = scaled_dot_product_attention(
+                q[part], k[part], v[part], attn_mask=_rows(mask, part),
+                return_weights=need_weights)
+            heads = result[0] if need_weights else result     # (n, H, L, d)
+            concat[part] = heads.transpose(0, 2, 1, 3)         # (n, L, H, d)
+            if need_weights:
+                weights[part] = result[1].mean(axis=1) if average else result[1]
+        # (N, L, H, d) -> (N, L, E): concatenate the heads, then project.
+        out = concat.reshape(N, L, E) @ self.out_proj_weight.T
         if self.out_proj_bias is not None:
             out += self.out_proj_bias
-        if weights is not None and average:
-            weights = weights.mean(axis=1)
         if not batched:
             out = out[0]
             weights = None if weights is None else weights[0]

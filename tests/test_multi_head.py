@@ -494,3 +494,29 @@ def test_state_dict_loads_into_pytorch():
                                     dtype=torch.float64)
     t.load_state_dict({k: torch.from_numpy(v) for k, v in ours.state_dict().items()})
     assert list(t.state_dict()) == list(ours.state_dict())
+
+
+@pytest.mark.parametrize("kind", ["none", "kpm", "attn2d", "attn3d_float",
+                                  "causal"])
+@pytest.mark.parametrize("average", [True, False])
+def test_sequences_taken_a_few_at_a_time_give_the_same_result(
+        monkeypatch, kind, average):
+    """Large batches are attended to in groups of sequences; force tiny groups."""
+    import attention_lib.multi_head as multi_head
+    rng = np.random.default_rng(8)
+    N, H, L, S, E = 5, 2, 4, 6, 6
+    layer = MultiHeadAttention(E, H, kdim=3, rng=9)
+    q = rng.normal(size=(N, L, E))
+    k = rng.normal(size=(N, S, 3))
+    v = rng.normal(size=(N, S, E))
+    kwargs = {"none": {},
+              "kpm": {"key_padding_mask": rng.random((N, S)) < 0.5},
+              "attn2d": {"attn_mask": rng.random((L, S)) < 0.5},
+              "attn3d_float": {"attn_mask": rng.normal(size=(N * H, L, S))},
+              "causal": {"is_causal": True}}[kind]
+    whole = layer(q, k, v, average_attn_weights=average, **kwargs)
+    for per_step in (1, 2 * H * L * S):       # 1 and 2 sequences per step
+        monkeypatch.setattr(multi_head, "_SCORES_PER_STEP", per_step)
+        parts = layer(q, k, v, average_attn_weights=average, **kwargs)
+        assert_allclose(parts[0], whole[0], rtol=1e-12, atol=1e-14)
+        assert_allclose(parts[1], whole[1], rtol=1e-12, atol=1e-14)
