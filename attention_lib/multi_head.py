@@ -142,8 +142,9 @@ class MultiHeadAttention:
     **Fully masked queries.** A query with nothing left to attend to gets
     zero weights and a zero attention output (so its output is just
     ``out_proj_bias``), as in
-    :func:`~attention_lib.scaled_dot_product_attention`; PyTorch's layer
-    gives NaN there when it returns weights.
+    :func:`~attention_lib.scaled_dot_product_attention`. PyTorch's layer
+    (2.13 checked) gives NaN there whenever it returns weights, and also
+    without weights when it has more than one head.
 
     For self-attention (``query is key is value``) the three input
     projections are one matrix product with ``in_proj_weight``. The heads are

@@ -520,3 +520,24 @@ def test_sequences_taken_a_few_at_a_time_give_the_same_result(
         parts = layer(q, k, v, average_attn_weights=average, **kwargs)
         assert_allclose(parts[0], whole[0], rtol=1e-12, atol=1e-14)
         assert_allclose(parts[1], whole[1], rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float32, 1e-5), (np.float64, 1e-10)],
+                         ids=["float32", "float64"])
+def test_fully_masked_query_matches_pytorch_without_weights(dtype, tol):
+    """With one head, PyTorch's output-only path also gives such a query a
+    zero attention output. (Torch 2.13 gives NaN there when it returns
+    weights, and with more than one head even without weights.)"""
+    torch = pytest.importorskip("torch")
+    t, ours = _torch_pair(torch, 8, 1, dtype, seed=3)
+    x = np.random.default_rng(4).normal(size=(2, 4, 8)).astype(dtype)
+    blocked = np.zeros((4, 4), dtype=bool)
+    blocked[2] = True                                   # query 2: nothing left
+    out, _ = ours(x, x, x, attn_mask=blocked, need_weights=False)
+    tx = torch.from_numpy(x)
+    with torch.no_grad():
+        t_out, _ = t(tx, tx, tx, attn_mask=torch.from_numpy(blocked),
+                     need_weights=False)
+    assert_allclose(out, t_out.numpy(), rtol=0, atol=tol)
+    assert_allclose(out[:, 2], np.broadcast_to(ours.out_proj_bias, (2, 8)),
+                    rtol=0, atol=tol)
