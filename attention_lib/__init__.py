@@ -8,6 +8,8 @@ mathematics of one idea, written in the book's notation:
 - :mod:`attention_lib.additive`: Bahdanau (additive) attention.
 - :mod:`attention_lib.bottleneck`: the information-bottleneck experiment (chapter 1).
 - :mod:`attention_lib.dot_product`: scaled dot-product (QKV) attention.
+- :mod:`attention_lib.multi_head`: learned projections and multi-head attention.
+- :mod:`attention_lib.positions`: word order (sinusoidal, rotary, ALiBi).
 - :mod:`attention_lib.blockwise`: the same attention in bounded memory (online softmax).
 - :mod:`attention_lib.backward`: the gradients of attention, by hand (plain and blockwise).
 - :mod:`attention_lib.nn`: the layers of a tiny model, each with its backward, and Adam.
@@ -25,6 +27,8 @@ from .dot_product import scaled_dot_product_attention
 from .embeddings import (DataFileError, Tokens, data_dir, embed, load_embeddings,
                          load_vocab, tokenize)
 from .masks import causal_mask, padding_mask
+from .multi_head import MultiHeadAttention
+from .positions import alibi_bias, alibi_slopes, rotary, sinusoidal_positions
 from .softmax import softmax
 
 __version__ = "1.0.0"
@@ -32,6 +36,8 @@ __version__ = "1.0.0"
 __all__ = [
     "additive_attention",
     "additive_scores",
+    "alibi_bias",
+    "alibi_slopes",
     "bottleneck_experiment",
     "BottleneckResult",
     "blockwise_attention",
@@ -42,10 +48,13 @@ __all__ = [
     "embed",
     "load_embeddings",
     "load_vocab",
+    "MultiHeadAttention",
     "online_softmax_step",
     "padding_mask",
+    "rotary",
     "scaled_dot_product_attention",
     "scaled_dot_product_attention_backward",
+    "sinusoidal_positions",
     "softmax",
     "tokenize",
     "Tokens",

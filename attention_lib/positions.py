@@ -1,0 +1,292 @@
+"""Word order: telling attention where each position is.
+
+Attention compares every query with every key and never looks at where they
+sit, so on its own it cannot tell "dog bites man" from "man bites dog". Three
+ways of giving it positions:
+
+- :func:`sinusoidal_positions`: a fixed vector per position, added to the
+  word vectors (Vaswani et al., 2017, section 3.5);
+- :func:`rotary`: rotate queries and keys by an angle proportional to their
+  position, so their dot product depends on the *distance* between them
+  (Su et al., 2021, RoFormer);
+- :func:`alibi_bias`: no vectors at all, a float mask that lowers each score
+  in proportion to the distance (Press et al., 2022, ALiBi).
+"""
+
+import numbers
+
+import numpy as np
+
+from ._checks import as_int, as_numeric
+
+
+def _even(d, name):
+    d = as_int(d, name, minimum=1)
+    if d % 2:
+        raise ValueError(
+            f"{name} must be even (features come in sin/cos pairs), got {d}")
+    return d
+
+
+def _base(base):
+    if isinstance(base, (bool, np.bool_)) or not isinstance(base, numbers.Real):
+        raise TypeError(f"base must be a real number, got {base!r}")
+    if not (np.isfinite(base) and base > 0):
+        raise ValueError(f"base must be positive and finite, got {base!r}")
+    return float(base)
+
+
+def _frequencies(d, base):
+    """``base^(-2i/d)`` for ``i = 0 .. d/2 - 1``: one angular speed per pair."""
+    return base ** (-np.arange(0, d, 2) / d)
+
+
+def sinusoidal_positions(L, d, base=10000.0):
+    """Sinusoidal position encodings, one row per position.
+
+    ``PE[p, 2i] = sin(p / base^(2i/d))`` and
+    ``PE[p, 2i+1] = cos(p / base^(2i/d))``.
+
+    Parameters
+    ----------
+    L : int
+        Number of positions ``p = 0 .. L-1``.
+    d : int
+        Feature size; must be even (each frequency gives a sin and a cos).
+    base : float, optional
+        Sets the slowest frequency: the pair ``i`` has wavelength
+        ``2 pi base^(2i/d)``, from ``2 pi`` up to almost ``2 pi base``.
+
+    Returns
+    -------
+    ndarray of float64, shape (L, d)
+
+    Raises
+    ------
+    TypeError
+        If ``L`` or ``d`` is not an integer, or ``base`` not a real number.
+    ValueError
+        If ``d`` is odd or not positive, ``L`` negative, ``base`` not
+        positive.
+
+    Notes
+    -----
+    Vaswani et al. (2017), section 3.5. Every row has norm ``sqrt(d / 2)``
+    (each pair is a point on the unit circle), and the dot product of two
+    rows, ``sum_i cos((p - q) / base^(2i/d))``, depends only on ``p - q``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attention_lib import sinusoidal_positions
+    >>> pe = sinusoidal_positions(3, 4)
+    >>> print(np.round(pe, 4))
+    [[ 0.      1.      0.      1.    ]
+     [ 0.8415  0.5403  0.01    1.    ]
+     [ 0.9093 -0.4161  0.02    0.9998]]
+    """
+    L = as_int(L, "L")
+    d = _even(d, "d")
+    angles = np.arange(L)[:, None] * _frequencies(d, _base(base))   # (L, d/2)
+    pe = np.empty((L, d))
+    pe[:, 0::2] = np.sin(angles)
+    pe[:, 1::2] = np.cos(angles)
+    return pe
+
+
+def rotary(x, positions=None, base=10000.0):
+    """Rotary position embedding (RoPE) of queries or keys.
+
+    The feature pair ``(x[..., p, 2i], x[..., p, 2i+1])`` of the vector at
+    position ``p`` is rotated by the angle ``p * base^(-2i/d)``.
+
+    Parameters
+    ----------
+    x : array_like, shape (..., L, d)
+        Queries or keys, one vector per row; ``d`` must be even.
+    positions : array_like, optional
+        The position of each row, broadcastable to ``x.shape[:-1]`` (e.g.
+        shape ``(L,)``); real numbers. Defaults to ``0, 1, ..., L-1``.
+    base : float, optional
+        Sets the frequencies, as in :func:`sinusoidal_positions`.
+
+    Returns
+    -------
+    ndarray, shape (..., L, d)
+        Floating inputs keep their dtype; integers give float64.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` or ``positions`` is not real numbers, or ``base`` is not a
+        real number.
+    ValueError
+        If ``x`` has fewer than two axes or an odd last axis, ``positions``
+        does not broadcast to ``x.shape[:-1]``, or an input is not finite.
+
+    Notes
+    -----
+    Su et al. (2021). A rotation by ``a`` followed by the transpose of a
+    rotation by ``b`` is a rotation by ``a - b``, so for a query at position
+    ``m`` and a key at position ``n``::
+
+        rotary(q, [m]) . rotary(k, [n]) = q . R((n - m) theta) k
+
+    depends on ``m - n`` only, not on ``m`` and ``n`` themselves. Rotations
+    keep lengths: ``|rotary(x)| = |x|``.
+
+    **Two pairings.** This function pairs neighbouring features
+    ``(2i, 2i+1)``, as the RoFormer paper does. Some libraries (GPT-NeoX,
+    Hugging Face's LLaMA, the "rotate half" form) pair feature ``i`` with
+    ``i + d/2`` instead, with the same angle ``p * base^(-2i/d)``. The two
+    differ only by a fixed permutation of the features, applied to queries
+    and keys alike, so dot products and the relative-position property are
+    the same; but weights trained with one pairing must be permuted before
+    they work with the other.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attention_lib import rotary
+    >>> print(rotary(np.array([[1.0, 0.0], [1.0, 0.0]])).round(4))
+    [[1.     0.    ]
+     [0.5403 0.8415]]
+
+    The score of a query at 7 and a key at 3 equals that of 5 and 1:
+
+    >>> rng = np.random.default_rng(0)
+    >>> q, k = rng.normal(size=(2, 1, 8))
+    >>> s73 = rotary(q, [7]) @ rotary(k, [3]).T
+    >>> s51 = rotary(q, [5]) @ rotary(k, [1]).T
+    >>> bool(np.allclose(s73, s51))
+    True
+    """
+    x = as_numeric(x, "x")
+    if x.dtype.kind != "f":
+        x = x.astype(np.float64)
+    elif x.dtype == np.float16:
+        x = x.astype(np.float32)
+    if x.ndim < 2:
+        raise ValueError(
+            f"x must have at least 2 axes (..., L, d), got shape {x.shape}")
+    d = _even(x.shape[-1], "x.shape[-1] (the feature size d)")
+    if not np.isfinite(x).all():
+        raise ValueError("x contains NaN or infinity")
+    L = x.shape[-2]
+    if positions is None:
+        pos = np.arange(L, dtype=np.float64)
+    else:
+        pos = as_numeric(positions, "positions").astype(np.float64)
+        try:
+            np.broadcast_shapes(pos.shape, x.shape[:-1])
+            fits = len(pos.shape) <= len(x.shape[:-1])
+        except ValueError:
+            fits = False
+        if not fits or np.broadcast_shapes(pos.shape, x.shape[:-1]) != x.shape[:-1]:
+            raise ValueError(
+                f"positions of shape {pos.shape} must broadcast to "
+                f"x.shape[:-1] = {x.shape[:-1]} (one position per row)")
+        if not np.isfinite(pos).all():
+            raise ValueError("positions contains NaN or infinity")
+    angles = pos[..., None] * _frequencies(d, _base(base))   # (..., L, d/2)
+    cos = np.cos(angles).astype(x.dtype)
+    sin = np.sin(angles).astype(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    out = np.empty(np.broadcast_shapes(x.shape, cos.shape[:-1] + (d,)),
+                   dtype=x.dtype)
+    out[..., 0::2] = even * cos - odd * sin
+    out[..., 1::2] = even * sin + odd * cos
+    return out
+
+
+def alibi_slopes(num_heads):
+    """ALiBi's per-head slopes ``m_h``, a geometric sequence.
+
+    For ``H`` a power of two, ``m_h = 2^(-8 (h+1) / H)``, ``h = 0 .. H-1``.
+    Otherwise the paper's rule: the slopes for the largest power of two
+    ``n < H``, followed by every other slope of the ``2n``-head sequence
+    (its odd-numbered ones, ``2^(-4 (2j+1) / n)``) until there are ``H``.
+
+    Parameters
+    ----------
+    num_heads : int
+        ``H``, at least 1.
+
+    Returns
+    -------
+    ndarray of float64, shape (H,)
+
+    Examples
+    --------
+    >>> from attention_lib import alibi_slopes
+    >>> alibi_slopes(8).tolist()
+    [0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625, 0.0078125, 0.00390625]
+    >>> alibi_slopes(6).round(4).tolist()
+    [0.25, 0.0625, 0.0156, 0.0039, 0.5, 0.125]
+    """
+    H = as_int(num_heads, "num_heads", minimum=1)
+    n = 1 << (H.bit_length() - 1)                     # largest power of 2 <= H
+    slopes = 2.0 ** (-8.0 * np.arange(1, n + 1) / n)
+    if n == H:
+        return slopes
+    extra = 2.0 ** (-8.0 * np.arange(1, 2 * n + 1) / (2 * n))[0::2]
+    return np.concatenate([slopes, extra[:H - n]])
+
+
+def alibi_bias(num_heads, L, S=None):
+    """ALiBi's linear distance penalty, as a float attention mask.
+
+    ``bias[h, i, j] = -m_h * (i - j)`` where key ``j`` is at or before query
+    ``i``, and ``-inf`` after it (ALiBi is causal).
+
+    Parameters
+    ----------
+    num_heads : int
+        ``H``; head ``h`` gets the slope ``m_h`` of :func:`alibi_slopes`.
+    L : int
+        Number of queries.
+    S : int, optional
+        Number of keys; defaults to ``L``. As in
+        :func:`~attention_lib.causal_mask`, query ``i`` sees keys ``j <= i``
+        (the diagonal starts at the top left).
+
+    Returns
+    -------
+    ndarray of float64, shape (H, L, S)
+        Add it to the scores: pass it as ``attn_mask`` to
+        :func:`~attention_lib.scaled_dot_product_attention` with ``(..., H,
+        L, d)`` queries, or reshaped to ``(N * H, L, S)`` (by ``np.tile``) to
+        :class:`~attention_lib.MultiHeadAttention`.
+
+    Raises
+    ------
+    TypeError
+        If a size is not an integer.
+    ValueError
+        If ``num_heads`` is not positive or ``L``, ``S`` are negative.
+
+    Notes
+    -----
+    Press et al. (2022). No position vectors are added anywhere: each head
+    prefers nearby keys, with its own slope, so some heads look far and
+    some look close.
+
+    Examples
+    --------
+    >>> from attention_lib import alibi_bias
+    >>> print(alibi_bias(2, 3))
+    [[[ 0.                -inf        -inf]
+      [-0.0625      0.                -inf]
+      [-0.125      -0.0625      0.        ]]
+    <BLANKLINE>
+     [[ 0.                -inf        -inf]
+      [-0.00390625  0.                -inf]
+      [-0.0078125  -0.00390625  0.        ]]]
+    """
+    H = as_int(num_heads, "num_heads", minimum=1)
+    L = as_int(L, "L")
+    S = L if S is None else as_int(S, "S")
+    offset = np.arange(S)[None, :] - np.arange(L)[:, None]       # j - i
+    bias = alibi_slopes(H)[:, None, None] * offset                # -m (i - j)
+    bias[:, offset > 0] = -np.inf
+    return bias
