@@ -136,10 +136,7 @@ def snapshot_repository(dest):
             continue
         target = dest / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.link(src, target)
-        except OSError:
-            shutil.copy2(src, target)
+        shutil.copy2(src, target)   # a copy: nothing here may touch the worktree
     git = ["git", "-c", "user.name=colab check", "-c", "user.email=colab-check@localhost",
            "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false"]
     run(git + ["init", "--quiet"], cwd=dest)
