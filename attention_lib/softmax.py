@@ -71,6 +71,8 @@ def softmax(x, axis=-1):
         raise ValueError(f"axis {axis} is out of range for x of shape {x.shape}") from None
     if x.size == 0:
         return x.copy()
+    if x.ndim == 0:        # one score: weight 1 (0 if it is masked with -inf)
+        return softmax(x.reshape(1)).reshape(())
     row_max = np.max(x, axis=axis, keepdims=True)
     # A row that is all -inf has max -inf; shifting by it would give nan.
     row_max[~np.isfinite(row_max)] = 0.0

@@ -104,3 +104,10 @@ def test_finite_float32_inputs_over_the_whole_range_give_a_distribution(x):
     w = softmax(x)
     assert w.dtype == np.float32 and np.all(np.isfinite(w))
     assert_allclose(w.sum(), 1.0, rtol=1e-5)
+
+
+def test_a_single_score_gets_all_the_weight():
+    """A 0-d input failed inside NumPy ("does not support item assignment")."""
+    assert softmax(3.0) == 1.0 and softmax(np.float32(-2.0)).dtype == np.float32
+    assert softmax(np.array(3.0), axis=0).shape == ()
+    assert softmax(-np.inf) == 0.0
