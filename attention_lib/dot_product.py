@@ -20,8 +20,11 @@ from ._checks import (as_bool, as_mask, as_numeric, as_scale, float_dtype,
                       max_abs, overflow_bound, require_finite, require_ndim)
 from .masks import causal_mask
 
-_ADVICE = ("pass smaller query or key, or a smaller scale, or convert the "
-           "inputs to float64")
+def _advice(dtype, what="pass smaller query or key, or a smaller scale"):
+    """What to do about an overflow: rescale, or use float64 if not already."""
+    if dtype == np.float64:
+        return what + " (float64 is the widest dtype)"
+    return what + ", or convert the inputs to float64"
 
 
 def _attention_inputs(query, key, value, attn_mask, is_causal, scale):
@@ -90,16 +93,15 @@ def _attention_inputs(query, key, value, attn_mask, is_causal, scale):
         raise ValueError(
             f"scale = {scale:.3g} overflows {dtype} (largest "
             f"{np.finfo(dtype).max:.3g}), so neither it nor the scores query @ "
-            f"key.T * scale can be represented: pass a smaller scale, or "
-            f"convert the inputs to float64")
+            f"key.T * scale can be represented: " + _advice(dtype, "pass a smaller scale"))
     # Each output is a weighted sum of up to S values with weights <= 1 (the
     # normalisation may come last), so |value| * S must fit in the dtype.
     biggest = float(np.finfo(dtype).max)
     if overflow_bound(max_abs(v), max(S, 1)) > biggest / 2:
         raise ValueError(
             f"value holds magnitudes up to {max_abs(v):.3g}: the weighted sum "
-            f"over S = {S} keys could overflow {dtype} (largest {biggest:.3g}); "
-            f"scale value down (and the output back up), or pass float64 arrays")
+            f"over S = {S} keys could overflow {dtype} (largest {biggest:.3g}): "
+            + _advice(dtype, "scale value down (and the output back up)"))
     return q, k, v, mask, dtype.type(scale)
 
 
@@ -127,7 +129,7 @@ def _check_scores(scores, dtype):
         raise ValueError(
             f"the scores query @ key.T * scale overflow {dtype} (largest "
             f"{np.finfo(dtype).max:.3g}) although the inputs are finite: "
-            + _ADVICE)
+            + _advice(dtype))
 
 
 def _check_masked_scores(scores, mask, dtype):
@@ -137,7 +139,7 @@ def _check_masked_scores(scores, mask, dtype):
         raise ValueError(
             f"adding attn_mask to the scores overflows {dtype}: use -inf (or a "
             f"boolean mask) to mask, and finite biases well inside "
-            f"{np.finfo(dtype).max:.3g}, or convert the inputs to float64")
+            f"{np.finfo(dtype).max:.3g}")
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None,
