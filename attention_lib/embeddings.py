@@ -241,15 +241,20 @@ def _read_vocab(path):
 
 def _read_embeddings(path):
     try:
-        with np.load(path, allow_pickle=False) as npz:
-            if "embeddings" not in npz.files:
-                raise _problem(path, f"it holds {npz.files}, not an array 'embeddings'")
-            matrix = npz["embeddings"]
+        npz = np.load(path, allow_pickle=False)
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as err:
-        if isinstance(err, DataFileError):
-            raise
         raise _problem(path, f"it is not a readable .npz of numeric arrays "
                              f"({type(err).__name__}: {err})") from None
+    if not isinstance(npz, np.lib.npyio.NpzFile):   # a bare .npy array
+        raise _problem(path, "it is a single .npy array, not an .npz archive")
+    with npz:
+        if "embeddings" not in npz.files:
+            raise _problem(path, f"it holds {npz.files}, not an array 'embeddings'")
+        try:
+            matrix = npz["embeddings"]
+        except (zipfile.BadZipFile, ValueError, OSError, EOFError) as err:
+            raise _problem(path, f"its array 'embeddings' cannot be read without "
+                                 f"pickle ({type(err).__name__}: {err})") from None
     if matrix.ndim != 2 or matrix.shape[1] != EMBEDDING_DIM:
         raise _problem(path, f"'embeddings' has shape {matrix.shape}, not "
                              f"(n_words, {EMBEDDING_DIM})")

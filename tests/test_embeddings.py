@@ -6,6 +6,7 @@ real files in data/ are never touched.
 
 import hashlib
 import json
+import pickle
 import shutil
 from pathlib import Path
 
@@ -248,6 +249,12 @@ def _replace(folder, name, data):
     return path
 
 
+def _npy_bytes(tmp_path, array):
+    scratch = tmp_path / "scratch.npy"
+    np.save(scratch, array)
+    return scratch.read_bytes()
+
+
 def _npz_bytes(tmp_path, **arrays):
     scratch = tmp_path / "scratch.npz"
     np.savez(scratch, **arrays)
@@ -285,7 +292,7 @@ def test_manifest_that_is_not_json_is_a_data_file_error(fake_data):
 
 @pytest.mark.parametrize("kind", ["object-array", "not-a-zip", "no-embeddings",
                                   "width-299", "integer-dtype", "nan", "rows-vs-vocab",
-                                  "one-dimensional"])
+                                  "one-dimensional", "npy-not-npz", "pickle"])
 def test_malformed_embeddings_name_the_file_and_the_rebuild(fake_data, tmp_path, kind):
     """Files that pass their checksum but are malformed gave raw NumPy errors
     (or, for a width of 299, failed only later inside attention)."""
@@ -298,6 +305,8 @@ def test_malformed_embeddings_name_the_file_and_the_rebuild(fake_data, tmp_path,
         "nan": lambda: _npz_bytes(tmp_path, embeddings=np.full((3, WIDTH), np.nan, np.float16)),
         "rows-vs-vocab": lambda: _npz_bytes(tmp_path, embeddings=np.eye(4, WIDTH, dtype=np.float16)),
         "one-dimensional": lambda: _npz_bytes(tmp_path, embeddings=np.ones(WIDTH, np.float16)),
+        "npy-not-npz": lambda: _npy_bytes(tmp_path, np.eye(3, WIDTH, dtype=np.float16)),
+        "pickle": lambda: pickle.dumps({"embeddings": np.eye(3, WIDTH)}),
     }[kind]()
     path = _replace(fake_data, "embeddings_en.npz", data)
     with pytest.raises(DataFileError) as err:
