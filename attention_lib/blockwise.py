@@ -28,7 +28,7 @@ Blocking the queries as well bounds the scores held at any moment by
 
 import numpy as np
 
-from ._checks import (as_bool, as_float, float_dtype, as_numeric, as_int,
+from ._checks import (as_bool, as_int, as_numeric, float_dtype,
                       require_finite, require_ndim)
 from .dot_product import (_attention_inputs, _check_masked_scores, _check_scores,
                           _overflow_risk)
