@@ -63,3 +63,76 @@ def as_int(n, name, minimum=0):
         bound = {0: "non-negative", 1: "a positive integer"}.get(minimum, f"at least {minimum}")
         raise ValueError(f"{name} must be {bound}, got {n}")
     return int(n)
+
+
+def as_bool(flag, name):
+    """Return ``flag`` as a bool, or raise ``TypeError`` unless it is one.
+
+    A string such as ``"no"`` is truthy, so accepting any object would turn
+    ``is_causal="no"`` into ``is_causal=True``.
+    """
+    if not isinstance(flag, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {flag!r}")
+    return bool(flag)
+
+
+def as_axis(axis, ndim, name="axis"):
+    """Return ``axis`` as an int in ``[-ndim, ndim)`` (0-d arrays allow 0 and -1)."""
+    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {axis!r}")
+    if not -max(ndim, 1) <= axis < max(ndim, 1):
+        raise ValueError(f"{name} {axis} is out of range for an array with {ndim} axes")
+    return int(axis)
+
+
+def as_scale(scale, name="scale"):
+    """Return ``scale`` as a finite float, or raise if it is not one real number.
+
+    Python and NumPy numbers and 0-d real arrays are accepted; strings, bools,
+    complex numbers and arrays with elements are refused.
+    """
+    arr = scale if isinstance(scale, np.ndarray) else None
+    if arr is not None and arr.ndim == 0 and arr.dtype.kind in "iuf":
+        scale = arr[()]
+    if (isinstance(scale, (bool, np.bool_))
+            or not isinstance(scale, (int, float, np.integer, np.floating))):
+        what = (f"array of shape {scale.shape}" if isinstance(scale, np.ndarray)
+                else repr(scale))
+        raise TypeError(f"{name} must be a real number, got {what}: pass one "
+                        f"Python or NumPy scalar such as 0.125")
+    value = float(scale)
+    if not np.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {scale!r}")
+    return value
+
+
+def as_mask(mask, name="attn_mask"):
+    """Return ``mask`` as an ndarray that is boolean or floating.
+
+    PyTorch accepts only these two kinds, and so do we: an integer 0/1 mask
+    would otherwise be *added* to the scores (a bias of 0 or 1) instead of
+    masking, which gives plausible but wrong weights.
+    """
+    arr = as_numeric(mask, name)
+    if arr.dtype.kind not in "bf":
+        raise TypeError(
+            f"{name} must be boolean (True = may attend, False = masked) or "
+            f"floating (added to the scores, -inf masks), got dtype {arr.dtype}; "
+            f"for a 0/1 mask pass {name}.astype(bool)")
+    return arr
+
+
+def overflow_bound(*factors):
+    """Upper bound on a product of magnitudes, as a Python float (``inf`` if huge).
+
+    Python floats overflow to ``inf`` quietly, which is what a bound needs.
+    """
+    bound = 1.0
+    for f in factors:
+        bound *= float(f)
+    return bound
+
+
+def max_abs(arr):
+    """Largest magnitude in ``arr`` as a Python float (0 for an empty array)."""
+    return float(np.max(np.abs(arr), initial=0))

@@ -74,6 +74,15 @@ def additive_scores(encoder_states, decoder_state, W, v):
     ndarray, shape (K,) or (T, K)
         ``e[i, j]``: how well decoder state ``i`` matches encoder state ``j``.
 
+    Raises
+    ------
+    TypeError
+        If an input is not real numbers.
+    ValueError
+        If the shapes do not fit together (the message names them), an input
+        holds NaN or infinity, or finite inputs are so large that a product
+        overflows the dtype (the message says which).
+
     Examples
     --------
     Seed 002's example: ``np.random.seed(42)`` and its draw order.
@@ -90,10 +99,26 @@ def additive_scores(encoder_states, decoder_state, W, v):
     """
     H, s, W, v = _check_additive(encoder_states, decoder_state, W, v)
     n = H.shape[1]
-    enc = H @ W[:n]                       # (K, m): U_a h_j, once per encoder state
-    dec = s @ W[n:]                       # (m,) or (T, m): W_a s_{i-1}
-    hidden = np.tanh(dec[..., None, :] + enc)   # (K, m) or (T, K, m)
-    return hidden @ v                     # (K,) or (T, K)
+    with np.errstate(over="ignore", invalid="ignore"):   # checked below
+        enc = H @ W[:n]                   # (K, m): U_a h_j, once per encoder state
+        dec = s @ W[n:]                   # (m,) or (T, m): W_a s_{i-1}
+    _require_no_overflow(enc, "encoder_states @ W[:n]")
+    _require_no_overflow(dec, "decoder_state @ W[n:]")
+    with np.errstate(over="ignore", invalid="ignore"):
+        hidden = np.tanh(dec[..., None, :] + enc)   # (K, m) or (T, K, m)
+        scores = hidden @ v               # (K,) or (T, K)
+    _require_no_overflow(hidden, "decoder_state @ W[n:] + encoder_states @ W[:n]")
+    _require_no_overflow(scores, "the scores tanh(...) @ v (v is too large)")
+    return scores
+
+
+def _require_no_overflow(arr, what):
+    """Finite inputs gave a non-finite intermediate: say which, and what to do."""
+    if not np.isfinite(arr).all():
+        raise ValueError(
+            f"{what} overflows {arr.dtype} (largest {np.finfo(arr.dtype).max:.3g}) "
+            f"although the inputs are finite: scale the inputs down, or "
+            f"convert them to float64")
 
 
 def additive_attention(encoder_states, decoder_state, W, v):
@@ -114,6 +139,11 @@ def additive_attention(encoder_states, decoder_state, W, v):
     weights : ndarray, shape (K,) or (T, K)
         The attention weights; each row is non-negative and sums to 1.
 
+    Raises
+    ------
+    TypeError, ValueError
+        As for :func:`additive_scores`.
+
     Examples
     --------
     >>> import numpy as np
@@ -129,4 +159,7 @@ def additive_attention(encoder_states, decoder_state, W, v):
     """
     H = as_float(encoder_states, "encoder_states")
     weights = softmax(additive_scores(H, decoder_state, W, v), axis=-1)
-    return weights @ H.astype(weights.dtype, copy=False), weights
+    with np.errstate(over="ignore", invalid="ignore"):
+        context = weights @ H.astype(weights.dtype, copy=False)
+    _require_no_overflow(context, "the context weights @ encoder_states")
+    return context, weights

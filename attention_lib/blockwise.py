@@ -28,8 +28,10 @@ Blocking the queries as well bounds the scores held at any moment by
 
 import numpy as np
 
-from ._checks import as_int
-from .dot_product import _attention_inputs
+from ._checks import (as_bool, as_int, as_numeric, float_dtype,
+                      require_finite, require_ndim)
+from .dot_product import (_attention_inputs, _check_masked_scores, _check_scores,
+                          _overflow_risk)
 
 
 def online_softmax_step(running_max, running_sum, output, scores, value):
@@ -54,7 +56,17 @@ def online_softmax_step(running_max, running_sum, output, scores, value):
     -------
     running_max, running_sum, output : ndarray
         The three statistics after this block (new arrays; the inputs are not
-        modified).
+        modified), in the floating dtype of the inputs (integers in float64).
+
+    Raises
+    ------
+    TypeError
+        If an input is not real numbers.
+    ValueError
+        If the shapes do not fit together (the message names them), if
+        ``scores`` or ``running_max`` hold NaN or ``+inf``, ``running_sum``
+        is negative or not finite, ``output`` or ``value`` is not finite, or
+        the new output would overflow the dtype.
 
     Notes
     -----
@@ -80,6 +92,47 @@ def online_softmax_step(running_max, running_sum, output, scores, value):
     >>> bool(np.allclose(acc / ell[:, None], softmax(s)))
     True
     """
+    arrays = [as_numeric(a, name) for a, name in (
+        (running_max, "running_max"), (running_sum, "running_sum"),
+        (output, "output"), (scores, "scores"), (value, "value"))]
+    dtype = float_dtype(*arrays)
+    m, ell, acc, s, v = (a.astype(dtype, copy=False) for a in arrays)
+    require_ndim(s, "scores", 2, "(..., L, B)")
+    require_ndim(v, "value", 2, "(..., B, Ev)")
+    if s.shape[-1] != v.shape[-2]:
+        raise ValueError(
+            f"scores has {s.shape[-1]} keys (axis -1) but value has "
+            f"{v.shape[-2]} (axis -2): one value per key")
+    if m.shape[-1:] != s.shape[-2:-1]:
+        raise ValueError(
+            f"scores has {s.shape[-2]} queries (axis -2) but running_max has "
+            f"{m.shape[-1] if m.ndim else 'no axis'} (axis -1): one statistic per query")
+    if ell.shape != m.shape:
+        raise ValueError(f"running_sum must have the shape of running_max "
+                         f"{m.shape}, got {ell.shape}")
+    if acc.shape != m.shape + v.shape[-1:]:
+        raise ValueError(f"output must have shape {m.shape + v.shape[-1:]} "
+                         f"(running_max's shape + (Ev,)), got {acc.shape}")
+    for a, name in ((s, "scores"), (m, "running_max")):
+        if np.isnan(a).any() or np.isposinf(a).any():
+            raise ValueError(f"{name} contains NaN or +inf: scores must be "
+                             f"finite, or -inf where a key is masked")
+    if not (np.isfinite(ell).all() and (ell >= 0).all()):
+        raise ValueError("running_sum must be finite and non-negative "
+                         "(start from zeros)")
+    require_finite(acc, "output")
+    require_finite(v, "value")
+    with np.errstate(over="ignore", invalid="ignore"):   # checked just below
+        new = _online_softmax_step(m, ell, acc, s, v)
+    if not (np.isfinite(new[1]).all() and np.isfinite(new[2]).all()):
+        raise ValueError(
+            f"the output overflows {dtype}: output + weights @ value exceeds "
+            f"{np.finfo(dtype).max:.3g}; scale value down, or pass float64 arrays")
+    return new
+
+
+def _online_softmax_step(running_max, running_sum, output, scores, value):
+    """:func:`online_softmax_step` without the checks, for trusted callers."""
     new_max = np.maximum(running_max, scores.max(axis=-1, initial=-np.inf))
     # Rows with nothing to attend to yet: shift by 0 (exp(-inf - 0) = 0).
     shift = np.where(np.isneginf(new_max), 0, new_max)
@@ -122,7 +175,10 @@ def blockwise_attention(query, key, value, attn_mask=None, is_causal=False,
     attn_mask : array_like, optional
         Broadcastable to ``(..., L, S)``; boolean (``True`` = may attend) or
         floating (added to the scores), as in
-        :func:`scaled_dot_product_attention`.
+        :func:`scaled_dot_product_attention`; integer masks are refused. A
+        ``(B, S)`` key-padding mask needs a query axis, ``mask[:, None, :]``:
+        passed as it is, it broadcasts silently when ``B == L`` (see
+        :func:`scaled_dot_product_attention`).
     is_causal : bool, optional
         Query ``i`` sees keys ``j <= i`` only. The causal mask is made block
         by block (never as an ``(L, S)`` array), and blocks lying entirely
@@ -149,9 +205,12 @@ def blockwise_attention(query, key, value, attn_mask=None, is_causal=False,
     Raises
     ------
     TypeError
-        If an input is not real numbers, or a block size is not an integer.
+        If an input is not real numbers, ``attn_mask`` is neither boolean nor
+        floating, ``scale`` is not one real number, a flag is not a bool, or a
+        block size is not an integer.
     ValueError
-        For inputs whose shapes do not fit together (as in
+        For inputs whose shapes do not fit together, NaN inputs, or scores or
+        sums that would overflow the dtype (as in
         :func:`scaled_dot_product_attention`), or a block size below 1.
 
     Notes
@@ -172,6 +231,8 @@ def blockwise_attention(query, key, value, attn_mask=None, is_causal=False,
     >>> bool(np.allclose(out, scaled_dot_product_attention(q, k, v, is_causal=True)))
     True
     """
+    is_causal = as_bool(is_causal, "is_causal")
+    return_logsumexp = as_bool(return_logsumexp, "return_logsumexp")
     block_size = as_int(block_size, "block_size", minimum=1)
     query_block_size = (block_size if query_block_size is None
                         else as_int(query_block_size, "query_block_size", minimum=1))
@@ -181,7 +242,9 @@ def blockwise_attention(query, key, value, attn_mask=None, is_causal=False,
     dtype = q.dtype
     L, S, Ev = q.shape[-2], k.shape[-2], v.shape[-1]
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    q = q * scale                              # scale the (L, E) queries once
+    scores_may, masked_may = _overflow_risk(q, k, scale, mask)
+    with np.errstate(over="ignore"):           # overflow is checked per block
+        q = q * scale                          # scale the (L, E) queries once
     k_t = np.swapaxes(k, -1, -2)               # (..., E, S), a view
 
     output = np.empty(batch + (L, Ev), dtype=dtype)
@@ -197,15 +260,23 @@ def blockwise_attention(query, key, value, attn_mask=None, is_causal=False,
                 break                  # this block and all after it are masked
             j1 = min(j0 + block_size, S)
             cols = slice(j0, j1)
-            s = q[..., rows, :] @ k_t[..., :, cols]          # (..., bq, bk)
+            with np.errstate(over="ignore", invalid="ignore"):
+                s = q[..., rows, :] @ k_t[..., :, cols]      # (..., bq, bk)
+            if scores_may:
+                _check_scores(s, dtype)
             if mask is not None:
                 block = _mask_block(mask, rows, cols)
-                s = (np.where(block, s, -np.inf) if block.dtype.kind == "b"
-                     else s + block)
+                if block.dtype.kind == "b":
+                    s = np.where(block, s, -np.inf)
+                else:
+                    with np.errstate(over="ignore"):
+                        s = s + block
+                    if masked_may:
+                        _check_masked_scores(s, block, dtype)
             if is_causal and j1 - 1 > i0:  # the block crosses the diagonal
                 allowed = np.arange(j0, j1) <= np.arange(i0, i1)[:, None]
                 s = np.where(allowed, s, -np.inf)
-            m, ell, acc = online_softmax_step(m, ell, acc, s, v[..., cols, :])
+            m, ell, acc = _online_softmax_step(m, ell, acc, s, v[..., cols, :])
         empty = ell == 0                     # nothing to attend to: output 0
         output[..., rows, :] = acc / np.where(empty, 1, ell)[..., None]
         with np.errstate(divide="ignore"):  # log(0) = -inf for empty rows

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from ._checks import as_int
+from ._checks import as_float, as_int, require_finite
 from .dot_product import scaled_dot_product_attention
 
 
@@ -73,14 +73,17 @@ def _positive_ints(values, name, allow_empty=False):
             f"got {values!r}")
     if (arr < 1).any():
         raise ValueError(f"{name} must all be positive, got {arr.tolist()}")
+    if int(arr.max()) > np.iinfo(np.int64).max:   # uint64 would wrap round
+        raise ValueError(f"{name} are too large: the largest is {int(arr.max())}")
     return arr.astype(int)
 
 
 def _tokens(tokens, embeddings, name):
     """Check ``tokens`` (N, L) index rows of ``embeddings`` (V, p); return both."""
-    E = np.asarray(embeddings, dtype=float)
+    E = as_float(embeddings, "embeddings", np.float64)
     if E.ndim != 2:
         raise ValueError(f"embeddings must be 2-D (V, p), got shape {E.shape}")
+    require_finite(E, "embeddings")
     t = np.asarray(tokens)
     if t.ndim != 2 or t.dtype.kind not in "iu":
         raise TypeError(
@@ -116,12 +119,16 @@ def nearest_token(vectors, embeddings):
     >>> nearest_token(np.array([[0.9, 0.2], [-0.6, 0.1], [0.1, 2.0]]), E)
     array([0, 2, 1])
     """
-    x = np.asarray(vectors, dtype=float)
-    E = np.asarray(embeddings, dtype=float)
+    x = as_float(vectors, "vectors", np.float64)
+    E = as_float(embeddings, "embeddings", np.float64)
     if E.ndim != 2 or x.shape[-1:] != E.shape[-1:]:
         raise ValueError(
             f"vectors of shape {x.shape} and embeddings of shape {E.shape} do "
             f"not fit: embeddings must be (V, p) and vectors (..., p)")
+    if len(E) == 0:
+        raise ValueError("embeddings is empty: there is no symbol to decode to")
+    require_finite(x, "vectors")
+    require_finite(E, "embeddings")
     # |x - e|^2 = |x|^2 - 2 x.e + |e|^2; |x|^2 is the same for every e.
     distances = (E ** 2).sum(axis=-1) - 2 * x @ E.T        # (..., V)
     return distances.argmin(axis=-1)
@@ -162,9 +169,10 @@ def fit_linear_code(X, d):
     >>> bool(np.allclose(mean + code @ basis.T, X))
     True
     """
-    X = np.asarray(X, dtype=float)
+    X = as_float(X, "X", np.float64)
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D (N, D), got shape {X.shape}")
+    require_finite(X, "X")
     d = as_int(d, "d", minimum=1)
     mean = X.mean(axis=0)
     centred = X - mean
@@ -264,7 +272,8 @@ def attention_recovery(tokens, embeddings, position_codes, sharpness):
     1.0
     """
     tokens, E = _tokens(tokens, embeddings, "tokens")
-    codes = np.asarray(position_codes, dtype=float)
+    codes = as_float(position_codes, "position_codes", np.float64)
+    require_finite(codes, "position_codes")
     if codes.ndim != 2 or codes.shape[0] != tokens.shape[1]:
         raise ValueError(
             f"position_codes must be (L, P) with one code per position: tokens "

@@ -16,8 +16,15 @@ batch axes ``...``::
 
 import numpy as np
 
-from ._checks import as_numeric, float_dtype, require_finite, require_ndim
+from ._checks import (as_bool, as_mask, as_numeric, as_scale, float_dtype,
+                      max_abs, overflow_bound, require_finite, require_ndim)
 from .masks import causal_mask
+
+def _advice(dtype, what="pass smaller query or key, or a smaller scale"):
+    """What to do about an overflow: rescale, or use float64 if not already."""
+    if dtype == np.float64:
+        return what + " (float64 is the widest dtype)"
+    return what + ", or convert the inputs to float64"
 
 
 def _attention_inputs(query, key, value, attn_mask, is_causal, scale):
@@ -53,9 +60,10 @@ def _attention_inputs(query, key, value, attn_mask, is_causal, scale):
     L, S = q.shape[-2], k.shape[-2]
     scores_shape = batch + (L, S)
 
+    is_causal = as_bool(is_causal, "is_causal")
     mask = None
     if attn_mask is not None:
-        mask = as_numeric(attn_mask, "attn_mask")
+        mask = as_mask(attn_mask, "attn_mask")
         try:
             fits = np.broadcast_shapes(mask.shape, scores_shape) == scores_shape
         except ValueError:
@@ -79,9 +87,59 @@ def _attention_inputs(query, key, value, attn_mask, is_causal, scale):
 
     if scale is None:
         scale = 1.0 / np.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
-    elif not np.isfinite(scale):
-        raise ValueError(f"scale must be a finite number, got {scale!r}")
+    else:
+        scale = as_scale(scale, "scale")
+    if abs(scale) > float(np.finfo(dtype).max):
+        raise ValueError(
+            f"scale = {scale:.3g} overflows {dtype} (largest "
+            f"{np.finfo(dtype).max:.3g}), so neither it nor the scores query @ "
+            f"key.T * scale can be represented: " + _advice(dtype, "pass a smaller scale"))
+    # Each output is a weighted sum of up to S values with weights <= 1 (the
+    # normalisation may come last), so |value| * S must fit in the dtype.
+    biggest = float(np.finfo(dtype).max)
+    if overflow_bound(max_abs(v), max(S, 1)) > biggest / 2:
+        raise ValueError(
+            f"value holds magnitudes up to {max_abs(v):.3g}: the weighted sum "
+            f"over S = {S} keys could overflow {dtype} (largest {biggest:.3g}): "
+            + _advice(dtype, "scale value down (and the output back up)"))
     return q, k, v, mask, dtype.type(scale)
+
+
+def _overflow_risk(q, k, scale, mask):
+    """Whether ``q @ k.T * scale (+ mask)`` could overflow; two Python floats.
+
+    Returns ``(scores_may, masked_may)``: a cheap bound from the largest
+    magnitudes, ``|q| |scale| |k| E``, so the exact (one pass over the
+    scores) check runs only for inputs near the dtype's limit.
+    """
+    half = float(np.finfo(q.dtype).max) / 2
+    scaled_q = overflow_bound(max_abs(q), abs(scale))
+    bound = overflow_bound(scaled_q, max_abs(k), max(q.shape[-1], 1))
+    scores_may = scaled_q > half or bound > half
+    masked_may = scores_may
+    if mask is not None and mask.dtype.kind == "f":
+        finite = mask[np.isfinite(mask)]
+        masked_may = scores_may or bound + max_abs(finite) > half
+    return scores_may, masked_may
+
+
+def _check_scores(scores, dtype):
+    """Raise ``ValueError`` if the raw scores of finite inputs overflowed."""
+    if not np.isfinite(scores).all():
+        raise ValueError(
+            f"the scores query @ key.T * scale overflow {dtype} (largest "
+            f"{np.finfo(dtype).max:.3g}) although the inputs are finite: "
+            + _advice(dtype))
+
+
+def _check_masked_scores(scores, mask, dtype):
+    """Raise if adding a float mask pushed finite scores past the dtype's range."""
+    if not np.isfinite(scores).all() and (
+            ~np.isfinite(scores) & np.isfinite(mask)).any():
+        raise ValueError(
+            f"adding attn_mask to the scores overflows {dtype}: use -inf (or a "
+            f"boolean mask) to mask, and finite biases well inside "
+            f"{np.finfo(dtype).max:.3g}")
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None,
@@ -100,12 +158,15 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None,
     attn_mask : array_like, optional
         Broadcastable to ``(..., L, S)``. Boolean: ``True`` means the query
         *may attend* to that key, ``False`` gives it zero weight. Floating:
-        added to the scores (``-inf`` masks; other values bias).
+        added to the scores (``-inf`` masks; other values bias). Integer
+        masks are refused (a 0/1 mask would be added as a bias): pass
+        ``mask.astype(bool)``. A ``(B, S)`` key-padding mask needs a query
+        axis, ``mask[:, None, :]``; see the Notes.
     is_causal : bool, optional
         Apply :func:`causal_mask`: query ``i`` sees keys ``j <= i`` only.
         Combined with ``attn_mask`` if both are given (PyTorch refuses both).
     scale : float, optional
-        Multiplies ``Q K^T``; defaults to ``1 / sqrt(E)``.
+        Multiplies ``Q K^T``; defaults to ``1 / sqrt(E)``. One real number.
     return_weights : bool, optional
         Also return the attention weights.
 
@@ -119,14 +180,32 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None,
     Raises
     ------
     TypeError
-        If an input is not real numbers.
+        If an input is not real numbers, ``attn_mask`` is neither boolean nor
+        floating, ``scale`` is not one real number, or ``is_causal`` or
+        ``return_weights`` is not a bool.
     ValueError
         If feature sizes, key/value lengths, batch axes or the mask's shape do
-        not fit together (the message names them), or an input holds NaN.
+        not fit together (the message names them), an input holds NaN, or
+        finite inputs are so large that the scores ``Q K^T * scale`` (plus a
+        float mask) or the weighted sum of the values would overflow the
+        dtype (the message says which and what to do).
 
     Notes
     -----
-    The softmax subtracts each row's maximum, so large scores cannot overflow.
+    The softmax subtracts each row's maximum, so large scores cannot overflow
+    in ``exp``: scores of ``1e6`` give the same weights as scores of ``1``
+    shifted. Only scores beyond the dtype's range (about ``3.4e38`` in
+    float32, ``1.8e308`` in float64) cannot be represented; finite inputs
+    that produce them raise ``ValueError`` instead of returning NaN or inf.
+
+    A ``(B, S)`` key-padding mask (:func:`padding_mask`) passed as
+    ``attn_mask`` with ``(B, L, E)`` queries is aligned from the right, as
+    NumPy broadcasting always is: its batch axis meets the *query* axis
+    ``L``. When ``B != L`` that is a shape error, but when ``B == L`` it
+    broadcasts silently, sequence ``b``'s padding is applied to query ``b``
+    of every sequence, and padded keys get weight. No check can tell this
+    apart from a deliberate ``(L, S)`` mask, so give the mask its query axis
+    yourself: ``attn_mask=mask[:, None, :]``, shape ``(B, 1, S)``.
 
     A query row with *nothing* to attend to (every key masked) gets all-zero
     weights and a zero output: a padded query that attends to nothing should
@@ -164,15 +243,23 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None,
     >>> out.shape, w.shape, bool(np.allclose(w.sum(axis=-1), 1))
     ((2, 4, 3), (2, 4, 6), True)
     """
+    return_weights = as_bool(return_weights, "return_weights")
     q, k, v, mask, scale = _attention_inputs(query, key, value, attn_mask,
                                              is_causal, scale)
+    scores_may, masked_may = _overflow_risk(q, k, scale, mask)
     # Scale the (L, E) queries rather than the (L, S) scores: fewer multiplies.
-    scores = (q * scale) @ np.swapaxes(k, -1, -2)            # (..., L, S)
+    with np.errstate(over="ignore", invalid="ignore"):   # checked just below
+        scores = (q * scale) @ np.swapaxes(k, -1, -2)        # (..., L, S)
+    if scores_may:
+        _check_scores(scores, q.dtype)
     if mask is not None:   # in place: the mask was checked to broadcast to scores
         if mask.dtype.kind == "b":
             np.copyto(scores, -np.inf, where=~mask)
         else:
-            scores += mask
+            with np.errstate(over="ignore"):
+                scores += mask
+            if masked_may:
+                _check_masked_scores(scores, mask, q.dtype)
     if scores.shape[-1] == 0:   # no keys at all: nothing to attend to
         weights = scores
     else:

@@ -6,8 +6,9 @@ vectors, which means something only if both languages share one vector space.
 ``data/README.md``): 300 numbers per word, rows of unit length, French rotated
 into the English space. This module loads them and turns a sentence into:
 
-* ``tokenize``: lower-case whitespace tokens looked up in a vocabulary, with
-  a boolean ``known`` mask;
+* ``tokenize``: whitespace tokens (after Unicode normalisation: NFC, format
+  characters such as U+FEFF and U+200B removed) looked up lower-cased in a
+  vocabulary, with a boolean ``known`` mask;
 * ``embed``: the ``(n, 300)`` matrix of their vectors.
 
 An unknown word gets a row of zeros, and a zero key would still receive
@@ -15,21 +16,31 @@ attention weight (its score is 0, not ``-inf``). So ``known`` is returned
 alongside: pass it as the attention mask so unknown words get no weight.
 
 Every data file is checked against the SHA-256 in ``data/MANIFEST.json``
-(once per file per process) before it is used, so a truncated download or an
-edited file gives a clear error rather than quietly wrong numbers.
+(once per file per process) before it is used, and its structure when it is
+loaded (vector width, vocabulary rows), so a truncated download, an edited
+or a malformed file gives a ``DataFileError`` naming the file and the
+rebuild command rather than quietly wrong numbers.
 """
 
 import hashlib
 import json
 import os
+import re
+import unicodedata
+import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
+from ._checks import as_numeric, require_finite
+
 LANGUAGES = ("en", "fr")
+EMBEDDING_DIM = 300   # numbers per word vector in data/ (data/README.md)
 REBUILD = "python data/build_embeddings.py"
 _MANIFEST = "MANIFEST.json"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 _verified = {}   # path -> (size, mtime_ns) of the version that was checked
 _cache = {}      # (kind, path) -> loaded object
@@ -80,13 +91,28 @@ def _sha256(path):
 
 
 def _manifest(folder):
+    """``MANIFEST.json``'s ``files``: name -> {"sha256": hex, "bytes": int}."""
     path = folder / _MANIFEST
     if not path.is_file():
         raise _problem(path, "the checksum manifest is missing")
     try:
-        files = json.loads(path.read_text(encoding="utf8"))["files"]
-    except (ValueError, KeyError, TypeError) as err:
+        manifest = json.loads(path.read_text(encoding="utf8"))
+    except (ValueError, UnicodeDecodeError) as err:
         raise _problem(path, f"the checksum manifest is unreadable ({err})") from None
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, dict):
+        raise _problem(path, 'the checksum manifest is malformed: it must be a '
+                             'JSON object whose "files" is an object mapping '
+                             'each file name to {"sha256": ..., "bytes": ...}')
+    for name, entry in files.items():
+        ok = (isinstance(entry, dict)
+              and isinstance(entry.get("sha256"), str)
+              and _SHA256.fullmatch(entry["sha256"]) is not None
+              and type(entry.get("bytes")) is int and entry["bytes"] >= 0)
+        if not ok:
+            raise _problem(path, f"the checksum manifest is malformed: the entry "
+                                 f"for {name!r} is {entry!r}, not "
+                                 f'{{"sha256": <64 hex digits>, "bytes": <size>}}')
     return files
 
 
@@ -105,8 +131,10 @@ def verified_path(name):
     Raises
     ------
     DataFileError
-        If the file or the manifest is missing, the manifest does not list
-        the file, or its size or SHA-256 differ from the manifest's.
+        If the file or the manifest is missing, the manifest is not valid
+        JSON of the expected structure (``{"files": {name: {"sha256": hex,
+        "bytes": int}}}``), does not list the file, or the file's size or
+        SHA-256 differ from the manifest's.
     """
     folder = data_dir()
     path = folder / name
@@ -166,7 +194,9 @@ def load_vocab(lang):
     ValueError
         If ``lang`` is not ``"en"`` or ``"fr"``.
     DataFileError
-        If ``vocab_<lang>.json`` is missing or fails its checksum.
+        If ``vocab_<lang>.json`` is missing, fails its checksum, or is not a
+        JSON object mapping distinct lower-case words to the rows
+        ``0 .. n_words - 1``; also if ``MANIFEST.json`` is malformed.
 
     Examples
     --------
@@ -177,18 +207,62 @@ def load_vocab(lang):
     """
     _check_lang(lang)
     path = verified_path(f"vocab_{lang}.json")
-    vocab = _cached("vocab", path,
-                    lambda p: json.loads(p.read_text(encoding="utf8")))
-    return dict(vocab)
+    return dict(_cached("vocab", path, _read_vocab))
+
+
+def _read_vocab(path):
+    """Parse and check a vocabulary: lower-case NFC words -> rows 0 .. n-1."""
+    try:
+        vocab = json.loads(path.read_text(encoding="utf8"))
+    except UnicodeDecodeError as err:
+        raise _problem(path, f"it is not valid UTF-8 ({err})") from None
+    except ValueError as err:
+        raise _problem(path, f"it is not valid JSON ({err})") from None
+    if not isinstance(vocab, dict):
+        raise _problem(path, f"it holds a JSON {type(vocab).__name__}, not an "
+                             "object mapping words to rows")
+    seen = {}
+    for word, row in vocab.items():
+        if type(row) is not int:
+            raise _problem(path, f"the row of {word!r} is {row!r}, not an integer")
+        if not 0 <= row < len(vocab):
+            raise _problem(path, f"the row of {word!r} is {row}, outside 0 .. "
+                                 f"{len(vocab) - 1} (one row per word)")
+        if row in seen:
+            raise _problem(path, f"{seen[row]!r} and {word!r} both have row {row}: "
+                                 "rows are used twice")
+        seen[row] = word
+        if word != _normalise(word).lower() or not word:
+            raise _problem(path, f"the word {word!r} is not lower-case NFC text "
+                                 "without format characters, so tokenize could "
+                                 "never find it")
+    return vocab
 
 
 def _read_embeddings(path):
-    with np.load(path, allow_pickle=False) as npz:
+    try:
+        npz = np.load(path, allow_pickle=False)
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as err:
+        raise _problem(path, f"it is not a readable .npz of numeric arrays "
+                             f"({type(err).__name__}: {err})") from None
+    if not isinstance(npz, np.lib.npyio.NpzFile):   # a bare .npy array
+        raise _problem(path, "it is a single .npy array, not an .npz archive")
+    with npz:
         if "embeddings" not in npz.files:
             raise _problem(path, f"it holds {npz.files}, not an array 'embeddings'")
-        matrix = npz["embeddings"].astype(np.float32)
-    if matrix.ndim != 2:
-        raise _problem(path, f"'embeddings' has shape {matrix.shape}, not (n_words, d)")
+        try:
+            matrix = npz["embeddings"]
+        except (zipfile.BadZipFile, ValueError, OSError, EOFError) as err:
+            raise _problem(path, f"its array 'embeddings' cannot be read without "
+                                 f"pickle ({type(err).__name__}: {err})") from None
+    if matrix.ndim != 2 or matrix.shape[1] != EMBEDDING_DIM:
+        raise _problem(path, f"'embeddings' has shape {matrix.shape}, not "
+                             f"(n_words, {EMBEDDING_DIM})")
+    if matrix.dtype.kind != "f":
+        raise _problem(path, f"'embeddings' has dtype {matrix.dtype}, not floating")
+    matrix = matrix.astype(np.float32)
+    if not np.isfinite(matrix).all():
+        raise _problem(path, "'embeddings' holds NaN or infinity")
     matrix.flags.writeable = False   # shared by every caller: keep it intact
     return matrix
 
@@ -212,7 +286,10 @@ def load_embeddings(lang):
     ValueError
         If ``lang`` is not ``"en"`` or ``"fr"``.
     DataFileError
-        If ``embeddings_<lang>.npz`` is missing or fails its checksum.
+        If ``embeddings_<lang>.npz`` is missing, fails its checksum, is not a
+        readable ``.npz``, or its ``embeddings`` array is not a finite
+        floating ``(n_words, 300)`` matrix with one row per vocabulary word;
+        also if ``MANIFEST.json`` is malformed.
 
     Examples
     --------
@@ -225,7 +302,12 @@ def load_embeddings(lang):
     """
     _check_lang(lang)
     path = verified_path(f"embeddings_{lang}.npz")
-    return _cached("embeddings", path, _read_embeddings)
+    matrix = _cached("embeddings", path, _read_embeddings)
+    n_words = len(_cached("vocab", verified_path(f"vocab_{lang}.json"), _read_vocab))
+    if matrix.shape[0] != n_words:
+        raise _problem(path, f"it has {matrix.shape[0]} rows but vocab_{lang}.json "
+                             f"has {n_words} words (one row per word)")
+    return matrix
 
 
 class Tokens(NamedTuple):
@@ -247,8 +329,22 @@ class Tokens(NamedTuple):
     known: np.ndarray
 
 
+def _normalise(text):
+    """NFC, without format characters (Unicode category Cf)."""
+    text = unicodedata.normalize("NFC", text)
+    return "".join(c for c in text if unicodedata.category(c) != "Cf")
+
+
 def tokenize(sentence, vocab):
     """Split a sentence on whitespace and look each lower-cased token up.
+
+    The text is normalised first, so that words which look the same are the
+    same: it is brought to Unicode normal form NFC (``e`` followed by the
+    combining accent U+0301 becomes the single character ``é``, as in the
+    vocabulary), and format characters (Unicode category Cf) are removed,
+    such as the byte-order mark U+FEFF at the start of a file, the zero-width
+    space U+200B and the direction marks U+200E and U+200F. A token made only
+    of format characters disappears.
 
     Parameters
     ----------
@@ -260,8 +356,14 @@ def tokenize(sentence, vocab):
     Returns
     -------
     Tokens
-        ``words`` (original spelling), ``ids`` (``-1`` for unknown words) and
-        the boolean ``known`` mask.
+        ``words`` (as written, after normalisation), ``ids`` (``-1`` for
+        unknown words) and the boolean ``known`` mask.
+
+    Raises
+    ------
+    TypeError
+        If ``sentence`` is not a string or a list of strings, or ``vocab`` is
+        not a dict.
 
     Examples
     --------
@@ -275,12 +377,15 @@ def tokenize(sentence, vocab):
     array([ True,  True,  True,  True,  True, False])
     """
     if isinstance(sentence, str):
-        words = sentence.split()
+        words = _normalise(sentence).split()
     elif isinstance(sentence, (list, tuple)) and all(isinstance(w, str) for w in sentence):
-        words = list(sentence)
+        words = [w for w in map(_normalise, sentence) if w]
     else:
         raise TypeError("sentence must be a string or a list of strings, "
                         f"got {type(sentence).__name__}")
+    if not isinstance(vocab, Mapping):
+        raise TypeError("vocab must be a dict of word -> row (from load_vocab), "
+                        f"got {type(vocab).__name__}")
     ids = np.array([vocab.get(w.lower(), -1) for w in words], dtype=np.int64)
     return Tokens(words=words, ids=ids, known=ids >= 0)
 
@@ -303,6 +408,15 @@ def embed(tokens, embeddings):
         Zeros are not "no information" to attention: a zero key scores 0
         and still gets weight, so mask it with ``tokens.known``.
 
+    Raises
+    ------
+    TypeError
+        If ``tokens`` does not come from :func:`tokenize`, or ``embeddings``
+        is not real numbers.
+    ValueError
+        If ``embeddings`` is not a matrix, has fewer rows than a token's id,
+        or the rows used hold NaN or infinity.
+
     Examples
     --------
     >>> import numpy as np
@@ -316,7 +430,7 @@ def embed(tokens, embeddings):
     if not isinstance(tokens, Tokens):
         raise TypeError("tokens must come from tokenize(sentence, vocab), "
                         f"got {type(tokens).__name__}")
-    embeddings = np.asarray(embeddings)
+    embeddings = as_numeric(embeddings, "embeddings")
     if embeddings.ndim != 2:
         raise ValueError("embeddings must be a matrix (n_words, d), "
                          f"got shape {embeddings.shape}")
@@ -329,4 +443,5 @@ def embed(tokens, embeddings):
             "loaded for the same language?")
     out = np.zeros((len(tokens.ids), embeddings.shape[1]), dtype=np.float32)
     out[tokens.known] = embeddings[tokens.ids[tokens.known]]
+    require_finite(out, "embeddings")   # only the rows used: cheap on big tables
     return out

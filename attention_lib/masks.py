@@ -64,7 +64,17 @@ def padding_mask(lengths, S=None):
     ndarray of bool, shape (B, S)
         ``True`` at real positions ``j < lengths[b]``, ``False`` at padding.
         To use it as ``attn_mask`` for queries of shape ``(B, L, E)``, give it
-        a query axis: ``padding_mask(lengths)[:, None, :]``.
+        a query axis: ``padding_mask(lengths)[:, None, :]``. Passed without
+        one it broadcasts silently when ``B == L``, masking the wrong keys
+        (see :func:`scaled_dot_product_attention`). An empty batch
+        (``lengths=[]``) gives a ``(0, S)`` mask.
+
+    Raises
+    ------
+    TypeError
+        If ``lengths`` is not a 1-D sequence of integers.
+    ValueError
+        If a length is negative, exceeds ``S``, or is too large to index.
 
     Examples
     --------
@@ -75,6 +85,8 @@ def padding_mask(lengths, S=None):
            [1, 1, 0]])
     """
     lengths = np.asarray(lengths)
+    if lengths.ndim == 1 and lengths.size == 0:   # an empty batch: [] is float64
+        lengths = lengths.astype(np.int64)
     if lengths.ndim != 1 or lengths.dtype.kind not in "iu":
         raise TypeError(
             f"lengths must be a 1-D sequence of integers, got {lengths.dtype} "
@@ -82,6 +94,12 @@ def padding_mask(lengths, S=None):
         )
     if (lengths < 0).any():
         raise ValueError(f"lengths must be non-negative, got {lengths.tolist()}")
+    # uint64 lengths beyond int64 would wrap round in the comparison below.
+    if lengths.size and int(lengths.max()) > np.iinfo(np.intp).max:
+        raise ValueError(f"lengths are too large to index an array: the "
+                         f"largest is {int(lengths.max())}, above "
+                         f"{np.iinfo(np.intp).max}")
+    lengths = lengths.astype(np.intp)
     S = int(lengths.max(initial=0)) if S is None else as_int(S, "S")
     if (lengths > S).any():
         raise ValueError(

@@ -13,7 +13,7 @@ row gets all-zero weights, so that masked-out queries contribute nothing.
 
 import numpy as np
 
-from ._checks import as_float
+from ._checks import as_axis, as_float
 
 
 def softmax(x, axis=-1):
@@ -36,7 +36,7 @@ def softmax(x, axis=-1):
     Raises
     ------
     TypeError
-        If ``x`` is not real numbers.
+        If ``x`` is not real numbers, or ``axis`` is not an integer.
     ValueError
         If ``x`` contains NaN or ``+inf``, or ``axis`` is out of range.
 
@@ -44,7 +44,10 @@ def softmax(x, axis=-1):
     -----
     The row maximum is subtracted before exponentiating, which leaves the
     result unchanged and prevents overflow: ``softmax([1e5, 0])`` is
-    ``[1, 0]``, not ``[nan, 0]``. Agrees with :func:`scipy.special.softmax`
+    ``[1, 0]``, not ``[nan, 0]``. This holds for every finite input, up to
+    the dtype's limit: ``x - max`` is at most 0, so ``exp`` never exceeds 1,
+    and a difference too negative to represent becomes ``-inf``, whose
+    weight (0) is what it would have rounded to anyway. Agrees with :func:`scipy.special.softmax`
     wherever that is defined; unlike it, fully ``-inf`` rows give zeros.
 
     Examples
@@ -62,10 +65,14 @@ def softmax(x, axis=-1):
     x = as_float(x, "x")
     if np.isnan(x).any() or np.isposinf(x).any():
         raise ValueError("x contains NaN or +inf: softmax needs finite scores or -inf")
-    if not -x.ndim <= axis < max(x.ndim, 1):
-        raise ValueError(f"axis {axis} is out of range for x of shape {x.shape}")
+    try:
+        axis = as_axis(axis, x.ndim)
+    except ValueError:
+        raise ValueError(f"axis {axis} is out of range for x of shape {x.shape}") from None
     if x.size == 0:
         return x.copy()
+    if x.ndim == 0:        # one score: weight 1 (0 if it is masked with -inf)
+        return softmax(x.reshape(1)).reshape(())
     row_max = np.max(x, axis=axis, keepdims=True)
     # A row that is all -inf has max -inf; shifting by it would give nan.
     row_max[~np.isfinite(row_max)] = 0.0

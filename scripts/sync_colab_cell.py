@@ -2,9 +2,13 @@
 
 Colab opens a chapter as a lone notebook, without attention_lib or data/.
 The first code cell of each chapter therefore clones the repository (named
-once, in _config.yml) and makes it importable, when and only when it runs on
-Colab; elsewhere it does nothing and prints nothing, so nbval and the site
-are unaffected (the cell is also hidden on the site with the tag remove-cell).
+once, in _config.yml) and installs it (``pip install -e``: subprocesses such
+as ``python -m attention_lib.align`` need the installed package, and the
+editable install finds data/ in the clone), and puts it on the running
+kernel's ``sys.path`` (which started before the install), when and only when
+it runs on Colab; elsewhere it does nothing and prints nothing, so nbval and
+the site are unaffected (the cell is also hidden on the site with the tag
+remove-cell). scripts/check-colab.sh runs every chapter that way, offline.
 
     python scripts/sync_colab_cell.py      # after changing repository.url
 
@@ -22,9 +26,10 @@ ROOT = Path(__file__).resolve().parents[1]
 MARKER = '"google.colab" in sys.modules'
 
 TEMPLATE = '''\
-# On Google Colab only: fetch the book's repository, so that attention_lib and
-# data/ are there (Binder and local runs have them already; elsewhere this cell
-# does nothing).
+# On Google Colab only: fetch the book's repository and install attention_lib
+# from it (Binder and local runs have both already; elsewhere this cell does
+# nothing). scripts/check-colab.sh runs it offline: BOOK_REPOSITORY and
+# BOOK_CLONE_DIR then name a local copy and a scratch folder.
 import sys
 
 if {marker}:
@@ -32,16 +37,32 @@ if {marker}:
     import subprocess
 
     REPOSITORY = "{url}"
-    subprocess.run(["git", "clone", "--quiet", "--depth", "1", REPOSITORY,
-                    "/content/attention-from-scratch"], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "myst-nb"], check=True)
-    sys.path.insert(0, "/content/attention-from-scratch")
-    os.chdir("/content/attention-from-scratch/book")'''
+    home = os.environ.get("BOOK_CLONE_DIR",
+                          "/content/attention-from-scratch")
+    if not os.path.isdir(home):
+        source = os.environ.get("BOOK_REPOSITORY", REPOSITORY)
+        subprocess.run(["git", "clone", "--quiet", "--depth", "1", source, home],
+                       check=True)
+    # Installed, so that subprocesses (python -m attention_lib.align) find it;
+    # editable, so that it finds data/ in the clone. Skipped once done.
+    probe = ("import importlib.util as u, sys; sys.exit(not ("
+             "u.find_spec('attention_lib') and u.find_spec('myst_nb')))")
+    if subprocess.run([sys.executable, "-c", probe], cwd="/").returncode:
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
+                        "-e", home, "myst-nb"], check=True)
+    if home not in sys.path:  # this kernel started before the install
+        sys.path.insert(0, home)
+    os.chdir(os.path.join(home, "book"))'''
+
+
+def cell_source(url):
+    """The set-up cell's source for the repository at ``url``."""
+    return TEMPLATE.format(marker=MARKER, url=url)
 
 
 def sync(path, url):
     nb = nbformat.read(path, as_version=4)
-    text = TEMPLATE.format(marker=MARKER, url=url)
+    text = cell_source(url)
     first = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
     if MARKER in nb.cells[first].source:
         nb.cells[first].source = text

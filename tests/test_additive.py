@@ -74,3 +74,22 @@ def test_non_numeric_input_raises_type_error():
     H, s, W, v = random_problem()
     with pytest.raises(TypeError, match="decoder_state must be an array of real numbers"):
         additive_scores(H, ["a"] * 4, W, v)
+
+
+# --- faults an adversarial pass found -------------------------------------------
+
+@pytest.mark.parametrize("change, message", [
+    # U_a h_j and W_a s are each finite-input products that overflow float32
+    ({"H": np.float32(1e30), "W": np.float32(1e30)}, "encoder_states @ W.* overflow"),
+    ({"s": np.float32(1e30), "W": np.float32(1e30)}, "decoder_state @ W.* overflow"),
+    ({"v": np.float32(3e38)}, "v.* overflow"),
+])
+def test_overflow_raises_instead_of_nan(change, message):
+    H, s, W, v = (a.astype(np.float32) for a in random_problem(K=3, n=2, m=4))
+    H = H * change.get("H", 1)
+    s = s * change.get("s", 1)
+    W = W * change.get("W", 1)
+    v = np.abs(v) * change.get("v", 1)
+    for function in (additive_scores, additive_attention):
+        with pytest.raises(ValueError, match=message):
+            function(H, s, W, v)

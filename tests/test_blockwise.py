@@ -209,3 +209,70 @@ def test_bad_shapes_get_the_same_message_as_full_attention():
         blockwise_attention(q, k, k)
     with pytest.raises(ValueError, match="attn_mask of shape"):
         blockwise_attention(k, k, k, attn_mask=np.ones((3, 5), dtype=bool))
+
+
+# --- faults an adversarial pass found (each test failed before its fix) --------
+
+def _state(L=1, Ev=2):
+    return np.full(L, -np.inf), np.zeros(L), np.zeros((L, Ev))
+
+
+def test_online_softmax_step_accepts_integer_scores():
+    """Integer scores used to overflow inside NumPy (-inf as an integer)."""
+    m, ell, acc = online_softmax_step(*_state(), np.array([[1, 2]]), np.eye(2))
+    expected = online_softmax_step(*_state(), np.array([[1.0, 2.0]]), np.eye(2))
+    for got, want in zip((m, ell, acc), expected):
+        np.testing.assert_allclose(got, want)
+        assert got.dtype == np.float64
+
+
+@pytest.mark.parametrize("scores, message", [
+    (np.array([[np.nan, 2.0]]), "scores contains NaN or \\+inf"),
+    (np.array([[np.inf, 2.0]]), "scores contains NaN or \\+inf"),
+    (np.array([["a", "b"]]), "scores must be an array of real numbers"),
+])
+def test_online_softmax_step_rejects_bad_scores(scores, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        online_softmax_step(*_state(), scores, np.eye(2))
+
+
+@pytest.mark.parametrize("which, bad, message", [
+    (0, np.array([np.nan]), "running_max contains NaN or \\+inf"),
+    (1, np.array([-1.0]), "running_sum must be finite and non-negative"),
+    (2, np.array([[np.nan, 0.0]]), "output contains NaN or infinity"),
+    (4, np.array([[np.nan, 0.0], [0.0, 1.0]]), "value contains NaN or infinity"),
+])
+def test_online_softmax_step_rejects_nan_state(which, bad, message):
+    args = list(_state()) + [np.array([[1.0, 2.0]]), np.eye(2)]
+    args[which] = bad
+    with pytest.raises(ValueError, match=message):
+        online_softmax_step(*args)
+
+
+@pytest.mark.parametrize("which, bad, message", [
+    (3, np.ones((1, 3)), "scores has 3 keys .* value has 2"),
+    (3, np.ones((2, 2)), "scores has 2 queries .* running_max has 1"),
+    (1, np.zeros(2), "running_sum must have the shape of running_max \\(1,\\)"),
+    (2, np.zeros((1, 3)), "output must have shape \\(1, 2\\)"),
+    (3, np.ones(2), "scores must have at least 2 axes"),
+])
+def test_online_softmax_step_names_shapes_that_do_not_fit(which, bad, message):
+    args = list(_state()) + [np.array([[1.0, 2.0]]), np.eye(2)]
+    args[which] = bad
+    with pytest.raises(ValueError, match=message):
+        online_softmax_step(*args)
+
+
+def test_online_softmax_step_overflowing_output_raises():
+    value = np.full((2, 1), 3e38, dtype=np.float32)
+    state = (np.full(1, -np.inf, np.float32), np.zeros(1, np.float32),
+             np.zeros((1, 1), np.float32))
+    with pytest.raises(ValueError, match="overflow.*value.*float64"):
+        online_softmax_step(*state, np.zeros((1, 2), np.float32), value)
+
+
+@pytest.mark.parametrize("flag", ["yes", 1])
+def test_return_logsumexp_must_be_a_bool(flag):
+    q = np.ones((2, 3))
+    with pytest.raises(TypeError, match="return_logsumexp must be True or False"):
+        blockwise_attention(q, q, q, return_logsumexp=flag)

@@ -8,6 +8,7 @@ set-up cell points at the repository named in _config.yml.
 """
 
 import ast
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -99,3 +100,26 @@ def test_colab_cell_fetches_the_configured_repository(path):
     assert '"google.colab" in sys.modules' in first, f"{path.name}: no Colab set-up cell first"
     assert f'REPOSITORY = "{url}"' in first, (
         f"{path.name}: the Colab cell's REPOSITORY is not _config.yml's repository url {url}")
+
+
+def _colab_template():
+    spec = importlib.util.spec_from_file_location(
+        "sync_colab_cell", ROOT / "scripts" / "sync_colab_cell.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_colab_cell_is_up_to_date_and_installs_the_library(path):
+    """The set-up cell must install attention_lib, not only put it on the
+    kernel's sys.path: chapter 3 runs ``python -m attention_lib.align`` in a
+    subprocess, which failed on Colab with No module named 'attention_lib'.
+    If this fails, run ``python scripts/sync_colab_cell.py``."""
+    sync = _colab_template()
+    url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+    expected = sync.cell_source(url)
+    assert '"-e", home' in expected and "sys.path.insert(0, home)" in expected
+    assert source(code_cells(path)[0]) == expected, (
+        f"{path.name}: the Colab set-up cell is out of date; run "
+        "python scripts/sync_colab_cell.py")

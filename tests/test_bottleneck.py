@@ -173,3 +173,44 @@ def test_shape_mismatches_name_what_does_not_fit():
         nearest_token(np.zeros((3, 4)), E)
     with pytest.raises(ValueError, match="X must be 2-D"):
         fit_linear_code(np.zeros(5), 2)
+
+
+# --- faults of the kinds an adversarial pass found -------------------------------
+
+def test_nearest_token_refuses_nan_vectors_instead_of_answering_symbol_0():
+    """NaN distances made argmin return index 0 silently."""
+    with pytest.raises(ValueError, match="vectors contains NaN"):
+        nearest_token(np.array([[np.nan, 0.0, 0.0]]), np.eye(3))
+    with pytest.raises(ValueError, match="embeddings contains NaN"):
+        nearest_token(np.eye(3), np.full((3, 3), np.nan))
+
+
+def test_nearest_token_names_non_numeric_and_empty_embeddings():
+    with pytest.raises(TypeError, match="embeddings must be an array of real numbers"):
+        nearest_token(np.ones((1, 3)), np.array([["a", "b", "c"]]))
+    with pytest.raises(ValueError, match="embeddings is empty"):
+        nearest_token(np.zeros((1, 3)), np.zeros((0, 3)))
+
+
+def test_fit_linear_code_names_nan_input():
+    with pytest.raises(ValueError, match="X contains NaN"):
+        fit_linear_code(np.array([[np.nan, 1.0], [1.0, 2.0]]), 1)
+    with pytest.raises(TypeError, match="X must be an array of real numbers"):
+        fit_linear_code(np.array([["a", "b"]]), 1)
+
+
+def test_attention_recovery_names_nan_position_codes():
+    """NaN codes were reported as 'query contains NaN', a name the caller never used."""
+    with pytest.raises(ValueError, match="position_codes contains NaN"):
+        attention_recovery(np.zeros((5, 2), int), np.eye(3), np.full((2, 2), np.nan), 1.0)
+
+
+def test_fixed_vector_recovery_names_nan_embeddings():
+    tokens = np.zeros((5, 2), int)
+    with pytest.raises(ValueError, match="embeddings contains NaN"):
+        fixed_vector_recovery(tokens, tokens, np.full((3, 3), np.nan), [1])
+
+
+def test_lengths_beyond_int64_are_refused_clearly():
+    with pytest.raises(ValueError, match="lengths .*too large"):
+        bottleneck_experiment(np.array([2**64 - 1], dtype=np.uint64), [1])

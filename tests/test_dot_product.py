@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given, strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 
-from attention_lib import causal_mask, padding_mask, scaled_dot_product_attention
+from attention_lib import (blockwise_attention, causal_mask, padding_mask,
+                           scaled_dot_product_attention)
 
 
 def reference_attention(q, k, v, mask=None, scale=None):
@@ -251,3 +252,142 @@ def test_type_errors_for_non_numeric_input(bad, name):
 def test_type_error_for_non_numeric_mask():
     with pytest.raises(TypeError, match="attn_mask must be an array of real numbers"):
         scaled_dot_product_attention(Q, K, V, attn_mask=np.full((4, 6), "x"))
+
+
+# --- faults an adversarial pass found (each test failed before its fix) --------
+
+ATTENTION_FUNCTIONS = [scaled_dot_product_attention, blockwise_attention]
+FUNCTION_IDS = ["scaled_dot_product_attention", "blockwise_attention"]
+
+
+@pytest.mark.parametrize("attend", ATTENTION_FUNCTIONS, ids=FUNCTION_IDS)
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint8, np.int8])
+def test_integer_masks_are_refused_not_added_to_the_scores(attend, dtype):
+    """A 0/1 integer mask would be added to the scores as a bias (row 0 of a
+    causal mask got weights 0.54 0.31 0.05 0.10 instead of 1 0 0 0)."""
+    q = k = v = np.random.default_rng(0).normal(size=(4, 3))
+    mask = causal_mask(4).astype(dtype)
+    with pytest.raises(TypeError, match="attn_mask must be boolean .*True = may "
+                                        "attend.* or floating .*added.*astype\\(bool\\)"):
+        attend(q, k, v, attn_mask=mask)
+
+
+@pytest.mark.parametrize("attend", ATTENTION_FUNCTIONS, ids=FUNCTION_IDS)
+def test_boolean_and_float_masks_are_still_accepted(attend):
+    q = k = v = np.random.default_rng(0).normal(size=(4, 3))
+    mask = causal_mask(4)
+    float_mask = np.where(mask, 0.0, -np.inf)
+    assert_allclose(attend(q, k, v, attn_mask=mask), attend(q, k, v, is_causal=True))
+    assert_allclose(attend(q, k, v, attn_mask=float_mask),
+                    attend(q, k, v, is_causal=True))
+
+
+def _f32(value, shape=(2, 3)):
+    return np.full(shape, value, dtype=np.float32)
+
+
+@pytest.mark.parametrize("attend", ATTENTION_FUNCTIONS, ids=FUNCTION_IDS)
+@pytest.mark.parametrize("q, k, v, scale", [
+    (_f32(1e20), _f32(1e20), _f32(1.0), None),      # scores 1e40 > float32 max
+    (_f32(3e38), _f32(3e38), _f32(1.0), None),
+    (_f32(-3e38), _f32(3e38), _f32(1.0), None),     # scores -inf everywhere
+    (np.full((2, 3), 2.0), np.full((2, 3), 2.0), np.ones((2, 3)), 1e308),
+    (_f32(1.0), _f32(0.0), _f32(1.0), 1e300),       # q * scale overflows
+], ids=["f32-1e20", "f32-3e38", "f32-minus-3e38", "scale-1e308", "q-times-scale"])
+def test_overflowing_scores_raise_instead_of_nan(attend, q, k, v, scale):
+    """Finite inputs must never give NaN or inf silently."""
+    with pytest.raises(ValueError, match="overflow.*query.*key.*scale.*float64"):
+        attend(q, k, v, scale=scale)
+
+
+@pytest.mark.parametrize("attend", ATTENTION_FUNCTIONS, ids=FUNCTION_IDS)
+@pytest.mark.parametrize("kwargs", [{}, {"attn_mask": np.ones((2, 2), bool)}])
+def test_values_near_the_float32_limit_raise_on_every_path(attend, kwargs):
+    """float32 values near 3e38 gave inf on one path and finite on another."""
+    q = k = _f32(1.0, (2, 3))
+    with pytest.raises(ValueError, match="value .*overflow.*float64"):
+        attend(q, k, _f32(3e38, (2, 3)), **kwargs)
+    if attend is scaled_dot_product_attention:
+        with pytest.raises(ValueError, match="value .*overflow"):
+            attend(q, k, _f32(3e38, (2, 3)), return_weights=True, **kwargs)
+
+
+@pytest.mark.parametrize("attend", ATTENTION_FUNCTIONS, ids=FUNCTION_IDS)
+def test_float_mask_that_overflows_the_scores_raises(attend):
+    q = k = _f32(1e19, (2, 2))                  # scores 1e38: finite
+    mask = _f32(3e38, (2, 2))                   # + 3e38: inf
+    with pytest.raises(ValueError, match="attn_mask.*overflow"):
+        attend(q, k, _f32(1.0, (2, 2)), attn_mask=mask, scale=1.0)
+
+
+@pytest.mark.parametrize("attend", ATTENTION_FUNCTIONS, ids=FUNCTION_IDS)
+def test_large_but_representable_float32_inputs_still_work(attend):
+    """The overflow checks must not refuse what can be computed."""
+    q = np.array([[1e18, 0.0], [0.0, 1e18]], dtype=np.float32)
+    k = np.array([[1e18, 0.0], [0.0, -1e18]], dtype=np.float32)   # scores 1e36
+    v = np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32)
+    out = attend(q, k, v, scale=1.0)
+    assert out.dtype == np.float32
+    assert_allclose(out, [[1.0, 2.0], [1.0, 2.0]])
+
+
+@pytest.mark.parametrize("attend", ATTENTION_FUNCTIONS, ids=FUNCTION_IDS)
+@pytest.mark.parametrize("scale, error, message", [
+    ("0.5", TypeError, "scale must be a real number, got '0.5'"),
+    (np.ones(2), TypeError, "scale must be a real number, got array of shape \\(2,\\)"),
+    (True, TypeError, "scale must be a real number, got True"),
+    (1 + 2j, TypeError, "scale must be a real number"),
+    (np.nan, ValueError, "scale must be a finite number"),
+])
+def test_scale_must_be_one_real_number(attend, scale, error, message):
+    q = np.ones((2, 3))
+    with pytest.raises(error, match=message):
+        attend(q, q, q, scale=scale)
+
+
+@pytest.mark.parametrize("attend", ATTENTION_FUNCTIONS, ids=FUNCTION_IDS)
+def test_scale_accepts_numpy_scalars_and_zero_d_arrays(attend):
+    q = np.random.default_rng(1).normal(size=(3, 4))
+    expected = attend(q, q, q, scale=0.5)
+    for scale in (np.float32(0.5), np.float64(0.5), np.array(0.5), 0.5):
+        assert_allclose(attend(q, q, q, scale=scale), expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("attend", ATTENTION_FUNCTIONS, ids=FUNCTION_IDS)
+@pytest.mark.parametrize("flag", ["no", 1, 0, None, np.array([True])])
+def test_is_causal_must_be_a_bool(attend, flag):
+    """``is_causal="no"`` is truthy: it used to apply the causal mask."""
+    q = np.ones((2, 3))
+    with pytest.raises(TypeError, match="is_causal must be True or False, got"):
+        attend(q, q, q, is_causal=flag)
+
+
+def test_is_causal_accepts_numpy_bools():
+    q = np.random.default_rng(2).normal(size=(3, 2))
+    assert_allclose(scaled_dot_product_attention(q, q, q, is_causal=np.bool_(True)),
+                    scaled_dot_product_attention(q, q, q, is_causal=True))
+
+
+@pytest.mark.parametrize("flag", ["no", 1])
+def test_return_weights_must_be_a_bool(flag):
+    q = np.ones((2, 3))
+    with pytest.raises(TypeError, match="return_weights must be True or False"):
+        scaled_dot_product_attention(q, q, q, return_weights=flag)
+
+
+def test_padding_mask_needs_a_query_axis_documented():
+    """A (B, S) padding mask broadcasts silently against (B, L, E) queries when
+    B == L: it cannot be caught, so the docstrings must say so and show
+    ``mask[:, None, :]``."""
+    for attend in ATTENTION_FUNCTIONS:
+        doc = " ".join(attend.__doc__.split())
+        assert "B == L" in doc and "mask[:, None, :]" in doc, attend.__name__
+    # What the docstring warns about, shown: B = L = 2.
+    rng = np.random.default_rng(3)
+    q, k, v = rng.normal(size=(2, 2, 3)), rng.normal(size=(2, 4, 3)), rng.normal(size=(2, 4, 1))
+    mask = padding_mask([4, 1])
+    _, wrong = scaled_dot_product_attention(q, k, v, attn_mask=mask, return_weights=True)
+    _, right = scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None, :],
+                                            return_weights=True)
+    assert np.all(right[1, :, 1:] == 0)         # sequence 1 has one real key
+    assert np.any(wrong[1, :, 1:] > 0)          # the silent broadcast misses it

@@ -6,6 +6,7 @@ real files in data/ are never touched.
 
 import hashlib
 import json
+import pickle
 import shutil
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from attention_lib import (DataFileError, data_dir, embed, load_embeddings, load
 
 REPO_DATA = Path(__file__).resolve().parents[1] / "data"
 REBUILD = "python data/build_embeddings.py"
+WIDTH = 300   # every vector in data/ has 300 numbers
 
 
 def _entry(path):
@@ -30,7 +32,7 @@ def fake_data(tmp_path, monkeypatch):
     vocabs = {"en": {"the": 0, "cat": 1, "sat": 2}, "fr": {"le": 0, "chat": 1, "assis": 2}}
     files = {}
     for lang, vocab in vocabs.items():
-        vectors = np.eye(3, 4, dtype=np.float16)
+        vectors = np.eye(3, WIDTH, dtype=np.float16)
         np.savez(tmp_path / f"embeddings_{lang}.npz", embeddings=vectors)
         (tmp_path / f"vocab_{lang}.json").write_text(json.dumps(vocab), encoding="utf8")
         for name in (f"embeddings_{lang}.npz", f"vocab_{lang}.json"):
@@ -82,7 +84,7 @@ def test_translations_are_nearest_neighbours_on_the_seed_sentence_pair(monkeypat
 def test_environment_variable_overrides_the_data_folder(fake_data):
     assert data_dir() == fake_data.resolve()
     assert load_vocab("en") == {"the": 0, "cat": 1, "sat": 2}
-    np.testing.assert_array_equal(load_embeddings("fr"), np.eye(3, 4))
+    np.testing.assert_array_equal(load_embeddings("fr"), np.eye(3, WIDTH))
 
 
 def test_missing_file_names_the_file_and_the_rebuild_command(fake_data):
@@ -232,3 +234,141 @@ def test_known_mask_keeps_attention_off_unknown_words():
     assert unmasked[0, 1] > 0.2
     assert masked[0, 1] == 0.0
     np.testing.assert_allclose(masked.sum(), 1.0)
+
+
+
+# ------------------------------------- faults an adversarial pass found
+def _replace(folder, name, data):
+    """Write ``data`` (bytes) to ``folder/name`` and record its true checksum,
+    so the file passes the manifest and only its content is wrong."""
+    path = folder / name
+    path.write_bytes(data)
+    manifest = json.loads((folder / "MANIFEST.json").read_text())
+    manifest["files"][name] = _entry(path)
+    (folder / "MANIFEST.json").write_text(json.dumps(manifest))
+    return path
+
+
+def _npy_bytes(tmp_path, array):
+    scratch = tmp_path / "scratch.npy"
+    np.save(scratch, array)
+    return scratch.read_bytes()
+
+
+def _npz_bytes(tmp_path, **arrays):
+    scratch = tmp_path / "scratch.npz"
+    np.savez(scratch, **arrays)
+    return scratch.read_bytes()
+
+
+@pytest.mark.parametrize("manifest", [
+    {"files": ["vocab_en.json"]},
+    {"files": {"vocab_en.json": {"sha256": "0" * 64}}},              # no bytes
+    {"files": {"vocab_en.json": "3b7060d6"}},                        # a string entry
+    {"files": {"vocab_en.json": {"sha256": "0" * 64, "bytes": "12"}}},
+    {"files": {"vocab_en.json": {"sha256": "0" * 64, "bytes": True}}},
+    {"files": {"vocab_en.json": {"sha256": 12, "bytes": 12}}},
+    {"files": {"vocab_en.json": {"sha256": "xyz", "bytes": 12}}},
+    ["files"],
+    {"no files": {}},
+], ids=["files-list", "no-bytes", "string-entry", "bytes-string", "bytes-bool",
+        "sha-number", "sha-not-hex", "top-level-list", "no-files-key"])
+def test_manifest_of_the_wrong_shape_is_a_data_file_error(fake_data, manifest):
+    """Valid JSON of the wrong shape escaped DataFileError (raw KeyError etc.)."""
+    path = fake_data / "MANIFEST.json"
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(DataFileError, match="MANIFEST.json") as err:
+        load_vocab("en")
+    _assert_names_file_and_rebuild(err, path)
+
+
+def test_manifest_that_is_not_json_is_a_data_file_error(fake_data):
+    path = fake_data / "MANIFEST.json"
+    path.write_bytes(b"\xff{not json")
+    with pytest.raises(DataFileError, match="unreadable") as err:
+        load_vocab("en")
+    _assert_names_file_and_rebuild(err, path)
+
+
+@pytest.mark.parametrize("kind", ["object-array", "not-a-zip", "no-embeddings",
+                                  "width-299", "integer-dtype", "nan", "rows-vs-vocab",
+                                  "one-dimensional", "npy-not-npz", "pickle"])
+def test_malformed_embeddings_name_the_file_and_the_rebuild(fake_data, tmp_path, kind):
+    """Files that pass their checksum but are malformed gave raw NumPy errors
+    (or, for a width of 299, failed only later inside attention)."""
+    data = {
+        "object-array": lambda: _npz_bytes(tmp_path, embeddings=np.array([None, 1], dtype=object)),
+        "not-a-zip": lambda: b"this is not a zip file",
+        "no-embeddings": lambda: _npz_bytes(tmp_path, vectors=np.eye(3, WIDTH)),
+        "width-299": lambda: _npz_bytes(tmp_path, embeddings=np.eye(3, 299, dtype=np.float16)),
+        "integer-dtype": lambda: _npz_bytes(tmp_path, embeddings=np.eye(3, WIDTH, dtype=np.int64)),
+        "nan": lambda: _npz_bytes(tmp_path, embeddings=np.full((3, WIDTH), np.nan, np.float16)),
+        "rows-vs-vocab": lambda: _npz_bytes(tmp_path, embeddings=np.eye(4, WIDTH, dtype=np.float16)),
+        "one-dimensional": lambda: _npz_bytes(tmp_path, embeddings=np.ones(WIDTH, np.float16)),
+        "npy-not-npz": lambda: _npy_bytes(tmp_path, np.eye(3, WIDTH, dtype=np.float16)),
+        "pickle": lambda: pickle.dumps({"embeddings": np.eye(3, WIDTH)}),
+    }[kind]()
+    path = _replace(fake_data, "embeddings_en.npz", data)
+    with pytest.raises(DataFileError) as err:
+        load_embeddings("en")
+    _assert_names_file_and_rebuild(err, path)
+
+
+@pytest.mark.parametrize("text, words", [
+    (b"{not json", "not valid JSON"),
+    (b"\xff\xfe bad utf-8", "not valid"),
+    (b'["the", "cat"]', "not an object"),
+    (b'{"the": 0, "cat": -1, "sat": 2}', "-1"),          # silently 'unknown' before
+    (b'{"the": 0, "cat": 3, "sat": 2}', "3"),            # out of range
+    (b'{"the": 0, "cat": 0, "sat": 2}', "twice"),        # two words, one row
+    (b'{"the": 0, "cat": "1", "sat": 2}', "integer"),
+    (b'{"the": 0, "cat": true, "sat": 2}', "integer"),
+    (b'{"the": 0, "Cat": 1, "sat": 2}', "lower-case"),   # could never be looked up
+])
+def test_malformed_vocabulary_names_the_file_and_the_rebuild(fake_data, text, words):
+    path = _replace(fake_data, "vocab_en.json", text)
+    with pytest.raises(DataFileError, match=words) as err:
+        load_vocab("en")
+    _assert_names_file_and_rebuild(err, path)
+
+
+# Unicode: decomposed accents, byte-order marks, zero-width and direction marks
+@pytest.mark.parametrize("sentence, words", [
+    ("e\u0301te\u0301 chat", ["été", "chat"]),           # decomposed: e + U+0301
+    ("\ufeffL accord", ["L", "accord"]),                  # a byte-order mark
+    ("ac\u200bcord", ["accord"]),                         # zero-width space
+    ("\u200eaccord\u200f", ["accord"]),                   # direction marks
+    ("l \u200b accord", ["l", "accord"]),                 # a token of marks only
+    ("ÉTÉ", ["ÉTÉ"]),
+])
+def test_tokenize_normalises_unicode_before_looking_up(sentence, words):
+    vocab = {"été": 0, "chat": 1, "l": 2, "accord": 3}
+    tokens = tokenize(sentence, vocab)
+    assert tokens.words == words
+    assert tokens.known.all(), tokens
+
+
+def test_tokenize_normalises_a_token_list_the_same_way():
+    tokens = tokenize(["\ufeffe\u0301te\u0301", "\u200b", "chat\u200f"], {"été": 0, "chat": 1})
+    assert tokens.words == ["été", "chat"]
+    assert tokens.ids.tolist() == [0, 1]
+
+
+def test_tokenize_documents_its_normalisation():
+    doc = " ".join(tokenize.__doc__.split())
+    assert "NFC" in doc and "U+200B" in doc and "U+FEFF" in doc
+
+
+@pytest.mark.parametrize("vocab", [["the"], None, "the"])
+def test_tokenize_wants_a_dictionary(vocab):
+    with pytest.raises(TypeError, match="vocab must be a dict"):
+        tokenize("the cat", vocab)
+
+
+@pytest.mark.parametrize("embeddings, error, message", [
+    (np.array([["a", "b"]]), TypeError, "embeddings must be an array of real numbers"),
+    (np.full((2, 2), np.nan), ValueError, "embeddings contains NaN"),
+])
+def test_embed_checks_its_matrix(embeddings, error, message):
+    with pytest.raises(error, match=message):
+        embed(tokenize("a", {"a": 0}), embeddings)

@@ -54,3 +54,28 @@ def test_padding_mask_to_a_given_length():
 def test_padding_mask_rejects_bad_lengths(lengths, S, error, message):
     with pytest.raises(error, match=message):
         padding_mask(lengths, S)
+
+
+# --- faults an adversarial pass found -------------------------------------------
+
+def test_padding_mask_of_an_empty_batch_is_empty():
+    """``padding_mask([])`` used to fail with "got float64 array of shape (0,)"."""
+    assert padding_mask([]).shape == (0, 0)
+    assert padding_mask([], S=3).shape == (0, 3)
+    assert padding_mask(np.array([], dtype=np.int64), S=2).dtype == bool
+
+
+@pytest.mark.parametrize("lengths", [
+    np.array([2**63], dtype=np.uint64),
+    np.array([2**64 - 1, 1], dtype=np.uint64),
+])
+def test_padding_mask_refuses_lengths_beyond_int64(lengths):
+    """A uint64 length of 2**63 used to give a (1, 0) mask silently."""
+    with pytest.raises(ValueError, match="lengths .* too large"):
+        padding_mask(lengths)
+
+
+@pytest.mark.parametrize("lengths", [[True, False], ["3"]])
+def test_padding_mask_refuses_non_integer_lengths(lengths):
+    with pytest.raises(TypeError, match="lengths must be a 1-D sequence of integers"):
+        padding_mask(lengths)

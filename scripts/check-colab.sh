@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Prove the "Open in Colab" buttons work without Colab: run every chapter as a
+# lone notebook in a kernel that has the reader-side packages but not
+# attention_lib, with a fake google.colab module, the repository fetched by
+# each chapter's set-up cell from a local snapshot instead of GitHub.
+# Fails on any cell error; prints the time of each step (see
+# scripts/colab_check.py).
+#
+#   bash scripts/check-colab.sh [--fresh] [book/NN_name.ipynb ...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+t0=$SECONDS
+python=${PYTHON:-python3}
+timeout --kill-after=30 1800 "$python" scripts/colab_check.py --python "$python" "$@"
+echo "==> colab check: $((SECONDS - t0)) s"

@@ -1,0 +1,229 @@
+"""Execute every chapter notebook the way Google Colab does, without Colab.
+
+Colab opens a chapter as a lone notebook in a kernel that has NumPy, SciPy,
+Matplotlib and IPython but neither attention_lib nor data/; the chapter's
+first code cell (written by scripts/sync_colab_cell.py) must fetch the
+repository and install it. This script reproduces that offline:
+
+1. a virtual environment (no system or user site-packages) with the
+   reader-side packages Colab's image has, at requirements.txt's versions
+   (NumPy, SciPy, Matplotlib, ipykernel; plus nbclient to run the notebooks),
+   and *without* attention_lib or myst-nb, which the set-up cell installs. It
+   is kept in ``.venv/colab-check`` and rebuilt when requirements.txt changes
+   (``--fresh`` rebuilds it anyway); attention_lib is uninstalled from it before
+   and after every run, and the check stops if it is still importable;
+2. the "network" is a snapshot of this working tree (tracked and untracked,
+   not ignored, files) committed to a scratch git repository; the set-up cell
+   clones it through ``BOOK_REPOSITORY`` into ``BOOK_CLONE_DIR``, a scratch
+   stand-in for ``/content/attention-from-scratch``;
+3. the kernel gets a fake ``google.colab`` module, imported at start-up as
+   Colab's kernel does (an IPython start-up file), from a folder on the
+   kernel's PYTHONPATH;
+4. each notebook in ``_toc.yml`` is copied alone to a scratch folder (Colab's
+   ``/content``) and executed there with nbclient; any cell error fails.
+
+Chapters share one clone and one environment, as cells run in one Colab
+runtime would; the first chapter's set-up cell clones and installs, the
+others find both done (their cell checks, and skips).
+
+Usage::
+
+    python3 scripts/colab_check.py                  # every chapter in _toc.yml
+    python3 scripts/colab_check.py book/03_qkv_alignment.ipynb
+    python3 scripts/colab_check.py --fresh --keep   # new environment; keep scratch
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from binder_check import RUN_NOTEBOOK, toc_notebooks  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+ENV_DIR = REPO / ".venv" / "colab-check"
+# In Colab's image (pinned as requirements.txt pins them); nbclient runs the
+# notebooks here, as Colab's own front end does there.
+COLAB_HAS = {"numpy", "scipy", "matplotlib", "ipykernel"}
+EXTRA = ["nbclient", "nbformat"]
+
+FAKE_COLAB = '''"""Stand-in for Colab's google.colab (scripts/colab_check.py)."""
+'''
+STARTUP = "import google.colab  # as Colab's kernel does at start-up\n"
+
+
+def run(cmd, **kwargs):
+    """Run ``cmd``; on failure print its output and stop with a clear message."""
+    result = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
+    if result.returncode != 0:
+        sys.stdout.write(result.stdout[-5000:])
+        sys.stderr.write(result.stderr[-5000:])
+        raise SystemExit(f"colab check: `{' '.join(map(str, cmd))}` failed "
+                         f"(exit code {result.returncode})")
+    return result
+
+
+def reader_requirements():
+    """The lines of requirements.txt for packages Colab's image has, + nbclient."""
+    lines = []
+    for line in (REPO / "requirements.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        name = re.split(r"[<>=!~\[; ]", line, maxsplit=1)[0].lower()
+        if name in COLAB_HAS:
+            lines.append(line)
+    missing = COLAB_HAS - {re.split(r"[<>=!~\[; ]", l, maxsplit=1)[0].lower() for l in lines}
+    return lines + sorted(missing) + EXTRA
+
+
+def clean_env(extra=None):
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_REQUIRE_VIRTUALENV",
+                        "JUPYTER_PATH", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR",
+                        "MPLBACKEND", "IPYTHONDIR", "ATTENTION_DATA_DIR"}}
+    env.update(PYTHONNOUSERSITE="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    env.update(extra or {})
+    return env
+
+
+def ensure_environment(python_for_venv, fresh):
+    """The reader-side environment, rebuilt only when its requirements change."""
+    packages = reader_requirements()
+    digest = hashlib.sha256("\n".join(packages).encode()).hexdigest()[:16]
+    stamp = ENV_DIR / ".requirements"
+    python = ENV_DIR / "bin" / "python"
+    env = clean_env({"VIRTUAL_ENV": str(ENV_DIR),
+                     "PATH": f"{ENV_DIR / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"})
+    t0 = time.monotonic()
+    if fresh or not python.exists() or (stamp.read_text() if stamp.exists() else "") != digest:
+        shutil.rmtree(ENV_DIR, ignore_errors=True)
+        run([python_for_venv, "-m", "venv", str(ENV_DIR)], env=env)
+        run([str(python), "-m", "pip", "install", "--quiet", *packages], env=env)
+        stamp.write_text(digest)
+        print(f"reader-side environment built: {time.monotonic() - t0:.0f} s "
+              f"({' '.join(packages)})")
+    else:
+        print(f"reader-side environment reused ({ENV_DIR.relative_to(REPO)})")
+    forget_library(python, env)
+    return python, env
+
+
+def forget_library(python, env):
+    """Make sure attention_lib is not installed: the set-up cell must install it."""
+    subprocess.run([str(python), "-m", "pip", "uninstall", "--quiet", "--yes", "attention-lib"],
+                   env=env, capture_output=True)
+    probe = subprocess.run([str(python), "-c", "import attention_lib"], cwd="/",
+                           env=env, capture_output=True)
+    if probe.returncode == 0:
+        raise SystemExit("colab check: attention_lib is still importable in "
+                         f"{ENV_DIR}; delete that folder and run again")
+
+
+def snapshot_repository(dest):
+    """Commit this working tree (tracked + untracked, not ignored) to ``dest``."""
+    files = run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                cwd=REPO).stdout.split("\0")
+    for name in filter(None, files):
+        src = REPO / name
+        if not src.is_file():        # deleted but not yet committed
+            continue
+        target = dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, target)   # a copy: nothing here may touch the worktree
+    git = ["git", "-c", "user.name=colab check", "-c", "user.email=colab-check@localhost",
+           "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false"]
+    run(git + ["init", "--quiet"], cwd=dest)
+    run(git + ["add", "--all"], cwd=dest)
+    run(git + ["commit", "--quiet", "--message", "snapshot for the colab check"], cwd=dest)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("notebooks", nargs="*", type=Path,
+                        help="notebooks to run (default: every chapter in _toc.yml)")
+    parser.add_argument("--python", default=os.environ.get("PYTHON", "python3"),
+                        help="interpreter for the environment")
+    parser.add_argument("--toc", default="_toc.yml")
+    parser.add_argument("--timeout", type=int, default=300, help="seconds allowed per cell")
+    parser.add_argument("--fresh", action="store_true", help="rebuild the environment")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    args = parser.parse_args(argv)
+
+    started = time.monotonic()
+    notebooks = ([p.resolve() for p in args.notebooks] if args.notebooks
+                 else toc_notebooks(REPO / args.toc))
+    if not notebooks:
+        raise SystemExit(f"colab check: no notebooks listed in {args.toc}")
+    python, env = ensure_environment(args.python, args.fresh)
+
+    tmp = Path(tempfile.mkdtemp(prefix="colab-check-"))
+    try:
+        t0 = time.monotonic()
+        remote = tmp / "github"
+        remote.mkdir()
+        snapshot_repository(remote)
+        print(f"working tree snapshot committed to a scratch repository: "
+              f"{time.monotonic() - t0:.1f} s")
+
+        # google.colab, importable by the kernel only, and imported at start-up.
+        shim = tmp / "colab-shim"
+        (shim / "google" / "colab").mkdir(parents=True)
+        (shim / "google" / "__init__.py").write_text("")
+        (shim / "google" / "colab" / "__init__.py").write_text(FAKE_COLAB)
+        startup = tmp / "ipython" / "profile_default" / "startup"
+        startup.mkdir(parents=True)
+        (startup / "00-google-colab.py").write_text(STARTUP)
+        kernel_dir = tmp / "jupyter" / "kernels" / "python3"
+        kernel_dir.mkdir(parents=True)
+        (kernel_dir / "kernel.json").write_text(json.dumps({
+            "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": "Python 3 (colab check)", "language": "python",
+            "env": {"PYTHONPATH": str(shim), "IPYTHONDIR": str(tmp / "ipython")}}))
+
+        content = tmp / "content"                     # Colab's /content
+        content.mkdir()
+        run_env = dict(env, JUPYTER_PATH=str(tmp / "jupyter"), JUPYTER_PREFER_ENV_PATH="1",
+                       BOOK_REPOSITORY=f"file://{remote}",
+                       BOOK_CLONE_DIR=str(content / "attention-from-scratch"))
+        failed = []
+        for nb in notebooks:
+            rel = nb.relative_to(REPO) if nb.is_relative_to(REPO) else nb
+            alone = content / nb.name                 # a lone notebook, outside the repo
+            shutil.copy(nb, alone)
+            result = subprocess.run(
+                [str(python), "-c", RUN_NOTEBOOK, str(alone), str(tmp / f"executed-{nb.name}"),
+                 str(content), str(args.timeout)],
+                cwd=content, env=run_env, capture_output=True, text=True,
+                timeout=max(600, 2 * args.timeout))
+            if result.returncode == 0:
+                seconds = float(result.stdout.strip().splitlines()[-1])
+                print(f"{str(rel):36s} ok   {seconds:5.1f} s")
+            else:
+                failed.append(str(rel))
+                print(f"{str(rel):36s} FAILED:")
+                error = re.sub(r"\x1b\[[0-9;]*m", "", result.stderr)
+                error = "\n".join(line for line in error.strip().splitlines()
+                                  if "[IPKernelApp] WARNING" not in line)
+                print("    " + error.replace("\n", "\n    "))
+        print(f"colab check: {len(notebooks)} notebooks, {time.monotonic() - started:.0f} s in all")
+        if failed:
+            raise SystemExit(f"colab check: {len(failed)} notebook(s) fail when run as "
+                             f"Colab runs them: {', '.join(failed)}")
+        print("every chapter runs as a lone notebook in a Colab-like kernel")
+    finally:
+        forget_library(python, env)
+        if args.keep:
+            print(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
