@@ -11,6 +11,8 @@ mathematics of one idea, written in the book's notation:
 - :mod:`attention_lib.blockwise`: the same attention in bounded memory (online softmax).
 - :mod:`attention_lib.embeddings`: aligned English/French word vectors from ``data/``.
 - :mod:`attention_lib.align`: word alignment from attention weights (and its CLI).
+- :mod:`attention_lib.interactive`: charts that recompute attention in the
+  reader's browser (Altair, imported only when a chart is built).
 """
 
 from .additive import additive_attention, additive_scores
@@ -20,11 +22,13 @@ from .dot_product import scaled_dot_product_attention
 from .embeddings import (DataFileError, Tokens, data_dir, embed, load_embeddings,
                          load_vocab, tokenize)
 from .masks import causal_mask, padding_mask
+from . import interactive
 from .softmax import softmax
 
 __version__ = "1.0.0"
 
 __all__ = [
+    "interactive",
     "additive_attention",
     "additive_scores",
     "bottleneck_experiment",

@@ -320,14 +320,14 @@ def check_page(context, url, base, is_chapter, is_notebook, screenshot=None,
         except PlaywrightError:
             problems.append(("timeout", f"the network was still busy {timeout / 2:.0f} s after load"))
         info = page.evaluate(INSPECT_PAGE_JS, min(20000, int(timeout * 1000 / 3)))
-        report["layout"] = check_layout(page, problems) if layout and is_notebook else []
-        report["charts"] = check_charts(page, problems)
-        if screenshot is not None:
+        if screenshot is not None:   # before the checks below resize, hover and type
             height = page.evaluate("document.documentElement.scrollHeight")
             screenshot.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=screenshot, full_page=True, clip={
                 "x": 0, "y": 0, "width": LAYOUT_WIDTHS[0],
                 "height": min(max(height, 900), MAX_SCREENSHOT_HEIGHT)})
+        report["layout"] = check_layout(page, problems) if layout and is_notebook else []
+        report["charts"] = check_charts(page, problems)
         report["bytes"] = sum(max(r.sizes()["responseBodySize"], 0) for r in finished)
     except PlaywrightError as exc:
         problems.append(("timeout", f"{where(url)}: {str(exc).splitlines()[0]}"))
@@ -509,6 +509,37 @@ SELF_TEST_PAGES = {
 }
 
 
+def chart_page(spec, vendor="_static/vendor/"):
+    """A page with one chart, rendered as attention_lib.interactive.show renders it."""
+    sys.path.insert(0, str(REPO))
+    from attention_lib.interactive import chart_html
+
+    return chart_html(type("Spec", (), {"to_dict": lambda self: spec})(), static_path=vendor)
+
+
+def chart_spec(mark="bar", tooltip=True, height="datum.v * k"):
+    """A three-bar Vega-Lite chart whose slider ``k`` feeds ``height``."""
+    return {"$schema": "https://vega.github.io/schema/vega-lite/v6.json",
+            "data": {"values": [{"x": 0, "v": 1}, {"x": 1, "v": 2}, {"x": 2, "v": 3}]},
+            "params": [{"name": "k", "value": 1,
+                        "bind": {"input": "range", "min": 1, "max": 5, "step": 1}}],
+            "transform": [{"calculate": height, "as": "h"}],
+            "mark": {"type": mark, "tooltip": tooltip},
+            "encoding": {"x": {"field": "x", "type": "ordinal"},
+                         "y": {"field": "h", "type": "quantitative", "scale": {"domain": [0, 20]}}}}
+
+
+CHART_PAGES = {
+    # page: (spec, vendored scripts' folder, expected problem kinds)
+    "chart_good.html": (chart_spec(), "_static/vendor/", set()),
+    "chart_broken.html": (chart_spec(mark="nonsense"), "_static/vendor/", {"chart-not-rendered"}),
+    "chart_no_tooltip.html": (chart_spec(tooltip=False), "_static/vendor/", {"chart-no-tooltip"}),
+    "chart_static.html": (chart_spec(height="datum.v"), "_static/vendor/", {"chart-static"}),
+    "chart_not_vendored.html": (chart_spec(), "_static/missing/",
+                                {"failed-request", "needs-network", "chart-not-rendered"}),
+}
+
+
 def self_test(chromium):
     """Build a tiny site with one fault per page and check that exactly those faults are found."""
     mathjax = REPO / "book" / "_static" / "mathjax"
@@ -524,6 +555,9 @@ def self_test(chromium):
         shutil.copytree(mathjax, site / "mathjax", ignore=shutil.ignore_patterns("*.md"))
         mathjax_tags = ('<script>window.MathJax = {"options": {"processHtmlClass": "math"}}</script>'
                         '<script defer src="mathjax/tex-chtml-full.js"></script>')
+        shutil.copytree(REPO / "book" / "_static" / "vendor", site / "_static" / "vendor")
+        for name, (spec, vendor, expected) in CHART_PAGES.items():
+            SELF_TEST_PAGES[name] = (False, chart_page(spec, vendor), expected)
         for name, (_, body, _) in SELF_TEST_PAGES.items():
             head = mathjax_tags if "math" in body and name != "math_unrendered.html" else ""
             (site / name).write_text(f"<!doctype html><html><head><meta charset='utf-8'>"
