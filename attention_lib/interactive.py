@@ -565,7 +565,11 @@ def chart_html(chart, *, caption=None, description=None, static_path="../_static
     esc = html.escape
     caption_html = (f'<p class="attention-chart-caption" style="font-size:0.9em">'
                     f"{esc(caption)}</p>") if caption else ""
-    return (f'<div class="attention-chart" id="{chart_id}" role="figure" '
+    style = (f"<style>#{chart_id} .vega-bind {{margin: 0.2em 0}} "
+             f"#{chart_id} .vega-bind-name {{margin-right: 0.5em}} "
+             f"#{chart_id} .vega-bind label {{margin-right: 1em}} "
+             f"#{chart_id} .vega-bind input {{margin-right: 0.3em}}</style>")
+    return (style + f'<div class="attention-chart" id="{chart_id}" role="figure" '
             f'aria-label="{esc(label)}" aria-describedby="{chart_id}-description">'
             f'<p id="{chart_id}-description" style="position:absolute;width:1px;height:1px;'
             f'overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap">{esc(description)}</p>'
