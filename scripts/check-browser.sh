@@ -45,5 +45,5 @@ echo "==> browser self-test: $((SECONDS - t1)) s"
 LAYOUT_REPORT_ONLY=${LAYOUT_REPORT_ONLY---report-only}
 t1=$SECONDS
 timeout --kill-after=15 900 "$python" scripts/browser_check.py --chromium "$CHROMIUM" \
-    --site _build/html --toc _toc.yml --screenshots _build/screenshots $LAYOUT_REPORT_ONLY "$@"
+    --site _build/html --toc _toc.yml --screenshots _build/screenshots ${LAYOUT_REPORT_ONLY:+"$LAYOUT_REPORT_ONLY"} "$@"
 echo "==> browser check of the site: $((SECONDS - t1)) s (total with install: $((SECONDS - t0)) s)"
