@@ -22,7 +22,8 @@ A page fails when:
   solution, a link to the notation page, a link to another chapter, a citation;
 * (layout checks, on every notebook page, at 1280 and 1920 px wide) a visible
   ``pre`` (code or output) or display equation is wider than its box; a figure
-  is shown at under 80% of its intended width, or a PNG figure has fewer than
+  is shown at under 80% of its intended width (its CSS width, as myst-nb sets
+  it for a retina PNG, or else its natural width), or a PNG figure has fewer than
   1.9 image pixels per CSS pixel (blurry on HiDPI screens); a visible code
   cell has more than 20 lines;
 * (interactive charts: containers ``.attention-chart`` or ``.vega-embed``) a
@@ -139,8 +140,10 @@ async () => {
     .filter(img => shown(img) && img.naturalWidth >= 50 && !img.closest('.attention-chart'))
     .map(img => {
       const rendered = img.getBoundingClientRect().width;
-      const attr = parseFloat(img.getAttribute('width'));
-      const intended = attr > 0 ? attr : img.naturalWidth;
+      // myst-nb sizes a retina PNG (metadata width) with style="width: Npx"
+      const set = /px$/.test(img.style.width) ? parseFloat(img.style.width)
+                                              : parseFloat(img.getAttribute('width'));
+      const intended = set > 0 ? set : img.naturalWidth;
       const src = img.currentSrc || img.src;
       const svg = /\.svg($|[?#])|^data:image\/svg/i.test(src);
       return {src: src.startsWith('data:') ? src.slice(0, 30) + '...' : src.split('/').pop(),
@@ -467,7 +470,8 @@ CHAPTER_PARTS = """
         and <a href="references.html#id1">[Someone, 2020]</a>.</p>
         <h2>Summary</h2><p>Done.</p><h2>Exercises</h2>
         <details><summary>Solution</summary><p>42</p></details>"""
-FIGURE = '<figure><img src="fig2x.png" width="120" alt="A grey ramp"><figcaption>A figure</figcaption></figure>'
+FIGURE = ('<figure><img src="fig2x.png" style="width: 120px; height: 60px" alt="A grey ramp">'
+          '<figcaption>A figure</figcaption></figure>')
 CELL = '<div class="cell_input"><pre>{}</pre></div>'
 
 SELF_TEST_PAGES = {
@@ -564,7 +568,7 @@ def self_test(chromium):
                                      f"<title>{name}</title>{head}</head><body>"
                                      f"<article class='bd-article'>{body}</article></body></html>")
         pages = [(name, chapter, chapter) for name, (chapter, _, _) in SELF_TEST_PAGES.items()]
-        results = check_site(site, pages, chromium, verbose=False, timeout=30)
+        results = check_site(site, pages, chromium, verbose=False, timeout=60)
 
     wrong = []
     for name, (_, _, expected) in SELF_TEST_PAGES.items():
