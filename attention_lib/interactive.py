@@ -21,36 +21,56 @@ Rendering everywhere
   this one (``_config.yml``: ``nb_mime_priority_overrides``), so the static
   site needs no network. Where those files do not exist (JupyterLab on
   Binder, Colab) the script loads the same pinned versions from a CDN.
-* ``application/vnd.vegalite.v5+json``: the spec itself, which JupyterLab
-  renders with its built-in Vega extension even in an untrusted notebook.
+* ``application/vnd.vegalite.v5+json``: the spec itself, for JupyterLab's
+  built-in Vega extension (Vega-Lite 5: the specs use nothing that only
+  Vega-Lite 6 has, and render unchanged with Vega-Lite 5.23).
 
 The chapter's matplotlib figure stays beside the chart: it is the static
 fallback for the PDF and for readers without JavaScript.
 
 How a chapter adds a chart (instructions for chapter authors)
 -------------------------------------------------------------
-Put the chart after the static figure it extends, in three cells:
+nbval: the chart cell is excluded from comparison with ``# NBVAL_IGNORE_OUTPUT``
+(its payload is HTML and JSON, not a teaching output), and the numbers the
+chart starts from are printed by the next cell, which nbval compares. No
+sanitiser file is needed. Put the chart after the static figure it extends
+(that figure stays: it is the fallback for the PDF and for readers without
+JavaScript), in three cells:
 
-1. A markdown cell that says what the reader can do with the chart.
-2. The chart cell: one call, tagged ``remove-input`` (the reader sees the
-   chart, not the plumbing), whose first line is ``# NBVAL_IGNORE_OUTPUT``,
-   because the chart payload (HTML and JSON) is not a teaching output::
+1. A markdown cell saying what the reader can do with the chart
+   ("Drag the temperature ...; switch the colour scale ...").
+2. The chart cell, metadata ``{"tags": ["remove-input"]}`` (the reader sees
+   the chart, not the call), first line ``# NBVAL_IGNORE_OUTPUT``, one call to
+   :func:`show` with a caption; no ``mystnb`` figure metadata (that is for
+   images)::
 
        # NBVAL_IGNORE_OUTPUT
        from attention_lib.interactive import attention_heatmap_chart, show
        show(attention_heatmap_chart(scores, french.words, english.words),
-            caption="Figure 3.3 (interactive): drag the temperature ...")
+            caption="Figure 3.3, interactive: hover over a cell; drag T.")
 
-   Cell metadata: ``{"tags": ["remove-input"]}``. No ``mystnb.figure``
-   metadata (that is for images).
-3. A compared text cell right after it (no tags, no ``NBVAL_IGNORE_OUTPUT``)
-   that prints the numbers the chart starts from, so nbval still checks
-   them, e.g. ``print(np.array2string(softmax(scores), precision=4))``.
+3. A compared text cell (no tags, no ``NBVAL_IGNORE_OUTPUT``) printing the
+   numbers the chart shows in its initial state, e.g. for the heat map
+   ``print(np.array2string(softmax(scores), precision=4))``.
+
+The four charts and their compared cells:
+
+* chapter 3, heat map: ``attention_heatmap_chart(scores, query_words,
+  key_words)`` (the stored scores, not the weights); print ``softmax(scores)``.
+* chapter 3, saturation: ``saturation_chart()``; print, from
+  ``s = saturation_scores()``, ``softmax(s[d_k])`` and
+  ``softmax(s[d_k] / np.sqrt(d_k))`` for one or two ``d_k`` (e.g. 32, 1024).
+* chapter 4, masks: ``mask_explorer_chart("the cat sat on the mat <pad>
+  <pad>".split())``; print the causal weights of
+  ``mask_explorer_scores(words)`` with the library's own mask, e.g.
+  ``softmax(np.where(causal_mask(L), s, -np.inf))``.
+* chapter 9, online softmax: ``online_softmax_chart(e, block_size=4)`` with
+  the chapter's row of scores ``e``; print the running maximum and sum after
+  each block (the chapter's ``online_softmax_step`` trace already does).
 
 The chart cell's output is deterministic all the same (the container id is
-a hash of the spec, the data come from fixed seeds), so re-executing a
-chapter does not churn its committed outputs; ``NBVAL_IGNORE_OUTPUT`` only
-keeps nbval from comparing HTML whose bytes would change with Altair.
+a hash of the spec, the data come from fixed seeds): re-executing a chapter
+does not churn its committed outputs.
 
 ``scripts/browser_check.py`` opens every page with charts (the
 ``.attention-chart`` containers) with the network blocked and fails unless
@@ -255,17 +275,10 @@ def saturation_chart(n_keys=8, log2_dk=range(1, 11), *, seed=0, title=None, desc
     True
     """
     alt = _altair()
-    n_keys = as_int(n_keys, "n_keys", minimum=2)
-    ps = [as_int(p, "log2_dk") for p in log2_dk]
-    if not ps or ps != list(range(ps[0], ps[0] + len(ps))) or ps[-1] > 14:
-        raise ValueError(f"log2_dk must be consecutive integers in [0, 14], got {ps}")
-    rng = np.random.default_rng(seed)
-    rows = []
-    for p in ps:
-        d_k = 2 ** p
-        q, k = rng.standard_normal(d_k), rng.standard_normal((n_keys, d_k))
-        rows += [{"log2_dk": p, "d_k": d_k, "key": j, "score": round(float(v), 6)}
-                 for j, v in enumerate(k @ q)]
+    drawn = saturation_scores(n_keys, log2_dk, seed=seed)
+    ps = [d_k.bit_length() - 1 for d_k in drawn]
+    rows = [{"log2_dk": d_k.bit_length() - 1, "d_k": d_k, "key": j, "score": round(float(v), 6)}
+            for d_k, scores in drawn.items() for j, v in enumerate(scores)]
     dk = alt.param(name="log2_dk", value=ps[len(ps) // 2], bind=alt.binding_range(
         min=ps[0], max=ps[-1], step=1, name="log2 d_k "))
     divide = alt.param(name="divide", value=False, bind=alt.binding_checkbox(
@@ -292,6 +305,77 @@ def saturation_chart(n_keys=8, log2_dk=range(1, 11), *, seed=0, title=None, desc
         "the weights saturate towards a single key. A checkbox divides the scores by "
         "the square root of d_k, which keeps the weights spread at every width.")
     return _finish(chart, description)
+
+
+def saturation_scores(n_keys=8, log2_dk=range(1, 11), *, seed=0):
+    """The scores :func:`saturation_chart` draws: ``{d_k: K @ q}`` for ``d_k = 2**p``.
+
+    ``q`` and the ``n_keys`` rows of ``K`` have independent standard-normal
+    components, drawn in order of ``p`` from ``numpy.random.default_rng(seed)``,
+    so each score has variance ``d_k``. A chapter prints their softmax, with
+    and without dividing by ``sqrt(d_k)``, in the compared cell under the chart.
+
+    Parameters
+    ----------
+    n_keys : int, default 8
+    log2_dk : iterable of int, default 1..10
+        Consecutive exponents ``p`` in [0, 14].
+    seed : int, default 0
+
+    Returns
+    -------
+    dict of int to ndarray, shape (n_keys,)
+
+    Raises
+    ------
+    ValueError
+        If ``n_keys`` < 2 or ``log2_dk`` is not consecutive integers in [0, 14].
+
+    Examples
+    --------
+    >>> from attention_lib.interactive import saturation_scores
+    >>> scores = saturation_scores(n_keys=4, log2_dk=[1, 2])
+    >>> sorted(scores), scores[4].shape
+    ([2, 4], (4,))
+    """
+    n_keys = as_int(n_keys, "n_keys", minimum=2)
+    ps = [as_int(p, "log2_dk") for p in log2_dk]
+    if not ps or ps != list(range(ps[0], ps[0] + len(ps))) or ps[-1] > 14:
+        raise ValueError(f"log2_dk must be consecutive integers in [0, 14], got {ps}")
+    rng = np.random.default_rng(seed)
+    drawn = {}
+    for p in ps:
+        q, k = rng.standard_normal(2 ** p), rng.standard_normal((n_keys, 2 ** p))
+        drawn[2 ** p] = k @ q
+    return drawn
+
+
+def mask_explorer_scores(words, *, d=8, seed=0):
+    """The scores :func:`mask_explorer_chart` stores: ``X X^T / sqrt(d)``.
+
+    ``X`` holds one standard-normal row of width ``d`` per word, from
+    ``numpy.random.default_rng(seed)``.
+
+    Parameters
+    ----------
+    words : sequence of str
+    d : int, default 8
+    seed : int, default 0
+
+    Returns
+    -------
+    ndarray, shape (len(words), len(words))
+
+    Examples
+    --------
+    >>> from attention_lib.interactive import mask_explorer_scores
+    >>> s = mask_explorer_scores(["a", "b", "c"])
+    >>> s.shape, bool((s == s.T).all())
+    ((3, 3), True)
+    """
+    d = as_int(d, "d", minimum=1)
+    x = np.random.default_rng(seed).standard_normal((len(list(words)), d))
+    return x @ x.T / np.sqrt(d)
 
 
 def _alibi_bias(L):
@@ -355,9 +439,7 @@ def mask_explorer_chart(words, *, pad_token="<pad>", d=8, seed=0,
     L = len(words)
     if L < 2 or all(w == pad_token for w in words):
         raise ValueError(f"words must hold at least 2 words, not all {pad_token!r}, got {words}")
-    d = as_int(d, "d", minimum=1)
-    x = np.random.default_rng(seed).standard_normal((L, d))
-    scores = x @ x.T / np.sqrt(d)
+    scores = mask_explorer_scores(words, d=d, seed=seed)
     alibi = _alibi_bias(L)
     modes = ["bidirectional", "causal", "padding"] + (["ALiBi"] if alibi is not None else [])
     rows = [{"qi": i, "ki": j, "query": words[i], "key": words[j],
