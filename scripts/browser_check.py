@@ -269,9 +269,12 @@ def check_charts(page, problems):
             problems.append(("chart-no-tooltip", f"{name}: no tooltip when a mark is hovered"))
             tooltip = "no tooltip"
         page.mouse.move(0, 0)
-        control = chart.locator(".vega-bindings input:checked, .vega-bindings input[type=range], "
-                                ".vega-bindings input, .vega-bindings select").first
-        if control.count() == 0:
+        for selector in ("input[type=range]", "input[type=radio]:checked",
+                         "input[type=checkbox]", "select"):   # the control to move
+            control = chart.locator(".vega-bindings " + selector).first
+            if control.count():
+                break
+        else:
             lines.append(f"{name}: drawn, {tooltip}, no controls")
             continue
         page.wait_for_timeout(300)
