@@ -591,8 +591,11 @@ _LOADER_JS = """
                        Promise.resolve())
       .finally(function () { window.define = define; });
   }
+  function check() { if (!window.vegaEmbed) throw new Error("vega-embed did not load"); }
+  // The site's own copies first; elsewhere (JupyterLab, Colab) the relative
+  // path may 404 or answer with an HTML page, so check before trusting it.
   window.attentionVega = window.attentionVega || (window.vegaEmbed ? Promise.resolve() :
-      loadAll(local).catch(function () { return loadAll(cdn); }));
+      loadAll(local).then(check).catch(function () { return loadAll(cdn).then(check); }));
   window.attentionVega.then(function () {
     return vegaEmbed("#" + id + " .attention-chart-view", spec,
                      {mode: "vega-lite", renderer: "svg", actions: false});
