@@ -551,8 +551,9 @@ def online_softmax_chart(scores=None, block_size=4, *, n=16, seed=0,
             domain=["seen", "not yet seen"], range=[OKABE_ITO_BLUE, GREY])))
     first = base.transform_filter("datum.j == 0")
     rule = first.mark_rule(color=OKABE_ITO_ORANGE, strokeDash=[6, 3], strokeWidth=2).encode(y="m:Q")
-    label = first.mark_text(align="left", dx=4, dy=-8, color="#333333", fontSize=FONT_SIZE).encode(
-        x=alt.value(0), y="m:Q", text=alt.Text("label:N")).transform_calculate(
+    label = first.mark_text(align="left", baseline="bottom", color="#333333",
+                            fontSize=FONT_SIZE).encode(   # above the plot, clear of the bars
+        x=alt.value(0), y=alt.value(-6), text=alt.Text("label:N")).transform_calculate(
         label="'running max m = ' + format(datum.m, '.4f') + ',  running sum l = '"
               " + format(datum.l, '.4f')")
     top = alt.layer(bars, rule, label).properties(width=440, height=170)
@@ -560,7 +561,7 @@ def online_softmax_chart(scores=None, block_size=4, *, n=16, seed=0,
         x=xj, y=alt.Y("weight:Q", title="exp(x_j - m) / l", scale=alt.Scale(domain=[0, 1])),
         tooltip=tooltip).properties(width=440, height=120)
     chart = (alt.vconcat(top, weights, data=alt.Data(values=rows)).add_params(seen)
-             .properties(title=title))
+             .properties(title=alt.Title(title, offset=22)))
     description = description or (
         f"Interactive chart of the online softmax over {x.size} scores in {n_blocks} "
         f"blocks of {block_size}. A slider sets how many blocks have been seen; the top "
