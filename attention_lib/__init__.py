@@ -5,14 +5,14 @@ mathematics of one idea, written in the book's notation:
 
 - :mod:`attention_lib.softmax`: the numerically stable softmax.
 - :mod:`attention_lib.masks`: causal and padding masks.
+- :mod:`attention_lib.interactive`: charts that recompute attention in the
+  reader's browser (Altair, imported only when a chart is built).
 - :mod:`attention_lib.additive`: Bahdanau (additive) attention.
 - :mod:`attention_lib.bottleneck`: the information-bottleneck experiment (chapter 1).
 - :mod:`attention_lib.dot_product`: scaled dot-product (QKV) attention.
 - :mod:`attention_lib.blockwise`: the same attention in bounded memory (online softmax).
 - :mod:`attention_lib.embeddings`: aligned English/French word vectors from ``data/``.
 - :mod:`attention_lib.align`: word alignment from attention weights (and its CLI).
-- :mod:`attention_lib.interactive`: charts that recompute attention in the
-  reader's browser (Altair, imported only when a chart is built).
 """
 
 from .additive import additive_attention, additive_scores
