@@ -5,6 +5,8 @@ mathematics of one idea, written in the book's notation:
 
 - :mod:`attention_lib.softmax`: the numerically stable softmax.
 - :mod:`attention_lib.masks`: causal and padding masks.
+- :mod:`attention_lib.interactive`: charts that recompute attention in the
+  reader's browser (Altair, imported only when a chart is built).
 - :mod:`attention_lib.additive`: Bahdanau (additive) attention.
 - :mod:`attention_lib.bottleneck`: the information-bottleneck experiment (chapter 1).
 - :mod:`attention_lib.dot_product`: scaled dot-product (QKV) attention.
@@ -29,11 +31,14 @@ from .embeddings import (DataFileError, Tokens, data_dir, embed, load_embeddings
 from .masks import causal_mask, padding_mask
 from .multi_head import MultiHeadAttention
 from .positions import alibi_bias, alibi_slopes, rotary, sinusoidal_positions
+
+from . import interactive
 from .softmax import softmax
 
 __version__ = "1.0.0"
 
 __all__ = [
+    "interactive",
     "additive_attention",
     "additive_scores",
     "alibi_bias",

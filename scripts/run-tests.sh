@@ -16,6 +16,8 @@ stage() {
     echo "==> $name: ok ($((SECONDS - t0)) s)"
 }
 
+stage "GitHub workflows lint (actionlint)" \
+    bash scripts/lint-workflows.sh
 stage "library tests (unit, property, golden, doctests)" \
     python -m pytest tests attention_lib
 stage "notebooks match their committed outputs (nbval)" \

@@ -1,0 +1,688 @@
+"""Interactive figures: charts that recompute attention in the reader's browser.
+
+Each builder returns an Altair (Vega-Lite) chart that carries its own data (a
+few hundred numbers computed here, with fixed seeds) and recomputes what the
+reader asks for with Vega expressions in the browser: a softmax at another
+temperature, another mask, another key width. No kernel and no server is
+involved, so the charts work on the static site.
+
+Altair is imported only inside these functions: the numerical modules of
+``attention_lib`` never need it.
+
+Rendering everywhere
+--------------------
+:func:`show` displays a chart as a mimebundle with two representations:
+
+* ``text/html``: a container (``role="figure"``, an ``aria-label`` and a
+  text description for screen readers, a ``<noscript>`` note) and a script
+  that loads Vega, Vega-Lite and vega-embed from the site's own
+  ``_static/vendor/`` (relative to the page: ``../_static/vendor/`` for pages
+  in ``book/``; ``scripts/vendor-vega.sh`` vendors them). Jupyter Book picks
+  this one (``_config.yml``: ``nb_mime_priority_overrides``), so the static
+  site needs no network. Where those files do not exist (JupyterLab on
+  Binder, Colab) the script loads the same pinned versions from a CDN.
+* ``application/vnd.vegalite.v5+json``: the spec itself, for JupyterLab's
+  built-in Vega extension (Vega-Lite 5: the specs use nothing that only
+  Vega-Lite 6 has, and render unchanged with Vega-Lite 5.23).
+
+The chapter's matplotlib figure stays beside the chart: it is the static
+fallback for the PDF and for readers without JavaScript.
+
+How a chapter adds a chart (instructions for chapter authors)
+-------------------------------------------------------------
+nbval: the chart cell is excluded from comparison with ``# NBVAL_IGNORE_OUTPUT``
+(its payload is HTML and JSON, not a teaching output), and the numbers the
+chart starts from are printed by the next cell, which nbval compares. No
+sanitiser file is needed. Put the chart after the static figure it extends
+(that figure stays: it is the fallback for the PDF and for readers without
+JavaScript), in three cells:
+
+1. A markdown cell saying what the reader can do with the chart
+   ("Drag the temperature ...; switch the colour scale ...").
+2. The chart cell, metadata ``{"tags": ["remove-input"]}`` (the reader sees
+   the chart, not the call), first line ``# NBVAL_IGNORE_OUTPUT``, one call to
+   :func:`show` with a caption; no ``mystnb`` figure metadata (that is for
+   images)::
+
+       # NBVAL_IGNORE_OUTPUT
+       from attention_lib.interactive import attention_heatmap_chart, show
+       show(attention_heatmap_chart(scores, french.words, english.words),
+            caption="Figure 3.3, interactive: hover over a cell; drag T.")
+
+3. A compared text cell (no tags, no ``NBVAL_IGNORE_OUTPUT``) printing the
+   numbers the chart shows in its initial state, e.g. for the heat map
+   ``print(np.array2string(softmax(scores), precision=4))``.
+
+The four charts and their compared cells:
+
+* chapter 3, heat map: ``attention_heatmap_chart(scores, query_words,
+  key_words)`` (the stored scores, not the weights); print ``softmax(scores)``.
+* chapter 3, saturation: ``saturation_chart()``; print, from
+  ``s = saturation_scores()``, ``softmax(s[d_k])`` and
+  ``softmax(s[d_k] / np.sqrt(d_k))`` for one or two ``d_k`` (e.g. 32, 1024).
+* chapter 4, masks: ``mask_explorer_chart("the cat sat on the mat <pad>
+  <pad>".split())``; print the causal weights of
+  ``mask_explorer_scores(words)`` with the library's own mask, e.g.
+  ``softmax(np.where(causal_mask(L), s, -np.inf))``.
+* chapter 9, online softmax: ``online_softmax_chart(e, block_size=4)`` with
+  the chapter's row of scores ``e``; print the running maximum and sum after
+  each block (the chapter's ``online_softmax_step`` trace already does).
+
+The chart cell's output is deterministic all the same (the container id is
+a hash of the spec, the data come from fixed seeds): re-executing a chapter
+does not churn its committed outputs.
+
+``scripts/browser_check.py`` opens every page with charts (the
+``.attention-chart`` containers) with the network blocked and fails unless
+each chart draws, shows a tooltip on hover and redraws when its first
+control is moved from the keyboard.
+"""
+
+import hashlib
+import html
+import json
+
+import numpy as np
+
+from ._checks import as_float, as_int, require_finite
+
+VENDOR_VERSIONS = {"vega": "6.4.0", "vega-lite": "6.4.1", "vega-embed": "7.3.0"}
+"""The npm versions vendored in book/_static/vendor (scripts/vendor-vega.sh)."""
+
+OKABE_ITO_BLUE, OKABE_ITO_ORANGE, GREY = "#0072B2", "#E69F00", "#BBBBBB"
+FONT_SIZE = 12       # CSS px of every chart text: 9 pt
+
+
+def _altair():
+    try:
+        import altair as alt
+    except ImportError:  # pragma: no cover - said plainly instead of a traceback
+        raise ImportError("attention_lib.interactive needs Altair: "
+                          "pip install -r requirements.txt (altair==6.3.0)") from None
+    return alt
+
+
+def _matrix(x, name):
+    arr = as_float(x, name, np.float64)
+    if arr.ndim != 2 or 0 in arr.shape:
+        raise ValueError(f"{name} must be a non-empty 2-D array (queries, keys), "
+                         f"got shape {arr.shape}")
+    require_finite(arr, name)
+    return arr
+
+
+def _labels(labels, n, name):
+    labels = [str(w) for w in labels]
+    if len(labels) != n:
+        raise ValueError(f"{name} must have {n} entries, got {len(labels)}")
+    return labels
+
+
+def _axis(alt, labels, title):
+    """An ordinal axis over indices whose labels are the words (repeats stay apart)."""
+    return alt.Axis(title=title, labelExpr=f"{json.dumps(labels)}[datum.value]",
+                    labelAngle=0, orient="top" if title == "key" else "left")
+
+
+def _finish(chart, description):
+    return (chart.properties(description=description)
+            .configure_axis(labelFontSize=FONT_SIZE, titleFontSize=FONT_SIZE)
+            .configure_legend(labelFontSize=FONT_SIZE, titleFontSize=FONT_SIZE)
+            .configure_title(fontSize=FONT_SIZE + 1)
+            .configure_view(stroke=None))
+
+
+def _row_softmax(alt, chart, value, groupby, allowed="true"):
+    """Vega transforms: ``weight`` = softmax of ``value`` over each group (masked -> 0)."""
+    return (chart
+            .transform_calculate(allowed=allowed)
+            .transform_calculate(kept=f"datum.allowed ? {value} : null")
+            .transform_window(row_max="max(kept)", frame=[None, None], groupby=groupby)
+            .transform_calculate(e="datum.allowed ? exp(datum.kept - datum.row_max) : 0")
+            .transform_window(row_sum="sum(e)", frame=[None, None], groupby=groupby)
+            .transform_calculate(weight="datum.e / datum.row_sum"))
+
+
+def attention_heatmap_chart(scores, query_labels, key_labels, *, temperature=1.0,
+                            title="Attention weights", description=None):
+    """Heat map of softmax weights that the reader can re-temper and re-scale.
+
+    The chart stores the raw ``scores``; the browser computes each row's
+    softmax of ``scores / T`` (row maximum and sum of exponentials by window
+    transforms), so moving the temperature slider recomputes every weight.
+
+    Parameters
+    ----------
+    scores : array_like, shape (L, S)
+        Attention scores, one row per query (finite).
+    query_labels, key_labels : sequence of str
+        The ``L`` query words (rows) and ``S`` key words (columns).
+    temperature : float, default 1.0
+        The slider's starting temperature ``T``, in [0.05, 3].
+    title : str
+        Shown above the chart.
+    description : str, optional
+        Text for screen readers; a description of the chart by default.
+
+    Returns
+    -------
+    altair.LayerChart
+        Controls: a temperature slider, and a radio switch between a colour
+        scale fixed to 0-1 and one stretched from the smallest to the largest
+        weight (the flattering scale). The tooltip gives query word, key
+        word, weight and score.
+
+    Raises
+    ------
+    ValueError
+        If ``scores`` is not a finite non-empty 2-D array, the label counts
+        do not match its shape, or ``temperature`` is outside [0.05, 3].
+
+    Examples
+    --------
+    >>> from attention_lib.interactive import attention_heatmap_chart
+    >>> spec = attention_heatmap_chart([[1.0, 2.0], [0.5, 0.0]],
+    ...                                ["le", "chat"], ["the", "cat"]).to_dict()
+    >>> sorted(p["name"] for p in spec["params"])
+    ['colour_scale', 'temperature']
+    >>> [p["bind"]["input"] for p in sorted(spec["params"], key=lambda p: p["name"])]
+    ['radio', 'range']
+    >>> rows = spec["data"]["values"]
+    >>> [(r["query"], r["key"], r["score"]) for r in rows]
+    [('le', 'the', 1.0), ('le', 'cat', 2.0), ('chat', 'the', 0.5), ('chat', 'cat', 0.0)]
+    >>> spec["layer"][0]["encoding"]["color"]["scale"]["scheme"]
+    'cividis'
+    """
+    alt = _altair()
+    s = _matrix(scores, "scores")
+    L, S = s.shape
+    queries = _labels(query_labels, L, "query_labels")
+    keys = _labels(key_labels, S, "key_labels")
+    if not 0.05 <= float(temperature) <= 3:
+        raise ValueError(f"temperature must be in [0.05, 3], got {temperature}")
+    rows = [{"qi": i, "ki": j, "query": queries[i], "key": keys[j], "score": round(float(s[i, j]), 6)}
+            for i in range(L) for j in range(S)]
+    temp = alt.param(name="temperature", value=float(temperature), bind=alt.binding_range(
+        min=0.05, max=3, step=0.05, name="temperature T "))
+    scale = alt.param(name="colour_scale", value="0 to 1", bind=alt.binding_radio(
+        options=["0 to 1", "min to max"], name="colour scale "))
+    step = max(14, min(36, 560 // max(S, 1)))
+    base = _row_softmax(alt, alt.Chart(), "datum.score / temperature", ["qi"])
+    base = base.encode(x=alt.X("ki:O", axis=_axis(alt, keys, "key")),
+                       y=alt.Y("qi:O", axis=_axis(alt, queries, "query")))
+    cells = base.mark_rect().encode(
+        color=alt.Color("weight:Q", title="weight", scale=alt.Scale(
+            scheme="cividis", zero=False, nice=False,
+            domainRaw=alt.ExprRef("colour_scale == '0 to 1' ? [0, 1] : null"))),
+        tooltip=[alt.Tooltip("query:N", title="query word"),
+                 alt.Tooltip("key:N", title="key word"),
+                 alt.Tooltip("weight:Q", format=".4f"),
+                 alt.Tooltip("score:Q", format=".4f")])
+    chart = (alt.layer(cells, data=alt.Data(values=rows)).add_params(temp, scale)
+             .properties(title=title, width=alt.Step(step), height=alt.Step(step)))
+    description = description or (
+        f"Interactive heat map of attention weights, {L} query words (rows) by {S} key "
+        "words (columns), darker for smaller weights. A temperature slider recomputes "
+        "each row's softmax of the scores divided by the temperature; a switch sets the "
+        "colour scale to 0 to 1 or to the weights' own minimum to maximum. Hover over "
+        "a cell to read its two words, its weight and its score.")
+    return _finish(chart, description)
+
+
+def saturation_chart(n_keys=8, log2_dk=range(1, 11), *, seed=0, title=None, description=None):
+    """One query's softmax weights as the key width ``d_k`` grows, with and without scaling.
+
+    For each ``d_k = 2**p`` it draws a query ``q`` and ``n_keys`` keys with
+    independent standard-normal components (fixed ``seed``), so each score
+    ``q . k_j`` has variance ``d_k``. The browser shows the softmax of one
+    row of scores for the ``d_k`` the slider selects, divided by
+    ``sqrt(d_k)`` (variance 1) or not (the weights saturate towards one-hot).
+
+    Parameters
+    ----------
+    n_keys : int, default 8
+        Number of keys (bars).
+    log2_dk : iterable of int, default 1..10
+        The exponents ``p`` the slider steps through (``d_k = 2**p``, consecutive).
+    seed : int, default 0
+        Seed of ``numpy.random.default_rng``.
+    title, description : str, optional
+        Title (a live one by default) and text for screen readers.
+
+    Returns
+    -------
+    altair.Chart
+        Controls: a slider over ``log2 d_k`` and a "divide by sqrt(d_k)" checkbox.
+
+    Raises
+    ------
+    ValueError
+        If ``n_keys`` < 2 or ``log2_dk`` is not consecutive integers in [0, 14].
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attention_lib.interactive import saturation_chart
+    >>> spec = saturation_chart(n_keys=4, log2_dk=[1, 2, 3]).to_dict()
+    >>> [(p["name"], p["bind"]["input"]) for p in spec["params"]]
+    [('log2_dk', 'range'), ('divide', 'checkbox')]
+    >>> rows = spec["data"]["values"]
+    >>> len(rows), sorted({r["d_k"] for r in rows})
+    (12, [2, 4, 8])
+    >>> rng = np.random.default_rng(0)       # the same draws, recomputed
+    >>> q, k = rng.standard_normal(2), rng.standard_normal((4, 2))
+    >>> np.allclose([r["score"] for r in rows[:4]], k @ q, atol=1e-6)
+    True
+    """
+    alt = _altair()
+    drawn = saturation_scores(n_keys, log2_dk, seed=seed)
+    ps = [d_k.bit_length() - 1 for d_k in drawn]
+    rows = [{"log2_dk": d_k.bit_length() - 1, "d_k": d_k, "key": j, "score": round(float(v), 6)}
+            for d_k, scores in drawn.items() for j, v in enumerate(scores)]
+    dk = alt.param(name="log2_dk", value=ps[len(ps) // 2], bind=alt.binding_range(
+        min=ps[0], max=ps[-1], step=1, name="log2 d_k "))
+    divide = alt.param(name="divide", value=False, bind=alt.binding_checkbox(
+        name="divide by sqrt(d_k) "))
+    base = (alt.Chart(alt.Data(values=rows))
+            .transform_filter("datum.log2_dk == log2_dk")
+            .transform_calculate(used="divide ? datum.score / sqrt(datum.d_k) : datum.score"))
+    base = _row_softmax(alt, base, "datum.used", ["log2_dk"])
+    title = title or alt.Title(alt.ExprRef(
+        "'d_k = ' + pow(2, log2_dk) + (divide ? ': softmax(q·k / sqrt(d_k))' "
+        ": ': softmax(q·k), score variance ' + pow(2, log2_dk))"))
+    chart = base.mark_bar(color=OKABE_ITO_BLUE).encode(
+        x=alt.X("key:O", title="key j", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("weight:Q", title="weight", scale=alt.Scale(domain=[0, 1])),
+        tooltip=[alt.Tooltip("key:O", title="key j"), alt.Tooltip("d_k:Q", title="d_k"),
+                 alt.Tooltip("score:Q", title="score q·k", format=".3f"),
+                 alt.Tooltip("used:Q", title="score used", format=".3f"),
+                 alt.Tooltip("weight:Q", format=".4f")],
+    ).add_params(dk, divide).properties(title=title, width=420, height=220)
+    description = description or (
+        f"Interactive bar chart of one query's softmax weights over {n_keys} keys. A "
+        "slider sets the key width d_k from "
+        f"{2 ** ps[0]} to {2 ** ps[-1]}; the scores q dot k then have variance d_k and "
+        "the weights saturate towards a single key. A checkbox divides the scores by "
+        "the square root of d_k, which keeps the weights spread at every width.")
+    return _finish(chart, description)
+
+
+def saturation_scores(n_keys=8, log2_dk=range(1, 11), *, seed=0):
+    """The scores :func:`saturation_chart` draws: ``{d_k: K @ q}`` for ``d_k = 2**p``.
+
+    ``q`` and the ``n_keys`` rows of ``K`` have independent standard-normal
+    components, drawn in order of ``p`` from ``numpy.random.default_rng(seed)``,
+    so each score has variance ``d_k``. A chapter prints their softmax, with
+    and without dividing by ``sqrt(d_k)``, in the compared cell under the chart.
+
+    Parameters
+    ----------
+    n_keys : int, default 8
+    log2_dk : iterable of int, default 1..10
+        Consecutive exponents ``p`` in [0, 14].
+    seed : int, default 0
+
+    Returns
+    -------
+    dict of int to ndarray, shape (n_keys,)
+
+    Raises
+    ------
+    ValueError
+        If ``n_keys`` < 2 or ``log2_dk`` is not consecutive integers in [0, 14].
+
+    Examples
+    --------
+    >>> from attention_lib.interactive import saturation_scores
+    >>> scores = saturation_scores(n_keys=4, log2_dk=[1, 2])
+    >>> sorted(scores), scores[4].shape
+    ([2, 4], (4,))
+    """
+    n_keys = as_int(n_keys, "n_keys", minimum=2)
+    ps = [as_int(p, "log2_dk") for p in log2_dk]
+    if not ps or ps != list(range(ps[0], ps[0] + len(ps))) or ps[-1] > 14:
+        raise ValueError(f"log2_dk must be consecutive integers in [0, 14], got {ps}")
+    rng = np.random.default_rng(seed)
+    drawn = {}
+    for p in ps:
+        q, k = rng.standard_normal(2 ** p), rng.standard_normal((n_keys, 2 ** p))
+        drawn[2 ** p] = k @ q
+    return drawn
+
+
+def mask_explorer_scores(words, *, d=8, seed=0):
+    """The scores :func:`mask_explorer_chart` stores: ``X X^T / sqrt(d)``.
+
+    ``X`` holds one standard-normal row of width ``d`` per word, from
+    ``numpy.random.default_rng(seed)``.
+
+    Parameters
+    ----------
+    words : sequence of str
+    d : int, default 8
+    seed : int, default 0
+
+    Returns
+    -------
+    ndarray, shape (len(words), len(words))
+
+    Examples
+    --------
+    >>> from attention_lib.interactive import mask_explorer_scores
+    >>> s = mask_explorer_scores(["a", "b", "c"])
+    >>> s.shape, bool((s == s.T).all())
+    ((3, 3), True)
+    """
+    d = as_int(d, "d", minimum=1)
+    x = np.random.default_rng(seed).standard_normal((len(list(words)), d))
+    return x @ x.T / np.sqrt(d)
+
+
+def _alibi_bias(L):
+    """ALiBi's bias for head 0 of 8 (slope 1/2), or None before positions.alibi_bias exists."""
+    try:
+        from .positions import alibi_bias
+    except ImportError:
+        return None
+    return np.asarray(alibi_bias(8, L))[0]
+
+
+def mask_explorer_chart(words, *, pad_token="<pad>", d=8, seed=0,
+                        title="Masks and the weights they leave", description=None):
+    """Self-attention weights of one sentence under a mask the reader chooses.
+
+    Scores are ``X X^T / sqrt(d)`` for random word vectors ``X`` (fixed
+    ``seed``). The reader picks bidirectional (no mask), causal (key ``j <= i``),
+    padding (keys that are ``pad_token`` hidden) or, when
+    ``attention_lib.positions.alibi_bias`` exists, ALiBi (causal, plus a
+    penalty of 1/2 per position of distance); the browser recomputes the
+    softmax over the allowed keys and marks masked cells with a cross.
+
+    Parameters
+    ----------
+    words : sequence of str
+        The sentence, padding tokens included (at least 2 words, at least
+        one of them not padding).
+    pad_token : str, default "<pad>"
+        The word that marks padding.
+    d : int, default 8
+        Width of the random word vectors.
+    seed : int, default 0
+        Seed of ``numpy.random.default_rng``.
+    title, description : str, optional
+        Title and text for screen readers.
+
+    Returns
+    -------
+    altair.LayerChart
+        Control: a radio choice of mask.
+
+    Raises
+    ------
+    ValueError
+        If there are fewer than 2 words or only padding.
+
+    Examples
+    --------
+    >>> from attention_lib.interactive import mask_explorer_chart
+    >>> spec = mask_explorer_chart(["the", "cat", "sat", "<pad>"]).to_dict()
+    >>> spec["params"][0]["bind"]["options"][:3]
+    ['bidirectional', 'causal', 'padding']
+    >>> rows = spec["data"]["values"]
+    >>> len(rows), [r["real_key"] for r in rows[:4]]
+    (16, [True, True, True, False])
+    >>> spec["layer"][1]["mark"]["type"], spec["layer"][1]["mark"]["text"]
+    ('text', '×')
+    """
+    alt = _altair()
+    words = [str(w) for w in words]
+    L = len(words)
+    if L < 2 or all(w == pad_token for w in words):
+        raise ValueError(f"words must hold at least 2 words, not all {pad_token!r}, got {words}")
+    scores = mask_explorer_scores(words, d=d, seed=seed)
+    alibi = _alibi_bias(L)
+    modes = ["bidirectional", "causal", "padding"] + (["ALiBi"] if alibi is not None else [])
+    rows = [{"qi": i, "ki": j, "query": words[i], "key": words[j],
+             "score": round(float(scores[i, j]), 6), "real_key": words[j] != pad_token,
+             "alibi": round(float(alibi[i, j]), 6) if alibi is not None and j <= i else 0.0}
+            for i in range(L) for j in range(L)]
+    mode = alt.param(name="mask", value="bidirectional",
+                     bind=alt.binding_radio(options=modes, name="mask "))
+    allowed = ("mask == 'causal' || mask == 'ALiBi' ? datum.ki <= datum.qi : "
+               "mask == 'padding' ? datum.real_key : true")
+    base = _row_softmax(alt, alt.Chart(),
+                        "datum.score + (mask == 'ALiBi' ? datum.alibi : 0)", ["qi"], allowed)
+    base = base.encode(x=alt.X("ki:O", axis=_axis(alt, words, "key")),
+                       y=alt.Y("qi:O", axis=_axis(alt, words, "query")))
+    cells = base.mark_rect().encode(
+        color=alt.condition("datum.allowed", alt.Color(
+            "weight:Q", title="weight", scale=alt.Scale(scheme="cividis", domain=[0, 1])),
+            alt.value("#FFFFFF")),
+        tooltip=[alt.Tooltip("query:N", title="query word"), alt.Tooltip("key:N", title="key word"),
+                 alt.Tooltip("allowed:N", title="allowed"),
+                 alt.Tooltip("weight:Q", format=".4f"), alt.Tooltip("score:Q", format=".4f")])
+    crosses = base.transform_filter("!datum.allowed").mark_text(
+        text="×", fontSize=18, color="#555555")
+    step = max(20, min(40, 480 // L))
+    chart = (alt.layer(cells, crosses, data=alt.Data(values=rows)).add_params(mode)
+             .properties(title=title, width=alt.Step(step), height=alt.Step(step)))
+    description = description or (
+        f"Interactive heat map of self-attention weights for the {L} words "
+        f"'{' '.join(words)}', queries as rows and keys as columns. A radio choice of "
+        f"mask ({', '.join(modes)}) recomputes each row's softmax over the keys it may "
+        "see; masked cells are white with a cross. Hover over a cell for its weight.")
+    return _finish(chart, description)
+
+
+def online_softmax_chart(scores=None, block_size=4, *, n=16, seed=0,
+                         title="The online softmax, block by block", description=None):
+    """Step block by block through the online softmax's running maximum and sum.
+
+    The browser processes the first ``t`` blocks of ``scores`` (the slider):
+    the running maximum ``m_t`` of the scores seen, the running sum
+    ``l_t = sum_j exp(x_j - m_t)`` over them, and the weights
+    ``exp(x_j - m_t) / l_t`` they give so far. At the last block these are
+    the softmax of the whole row.
+
+    Parameters
+    ----------
+    scores : array_like, shape (n,), optional
+        One row of scores; by default ``n`` standard-normal draws times 2
+        (fixed ``seed``).
+    block_size : int, default 4
+        Scores per block.
+    n, seed : int
+        Length and seed of the default scores.
+    title, description : str, optional
+        Title and text for screen readers.
+
+    Returns
+    -------
+    altair.VConcatChart
+        The scores (seen blocks in blue, a dashed line at ``m_t``) above the
+        weights so far; control: a slider over the number of blocks seen.
+
+    Raises
+    ------
+    ValueError
+        If ``scores`` is not a finite 1-D array of at least 2 values, or
+        ``block_size`` is not between 1 and its length.
+
+    Examples
+    --------
+    >>> from attention_lib.interactive import online_softmax_chart
+    >>> spec = online_softmax_chart([3.0, 1.0, 4.0, 1.0, 5.0], block_size=2).to_dict()
+    >>> p = spec["params"][0]
+    >>> p["name"], p["bind"]["min"], p["bind"]["max"]
+    ('blocks_seen', 1, 3)
+    >>> rows = spec["data"]["values"]
+    >>> [r["block"] for r in rows]
+    [0, 0, 1, 1, 2]
+    """
+    alt = _altair()
+    if scores is None:
+        scores = 2 * np.random.default_rng(seed).standard_normal(as_int(n, "n", minimum=2))
+    x = as_float(scores, "scores", np.float64)
+    if x.ndim != 1 or x.size < 2:
+        raise ValueError(f"scores must be a 1-D array of at least 2 values, got shape {x.shape}")
+    require_finite(x, "scores")
+    block_size = as_int(block_size, "block_size", minimum=1)
+    if block_size > x.size:
+        raise ValueError(f"block_size must be at most len(scores) = {x.size}, got {block_size}")
+    n_blocks = -(-x.size // block_size)
+    rows = [{"j": j, "x": round(float(v), 6), "block": j // block_size} for j, v in enumerate(x)]
+    seen = alt.param(name="blocks_seen", value=1, bind=alt.binding_range(
+        min=1, max=n_blocks, step=1, name="blocks seen "))
+    base = (alt.Chart()
+            .transform_calculate(seen="datum.block < blocks_seen")
+            .transform_calculate(kept="datum.seen ? datum.x : null")
+            .transform_joinaggregate(m="max(kept)")
+            .transform_calculate(e="datum.seen ? exp(datum.x - datum.m) : 0")
+            .transform_joinaggregate(l="sum(e)")
+            .transform_calculate(weight="datum.e / datum.l",
+                                 status="datum.seen ? 'seen' : 'not yet seen'"))
+    tooltip = [alt.Tooltip("j:O", title="position j"), alt.Tooltip("block:O"),
+               alt.Tooltip("x:Q", title="score x_j", format=".4f"),
+               alt.Tooltip("weight:Q", title="weight so far", format=".4f")]
+    xj = alt.X("j:O", title="position j", axis=alt.Axis(labelAngle=0))
+    bars = base.mark_bar().encode(
+        x=xj, y=alt.Y("x:Q", title="score x_j"), tooltip=tooltip,
+        color=alt.Color("status:N", title=None, scale=alt.Scale(
+            domain=["seen", "not yet seen"], range=[OKABE_ITO_BLUE, GREY])))
+    first = base.transform_filter("datum.j == 0")
+    rule = first.mark_rule(color=OKABE_ITO_ORANGE, strokeDash=[6, 3], strokeWidth=2).encode(y="m:Q")
+    label = first.mark_text(align="left", baseline="bottom", color="#333333",
+                            fontSize=FONT_SIZE).encode(   # above the plot, clear of the bars
+        x=alt.value(0), y=alt.value(-6), text=alt.Text("label:N")).transform_calculate(
+        label="'running max m = ' + format(datum.m, '.4f') + ',  running sum l = '"
+              " + format(datum.l, '.4f')")
+    top = alt.layer(bars, rule, label).properties(width=440, height=170)
+    weights = base.mark_bar(color=OKABE_ITO_BLUE).encode(
+        x=xj, y=alt.Y("weight:Q", title="exp(x_j - m) / l", scale=alt.Scale(domain=[0, 1])),
+        tooltip=tooltip).properties(width=440, height=120)
+    chart = (alt.vconcat(top, weights, data=alt.Data(values=rows)).add_params(seen)
+             .properties(title=alt.Title(title, offset=22)))
+    description = description or (
+        f"Interactive chart of the online softmax over {x.size} scores in {n_blocks} "
+        f"blocks of {block_size}. A slider sets how many blocks have been seen; the top "
+        "panel shows the scores, the seen ones in blue, with a dashed line at the running "
+        "maximum and the running sum written beside it; the bottom panel shows the "
+        "weights exp(x minus m) over l so far, which at the last block are the softmax.")
+    return _finish(chart, description)
+
+
+# --------------------------------------------------------------------------
+# Display
+
+
+_LOADER_JS = """
+(function () {
+  var id = %(id)s, spec = %(spec)s, local = %(local)s, cdn = %(cdn)s;
+  function load(src) {
+    return new Promise(function (ok, fail) {
+      var s = document.createElement("script");
+      s.src = src; s.async = false; s.onload = ok;
+      s.onerror = function () { s.remove(); fail(new Error("could not load " + src)); };
+      document.head.appendChild(s);
+    });
+  }
+  function loadAll(urls) {  // UMD builds: hide RequireJS so they define globals
+    var define = window.define; window.define = undefined;
+    return urls.reduce(function (p, u) { return p.then(function () { return load(u); }); },
+                       Promise.resolve())
+      .finally(function () { window.define = define; });
+  }
+  function check() { if (!window.vegaEmbed) throw new Error("vega-embed did not load"); }
+  // The site's own copies first; elsewhere (JupyterLab, Colab) the relative
+  // path may 404 or answer with an HTML page, so check before trusting it.
+  window.attentionVega = window.attentionVega || (window.vegaEmbed ? Promise.resolve() :
+      loadAll(local).then(check).catch(function () { return loadAll(cdn).then(check); }));
+  window.attentionVega.then(function () {
+    return vegaEmbed("#" + id + " .attention-chart-view", spec,
+                     {mode: "vega-lite", renderer: "svg", actions: false});
+  }).catch(function (err) {
+    document.querySelector("#" + id + " .attention-chart-view").textContent =
+      "The interactive chart could not load (" + err.message + "); the figure above shows its data.";
+  });
+})();
+"""
+
+
+def chart_html(chart, *, caption=None, description=None, static_path="../_static/vendor/"):
+    """The HTML that renders ``chart`` from vendored Vega (see the module docstring).
+
+    Parameters
+    ----------
+    chart : altair.TopLevelMixin
+        A chart from one of this module's builders (or any Altair chart).
+    caption : str, optional
+        A visible caption under the chart.
+    description : str, optional
+        Text for screen readers; defaults to the chart's own ``description``.
+    static_path : str, default "../_static/vendor/"
+        Where the vendored scripts are, relative to the page.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> from attention_lib.interactive import chart_html, mask_explorer_chart
+    >>> page = chart_html(mask_explorer_chart(["a", "b"]), caption="Masks.")
+    >>> 'src="' in page, "../_static/vendor/vega-embed.min.js" in page
+    (False, True)
+    >>> 'role="figure"' in page and "aria-describedby" in page and "<noscript>" in page
+    True
+    >>> chart_html(mask_explorer_chart(["a", "b"])) == chart_html(mask_explorer_chart(["a", "b"]))
+    True
+    """
+    spec = chart.to_dict()
+    text = json.dumps(spec, sort_keys=True, separators=(",", ":"))
+    chart_id = "attention-chart-" + hashlib.sha256(text.encode()).hexdigest()[:12]
+    description = description or spec.get("description", "An interactive chart.")
+    label = caption or (spec.get("title") if isinstance(spec.get("title"), str) else None) \
+        or "Interactive chart"
+    names = ["vega", "vega-lite", "vega-embed"]
+    local = [f"{static_path}{n}.min.js" for n in names]
+    cdn = [f"https://cdn.jsdelivr.net/npm/{n}@{VENDOR_VERSIONS[n]}/build/{n}.min.js" for n in names]
+    script = _LOADER_JS % {"id": json.dumps(chart_id), "spec": text.replace("</", "<\\/"),
+                           "local": json.dumps(local), "cdn": json.dumps(cdn)}
+    esc = html.escape
+    caption_html = (f'<p class="attention-chart-caption" style="font-size:0.9em">'
+                    f"{esc(caption)}</p>") if caption else ""
+    style = (f"<style>#{chart_id} .vega-bind {{margin: 0.2em 0}} "
+             f"#{chart_id} .vega-bind-name {{margin-right: 0.5em}} "
+             f"#{chart_id} .vega-bind label {{margin-right: 1em}} "
+             f"#{chart_id} .vega-bind input {{margin-right: 0.3em}}</style>")
+    return (style + f'<div class="attention-chart" id="{chart_id}" role="figure" '
+            f'aria-label="{esc(label)}" aria-describedby="{chart_id}-description">'
+            f'<p id="{chart_id}-description" style="position:absolute;width:1px;height:1px;'
+            f'overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap">{esc(description)}</p>'
+            f'<div class="attention-chart-view"></div>{caption_html}'
+            f"<noscript>This interactive chart needs JavaScript; the figure above shows "
+            f"the same data.</noscript></div>\n<script>{script}</script>")
+
+
+def show(chart, *, caption=None, description=None, static_path="../_static/vendor/"):
+    """Display ``chart`` for the static site, JupyterLab and Colab alike.
+
+    Displays a mimebundle with ``text/html`` (:func:`chart_html`: vendored
+    scripts on the site, a CDN elsewhere), ``application/vnd.vegalite.v5+json``
+    (JupyterLab's built-in renderer) and ``text/plain``. Parameters as for
+    :func:`chart_html`.
+
+    Returns
+    -------
+    None
+    """
+    from IPython.display import display
+
+    spec = chart.to_dict()
+    lab_spec = dict(spec, **{"$schema": "https://vega.github.io/schema/vega-lite/v5.json"})
+    display({"text/html": chart_html(chart, caption=caption, description=description,
+                                     static_path=static_path),
+             "application/vnd.vegalite.v5+json": lab_spec,
+             "text/plain": "(An interactive chart, shown on the book's web pages and in "
+                           f"JupyterLab: {caption or description or spec.get('description', '')})"},
+            raw=True)

@@ -1,0 +1,147 @@
+"""attention_lib.interactive: the chart specs carry the right data and controls.
+
+The rendering itself (that each chart draws, shows a tooltip and redraws when
+a control moves, with the network blocked) is checked in a real browser by
+scripts/browser_check.py; these tests pin what the specs contain.
+"""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+alt = pytest.importorskip("altair")
+
+from attention_lib import softmax  # noqa: E402
+from attention_lib.interactive import (VENDOR_VERSIONS, attention_heatmap_chart,  # noqa: E402
+                                       chart_html, mask_explorer_chart, online_softmax_chart,
+                                       saturation_chart, show)
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def params(spec):
+    return {p["name"]: p for p in spec["params"]}
+
+
+def test_numerical_modules_do_not_import_altair():
+    code = "import sys, attention_lib; print('altair' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_heatmap_stores_raw_scores_and_recomputes_the_row_softmax():
+    scores = np.array([[1.0, 2.0, 3.0], [0.0, -1.0, 5.0]])
+    spec = attention_heatmap_chart(scores, ["a", "b"], ["x", "y", "z"]).to_dict()
+    rows = spec["data"]["values"]
+    assert [r["score"] for r in rows] == scores.ravel().tolist()
+    transforms = json.dumps(spec["layer"][0]["transform"])
+    # row max and sum of exponentials by window transforms grouped by query
+    assert '"op": "max"' in transforms and '"op": "sum"' in transforms
+    assert "datum.score / temperature" in transforms and '"groupby": ["qi"]' in transforms
+    p = params(spec)
+    assert p["temperature"]["bind"]["input"] == "range" and p["temperature"]["value"] == 1.0
+    assert p["colour_scale"]["bind"]["options"] == ["0 to 1", "min to max"]
+    tooltip = [t.get("title", t["field"]) for t in spec["layer"][0]["encoding"]["tooltip"]]
+    assert tooltip == ["query word", "key word", "weight", "score"]
+
+
+def test_repeated_words_keep_their_own_rows():
+    spec = attention_heatmap_chart(np.zeros((2, 2)), ["the", "the"], ["a", "b"]).to_dict()
+    assert {r["qi"] for r in spec["data"]["values"]} == {0, 1}
+    assert spec["layer"][0]["encoding"]["y"]["field"] == "qi"
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(scores=[1.0, 2.0]), "2-D"),
+    (dict(scores=[[np.nan, 1.0]]), "NaN"),
+    (dict(query_labels=["a", "b"]), "query_labels"),
+    (dict(temperature=0.0), "temperature"),
+])
+def test_heatmap_rejects_bad_input(bad, match):
+    args = dict(scores=[[1.0, 2.0]], query_labels=["a"], key_labels=["x", "y"]) | bad
+    temperature = args.pop("temperature", 1.0)
+    with pytest.raises(ValueError, match=match):
+        attention_heatmap_chart(args["scores"], args["query_labels"], args["key_labels"],
+                                temperature=temperature)
+
+
+def test_saturation_scores_have_variance_d_k():
+    # One row shares its query q, so its scores have variance |q|^2; over many
+    # seeds (many queries) the variance is d_k, as the chapter derives.
+    pooled = {4: [], 64: []}
+    for seed in range(30):
+        spec = saturation_chart(n_keys=16, log2_dk=[2, 3, 4, 5, 6], seed=seed).to_dict()
+        for r in spec["data"]["values"]:
+            if r["d_k"] in pooled:
+                pooled[r["d_k"]].append(r["score"])
+    for d_k, scores in pooled.items():
+        assert 0.8 < np.var(scores) / d_k < 1.25, (d_k, np.var(scores))
+    assert set(params(spec)) == {"log2_dk", "divide"}
+
+
+def test_saturation_rejects_gaps_in_d_k():
+    with pytest.raises(ValueError, match="consecutive"):
+        saturation_chart(log2_dk=[1, 3])
+
+
+def test_mask_explorer_marks_padding_keys_and_offers_each_mask():
+    spec = mask_explorer_chart(["a", "b", "<pad>"]).to_dict()
+    rows = spec["data"]["values"]
+    assert [r["real_key"] for r in rows if r["qi"] == 0] == [True, True, False]
+    options = params(spec)["mask"]["bind"]["options"]
+    assert options[:3] == ["bidirectional", "causal", "padding"]
+    try:
+        from attention_lib.positions import alibi_bias  # noqa: F401
+    except ImportError:
+        assert options == ["bidirectional", "causal", "padding"]
+    else:
+        assert options[3] == "ALiBi"
+
+
+def test_mask_explorer_rejects_only_padding():
+    with pytest.raises(ValueError, match="not all"):
+        mask_explorer_chart(["<pad>", "<pad>"])
+
+
+def test_online_softmax_last_block_is_the_softmax():
+    x = np.array([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0])
+    spec = online_softmax_chart(x, block_size=3).to_dict()
+    rows = spec["data"]["values"]
+    assert [r["block"] for r in rows] == [0, 0, 0, 1, 1, 1, 2]
+    assert params(spec)["blocks_seen"]["bind"]["max"] == 3
+    # what the browser computes at the last block, in NumPy: exp(x - m) / l
+    m = max(r["x"] for r in rows)
+    e = np.exp(np.array([r["x"] for r in rows]) - m)
+    np.testing.assert_allclose(e / e.sum(), softmax(x), rtol=1e-12)
+
+
+def test_html_loads_vendored_scripts_first_and_describes_the_chart():
+    page = chart_html(mask_explorer_chart(["a", "b"]), caption="Pick a mask.")
+    for name in ("vega", "vega-lite", "vega-embed"):
+        assert f'"../_static/vendor/{name}.min.js"' in page
+        assert f"npm/{name}@{VENDOR_VERSIONS[name]}/" in page      # fallback off the site
+        assert (ROOT / "book/_static/vendor" / f"{name}.min.js").is_file()
+    assert page.index("../_static/vendor/") < page.index("cdn.jsdelivr")
+    assert 'role="figure"' in page and 'aria-label="Pick a mask."' in page
+    assert "Interactive heat map of self-attention weights" in page
+    assert "<noscript>" in page
+
+
+def test_vendored_vega_lite_matches_altair_schema():
+    assert alt.SCHEMA_VERSION == "v" + VENDOR_VERSIONS["vega-lite"]
+    readme = (ROOT / "book/_static/vendor/README.md").read_text()
+    for name, version in VENDOR_VERSIONS.items():
+        assert f"`{name}` | {version}" in readme
+
+
+def test_show_offers_html_and_vega_lite_json(monkeypatch):
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj, raw: shown.append(obj))
+    show(online_softmax_chart(), caption="Step.")
+    bundle, = shown
+    assert set(bundle) == {"text/html", "application/vnd.vegalite.v5+json", "text/plain"}
+    assert bundle["application/vnd.vegalite.v5+json"]["$schema"].endswith("/v5.json")
