@@ -31,7 +31,6 @@ from .embeddings import (DataFileError, Tokens, data_dir, embed, load_embeddings
 from .masks import causal_mask, padding_mask
 from .multi_head import MultiHeadAttention
 from .positions import alibi_bias, alibi_slopes, rotary, sinusoidal_positions
-
 from . import interactive
 from .softmax import softmax
 
