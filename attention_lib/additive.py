@@ -8,10 +8,10 @@ matches each encoder state ``h_j`` with a one-hidden-layer network:
 then turn scores into weights ``alpha_ij = softmax_j(e_ij)`` and weights into
 a context vector ``c_i = sum_j alpha_ij h_j``.
 
-Layout (as in the book and seed 002): row vectors, so states are rows and the
-weights multiply from the right. One matrix ``W`` of shape ``(2n, m)`` acts on
-the concatenation ``[h_j ; s]``; its top half is ``U_a`` (applied to ``h_j``)
-and its bottom half is ``W_a`` (applied to ``s``), because
+Layout (as in the book and the Bahdanau tutorial it reproduces): row vectors, so states are rows and the
+weights multiply from the right. One matrix ``W`` of shape ``(2n, d_a)`` acts on
+the concatenation ``[h_j ; s]``; its top half is ``U_a`` transposed (applied
+to ``h_j``) and its bottom half is ``W_a`` transposed (applied to ``s``), because
 ``[h ; s] @ W = h @ W[:n] + s @ W[n:]``. Computing the two halves separately
 means the encoder half is computed once, not once per decoder step.
 """
@@ -41,16 +41,16 @@ def _check_additive(encoder_states, decoder_state, W, v):
             f"{n}: the last axes must match")
     if W.ndim != 2 or W.shape[0] != 2 * n:
         raise ValueError(
-            f"W must be (2n, m) = ({2 * n}, m) to act on [h_j ; s], "
+            f"W must be (2n, d_a) = ({2 * n}, d_a) to act on [h_j ; s], "
             f"got shape {W.shape}")
-    m = W.shape[1]
-    if v.shape not in ((m,), (m, 1)):
-        raise ValueError(f"v must be (m,) or (m, 1) with m = {m}, got shape {v.shape}")
+    d_a = W.shape[1]
+    if v.shape not in ((d_a,), (d_a, 1)):
+        raise ValueError(f"v must be (d_a,) or (d_a, 1) with d_a = {d_a}, got shape {v.shape}")
     if H.shape[0] == 0:
         raise ValueError("encoder_states is empty: there is nothing to attend to")
     for a, name in ((H, "encoder_states"), (s, "decoder_state"), (W, "W"), (v, "v")):
         require_finite(a, name)
-    return H, s, W, v.reshape(m)
+    return H, s, W, v.reshape(d_a)
 
 
 def additive_scores(encoder_states, decoder_state, W, v):
@@ -63,10 +63,10 @@ def additive_scores(encoder_states, decoder_state, W, v):
     decoder_state : array_like, shape (n,) or (T, n)
         One decoder state ``s_{i-1}``, or ``T`` of them (one per row) to
         score every decoder step at once.
-    W : array_like, shape (2n, m)
+    W : array_like, shape (2n, d_a)
         First-layer weights acting on the concatenation ``[h_j ; s]``:
         rows ``:n`` are ``U_a``, rows ``n:`` are ``W_a``.
-    v : array_like, shape (m,) or (m, 1)
+    v : array_like, shape (d_a,) or (d_a, 1)
         Second-layer weights ``v_a``.
 
     Returns
@@ -85,14 +85,14 @@ def additive_scores(encoder_states, decoder_state, W, v):
 
     Examples
     --------
-    Seed 002's example: ``np.random.seed(42)`` and its draw order.
+    The Bahdanau tutorial's example: ``np.random.seed(42)`` and its draw order.
 
     >>> import numpy as np
     >>> from attention_lib import additive_scores
     >>> np.random.seed(42)
     >>> H = np.random.randn(5, 16)      # K = 5 encoder states, n = 16
     >>> s = np.random.randn(1, 16)      # one decoder state
-    >>> W = np.random.randn(32, 10)     # (2n, m), m = 10
+    >>> W = np.random.randn(32, 10)     # (2n, d_a), d_a = 10
     >>> v = np.random.randn(10, 1)
     >>> print(additive_scores(H, s, W, v).round(8))
     [[4.35790943 5.92373433 4.18673175 2.11437202 0.95767155]]
@@ -100,12 +100,12 @@ def additive_scores(encoder_states, decoder_state, W, v):
     H, s, W, v = _check_additive(encoder_states, decoder_state, W, v)
     n = H.shape[1]
     with np.errstate(over="ignore", invalid="ignore"):   # checked below
-        enc = H @ W[:n]                   # (K, m): U_a h_j, once per encoder state
-        dec = s @ W[n:]                   # (m,) or (T, m): W_a s_{i-1}
+        enc = H @ W[:n]                   # (K, d_a): U_a h_j, once per encoder state
+        dec = s @ W[n:]                   # (d_a,) or (T, d_a): W_a s_{i-1}
     _require_no_overflow(enc, "encoder_states @ W[:n]")
     _require_no_overflow(dec, "decoder_state @ W[n:]")
     with np.errstate(over="ignore", invalid="ignore"):
-        hidden = np.tanh(dec[..., None, :] + enc)   # (K, m) or (T, K, m)
+        hidden = np.tanh(dec[..., None, :] + enc)   # (K, d_a) or (T, K, d_a)
         scores = hidden @ v               # (K,) or (T, K)
     _require_no_overflow(hidden, "decoder_state @ W[n:] + encoder_states @ W[:n]")
     _require_no_overflow(scores, "the scores tanh(...) @ v (v is too large)")
