@@ -20,9 +20,10 @@ stage "GitHub workflows lint (actionlint)" \
     bash scripts/lint-workflows.sh
 stage "library tests (unit, property, golden, doctests)" \
     python -m pytest tests attention_lib
-stage "notebooks match their committed outputs (nbval)" \
-    python -m pytest --nbval --nbval-current-env book
-stage "notebooks match again under CPU and memory load (nbval, repeated)" \
+# nbval runs with one core kept busy allocating and freeing memory: an output
+# that depends on timing, load or the allocator fails here, not in a reader's
+# CI. (NBVAL_REPEAT=10 for the long stability run.)
+stage "notebooks match their committed outputs, under CPU and memory load (nbval)" \
     bash scripts/check-nbval-repeat.sh --repeat "${NBVAL_REPEAT:-1}"
 stage "book build, warnings as errors" \
     bash -c 'rm -rf _build && jupyter-book build . -W -n'
