@@ -143,8 +143,20 @@ def _row_softmax(alt, chart, value, groupby, allowed="true"):
             .transform_calculate(weight="datum.e / datum.row_sum"))
 
 
+def _temperature_range(bounds):
+    try:
+        low, high = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise ValueError("temperature_range must be two numbers (low, high), "
+                         f"got {bounds!r}") from None
+    if not 0 < low < high < np.inf:
+        raise ValueError(f"temperature_range must satisfy 0 < low < high, got {bounds!r}")
+    return low, high
+
+
 def attention_heatmap_chart(scores, query_labels, key_labels, *, temperature=1.0,
-                            title="Attention weights", description=None):
+                            temperature_range=(0.05, 3.0), title="Attention weights",
+                            description=None):
     """Heat map of softmax weights that the reader can re-temper and re-scale.
 
     The chart stores the raw ``scores``; the browser computes each row's
@@ -158,7 +170,11 @@ def attention_heatmap_chart(scores, query_labels, key_labels, *, temperature=1.0
     query_labels, key_labels : sequence of str
         The ``L`` query words (rows) and ``S`` key words (columns).
     temperature : float, default 1.0
-        The slider's starting temperature ``T``, in [0.05, 3].
+        The slider's starting temperature ``T``, inside ``temperature_range``.
+    temperature_range : (float, float), default (0.05, 3.0)
+        The slider's ends (it moves in steps of 0.05). Widen it when the
+        scores are small: cosines of word vectors need ``T`` up to
+        ``sqrt(d_k)`` to show the scaled weights.
     title : str
         Shown above the chart.
     description : str, optional
@@ -176,7 +192,8 @@ def attention_heatmap_chart(scores, query_labels, key_labels, *, temperature=1.0
     ------
     ValueError
         If ``scores`` is not a finite non-empty 2-D array, the label counts
-        do not match its shape, or ``temperature`` is outside [0.05, 3].
+        do not match its shape, ``temperature_range`` is not two numbers
+        ``0 < low < high``, or ``temperature`` is outside it.
 
     Examples
     --------
@@ -198,12 +215,14 @@ def attention_heatmap_chart(scores, query_labels, key_labels, *, temperature=1.0
     L, S = s.shape
     queries = _labels(query_labels, L, "query_labels")
     keys = _labels(key_labels, S, "key_labels")
-    if not 0.05 <= float(temperature) <= 3:
-        raise ValueError(f"temperature must be in [0.05, 3], got {temperature}")
+    t_low, t_high = _temperature_range(temperature_range)
+    if not t_low <= float(temperature) <= t_high:
+        raise ValueError(f"temperature must be in [{t_low:g}, {t_high:g}] "
+                         f"(temperature_range), got {temperature}")
     rows = [{"qi": i, "ki": j, "query": queries[i], "key": keys[j], "score": round(float(s[i, j]), 6)}
             for i in range(L) for j in range(S)]
     temp = alt.param(name="temperature", value=float(temperature), bind=alt.binding_range(
-        min=0.05, max=3, step=0.05, name="temperature T "))
+        min=t_low, max=t_high, step=0.05, name="temperature T "))
     scale = alt.param(name="colour_scale", value="0 to 1", bind=alt.binding_radio(
         options=["0 to 1", "min to max"], name="colour scale "))
     step = max(14, min(36, 560 // max(S, 1)))
