@@ -67,6 +67,21 @@ def test_heatmap_rejects_a_bad_temperature_range(bad):
                                 temperature_range=bad)
 
 
+def test_key_labels_wider_than_their_column_are_turned():
+    # English words in 36 px columns overprinted each other when kept flat.
+    long = attention_heatmap_chart(np.zeros((1, 3)), ["L"],
+                                   ["agreement", "European", "Economic"]).to_dict()
+    short = attention_heatmap_chart(np.zeros((1, 3)), ["L"], ["a", "b", "c"]).to_dict()
+    assert long["layer"][0]["encoding"]["x"]["axis"]["labelAngle"] == -45
+    assert short["layer"][0]["encoding"]["x"]["axis"]["labelAngle"] == 0
+    assert long["layer"][0]["encoding"]["y"]["axis"]["labelAngle"] == 0   # rows stay flat
+
+
+def test_range_sliders_are_wide_enough_to_drag():
+    page = chart_html(saturation_chart(n_keys=4, log2_dk=[1, 2]))
+    assert "input[type=range] {width: min(16em, 50vw)}" in page
+
+
 def test_repeated_words_keep_their_own_rows():
     spec = attention_heatmap_chart(np.zeros((2, 2)), ["the", "the"], ["a", "b"]).to_dict()
     assert {r["qi"] for r in spec["data"]["values"]} == {0, 1}
