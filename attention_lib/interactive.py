@@ -118,10 +118,23 @@ def _labels(labels, n, name):
     return labels
 
 
-def _axis(alt, labels, title):
-    """An ordinal axis over indices whose labels are the words (repeats stay apart)."""
+LABEL_CHAR_WIDTH = 0.62 * FONT_SIZE   # CSS px per character, roughly (DejaVu Sans)
+
+
+def _axis(alt, labels, title, step=None):
+    """An ordinal axis over indices whose labels are the words (repeats stay apart).
+
+    The key axis runs along the top; when its longest word is wider than a
+    column (``step`` px, less a small gap) its labels are turned by 45 degrees
+    so that neighbours do not overprint each other.
+    """
+    angle = 0
+    if title == "key" and step is not None:
+        widest = max(len(w) for w in labels) * LABEL_CHAR_WIDTH
+        angle = 0 if widest <= step - 4 else -45
     return alt.Axis(title=title, labelExpr=f"{json.dumps(labels)}[datum.value]",
-                    labelAngle=0, orient="top" if title == "key" else "left")
+                    labelAngle=angle, orient="top" if title == "key" else "left",
+                    **({"labelAlign": "left"} if angle else {}))
 
 
 def _finish(chart, description):
@@ -143,8 +156,20 @@ def _row_softmax(alt, chart, value, groupby, allowed="true"):
             .transform_calculate(weight="datum.e / datum.row_sum"))
 
 
+def _temperature_range(bounds):
+    try:
+        low, high = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise ValueError("temperature_range must be two numbers (low, high), "
+                         f"got {bounds!r}") from None
+    if not 0 < low < high < np.inf:
+        raise ValueError(f"temperature_range must satisfy 0 < low < high, got {bounds!r}")
+    return low, high
+
+
 def attention_heatmap_chart(scores, query_labels, key_labels, *, temperature=1.0,
-                            title="Attention weights", description=None):
+                            temperature_range=(0.05, 3.0), title="Attention weights",
+                            description=None):
     """Heat map of softmax weights that the reader can re-temper and re-scale.
 
     The chart stores the raw ``scores``; the browser computes each row's
@@ -158,7 +183,11 @@ def attention_heatmap_chart(scores, query_labels, key_labels, *, temperature=1.0
     query_labels, key_labels : sequence of str
         The ``L`` query words (rows) and ``S`` key words (columns).
     temperature : float, default 1.0
-        The slider's starting temperature ``T``, in [0.05, 3].
+        The slider's starting temperature ``T``, inside ``temperature_range``.
+    temperature_range : (float, float), default (0.05, 3.0)
+        The slider's ends (it moves in steps of 0.05). Widen it when the
+        scores are small: cosines of word vectors need ``T`` up to
+        ``sqrt(d_k)`` to show the scaled weights.
     title : str
         Shown above the chart.
     description : str, optional
@@ -176,7 +205,8 @@ def attention_heatmap_chart(scores, query_labels, key_labels, *, temperature=1.0
     ------
     ValueError
         If ``scores`` is not a finite non-empty 2-D array, the label counts
-        do not match its shape, or ``temperature`` is outside [0.05, 3].
+        do not match its shape, ``temperature_range`` is not two numbers
+        ``0 < low < high``, or ``temperature`` is outside it.
 
     Examples
     --------
@@ -198,17 +228,19 @@ def attention_heatmap_chart(scores, query_labels, key_labels, *, temperature=1.0
     L, S = s.shape
     queries = _labels(query_labels, L, "query_labels")
     keys = _labels(key_labels, S, "key_labels")
-    if not 0.05 <= float(temperature) <= 3:
-        raise ValueError(f"temperature must be in [0.05, 3], got {temperature}")
+    t_low, t_high = _temperature_range(temperature_range)
+    if not t_low <= float(temperature) <= t_high:
+        raise ValueError(f"temperature must be in [{t_low:g}, {t_high:g}] "
+                         f"(temperature_range), got {temperature}")
     rows = [{"qi": i, "ki": j, "query": queries[i], "key": keys[j], "score": round(float(s[i, j]), 6)}
             for i in range(L) for j in range(S)]
     temp = alt.param(name="temperature", value=float(temperature), bind=alt.binding_range(
-        min=0.05, max=3, step=0.05, name="temperature T "))
+        min=t_low, max=t_high, step=0.05, name="temperature T "))
     scale = alt.param(name="colour_scale", value="0 to 1", bind=alt.binding_radio(
         options=["0 to 1", "min to max"], name="colour scale "))
     step = max(14, min(36, 560 // max(S, 1)))
     base = _row_softmax(alt, alt.Chart(), "datum.score / temperature", ["qi"])
-    base = base.encode(x=alt.X("ki:O", axis=_axis(alt, keys, "key")),
+    base = base.encode(x=alt.X("ki:O", axis=_axis(alt, keys, "key", step)),
                        y=alt.Y("qi:O", axis=_axis(alt, queries, "query")))
     cells = base.mark_rect().encode(
         color=alt.Color("weight:Q", title="weight", scale=alt.Scale(
@@ -450,9 +482,10 @@ def mask_explorer_chart(words, *, pad_token="<pad>", d=8, seed=0,
                      bind=alt.binding_radio(options=modes, name="mask "))
     allowed = ("mask == 'causal' || mask == 'ALiBi' ? datum.ki <= datum.qi : "
                "mask == 'padding' ? datum.real_key : true")
+    step = max(20, min(40, 480 // L))
     base = _row_softmax(alt, alt.Chart(),
                         "datum.score + (mask == 'ALiBi' ? datum.alibi : 0)", ["qi"], allowed)
-    base = base.encode(x=alt.X("ki:O", axis=_axis(alt, words, "key")),
+    base = base.encode(x=alt.X("ki:O", axis=_axis(alt, words, "key", step)),
                        y=alt.Y("qi:O", axis=_axis(alt, words, "query")))
     cells = base.mark_rect().encode(
         color=alt.condition("datum.allowed", alt.Color(
@@ -463,7 +496,6 @@ def mask_explorer_chart(words, *, pad_token="<pad>", d=8, seed=0,
                  alt.Tooltip("weight:Q", format=".4f"), alt.Tooltip("score:Q", format=".4f")])
     crosses = base.transform_filter("!datum.allowed").mark_text(
         text="×", fontSize=18, color="#555555")
-    step = max(20, min(40, 480 // L))
     chart = (alt.layer(cells, crosses, data=alt.Data(values=rows)).add_params(mode)
              .properties(title=title, width=alt.Step(step), height=alt.Step(step)))
     description = description or (
@@ -654,7 +686,8 @@ def chart_html(chart, *, caption=None, description=None, static_path="../_static
     style = (f"<style>#{chart_id} .vega-bind {{margin: 0.2em 0}} "
              f"#{chart_id} .vega-bind-name {{margin-right: 0.5em}} "
              f"#{chart_id} .vega-bind label {{margin-right: 1em}} "
-             f"#{chart_id} .vega-bind input {{margin-right: 0.3em}}</style>")
+             f"#{chart_id} .vega-bind input {{margin-right: 0.3em}} "
+             f"#{chart_id} .vega-bind input[type=range] {{width: min(16em, 50vw)}}</style>")
     return (style + f'<div class="attention-chart" id="{chart_id}" role="figure" '
             f'aria-label="{esc(label)}" aria-describedby="{chart_id}-description">'
             f'<p id="{chart_id}-description" style="position:absolute;width:1px;height:1px;'

@@ -1,13 +1,14 @@
 """Execute every chapter notebook the way Google Colab does, without Colab.
 
 Colab opens a chapter as a lone notebook in a kernel that has NumPy, SciPy,
-Matplotlib and IPython but neither attention_lib nor data/; the chapter's
+Matplotlib, Altair and IPython but neither attention_lib nor data/; the chapter's
 first code cell (written by scripts/sync_colab_cell.py) must fetch the
 repository and install it. This script reproduces that offline:
 
 1. a virtual environment (no system or user site-packages) with the
    reader-side packages Colab's image has, at requirements.txt's versions
-   (NumPy, SciPy, Matplotlib, ipykernel; plus nbclient to run the notebooks),
+   (NumPy, SciPy, Matplotlib, ipykernel, Altair for the interactive charts;
+   plus nbclient to run the notebooks),
    and *without* attention_lib or myst-nb, which the set-up cell installs. It
    is kept in ``.venv/colab-check`` and rebuilt when requirements.txt changes
    (``--fresh`` rebuilds it anyway); attention_lib is uninstalled from it before
@@ -51,8 +52,9 @@ from binder_check import RUN_NOTEBOOK, toc_notebooks  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 ENV_DIR = REPO / ".venv" / "colab-check"
 # In Colab's image (pinned as requirements.txt pins them); nbclient runs the
-# notebooks here, as Colab's own front end does there.
-COLAB_HAS = {"numpy", "scipy", "matplotlib", "ipykernel"}
+# notebooks here, as Colab's own front end does there. Altair is preinstalled
+# in Colab too, and the chapters with interactive charts import it.
+COLAB_HAS = {"numpy", "scipy", "matplotlib", "ipykernel", "altair"}
 EXTRA = ["nbclient", "nbformat"]
 
 FAKE_COLAB = '''"""Stand-in for Colab's google.colab (scripts/colab_check.py)."""

@@ -49,6 +49,39 @@ def test_heatmap_stores_raw_scores_and_recomputes_the_row_softmax():
     assert tooltip == ["query word", "key word", "weight", "score"]
 
 
+def test_heatmap_temperature_range_sets_the_slider_ends():
+    # Cosine scores need T up to sqrt(d_k) = 17.3 to show the scaled weights.
+    spec = attention_heatmap_chart([[0.2, 0.1]], ["a"], ["x", "y"], temperature=17.32,
+                                   temperature_range=(0.05, 20)).to_dict()
+    bind = params(spec)["temperature"]["bind"]
+    assert (bind["min"], bind["max"]) == (0.05, 20.0)
+    assert params(spec)["temperature"]["value"] == 17.32
+    with pytest.raises(ValueError, match="temperature_range"):
+        attention_heatmap_chart([[0.2, 0.1]], ["a"], ["x", "y"], temperature=17.32)
+
+
+@pytest.mark.parametrize("bad", [(3, 1), (0, 1), (1,), "ab", (1, np.inf)])
+def test_heatmap_rejects_a_bad_temperature_range(bad):
+    with pytest.raises(ValueError, match="temperature_range"):
+        attention_heatmap_chart([[0.2, 0.1]], ["a"], ["x", "y"], temperature=1.0,
+                                temperature_range=bad)
+
+
+def test_key_labels_wider_than_their_column_are_turned():
+    # English words in 36 px columns overprinted each other when kept flat.
+    long = attention_heatmap_chart(np.zeros((1, 3)), ["L"],
+                                   ["agreement", "European", "Economic"]).to_dict()
+    short = attention_heatmap_chart(np.zeros((1, 3)), ["L"], ["a", "b", "c"]).to_dict()
+    assert long["layer"][0]["encoding"]["x"]["axis"]["labelAngle"] == -45
+    assert short["layer"][0]["encoding"]["x"]["axis"]["labelAngle"] == 0
+    assert long["layer"][0]["encoding"]["y"]["axis"]["labelAngle"] == 0   # rows stay flat
+
+
+def test_range_sliders_are_wide_enough_to_drag():
+    page = chart_html(saturation_chart(n_keys=4, log2_dk=[1, 2]))
+    assert "input[type=range] {width: min(16em, 50vw)}" in page
+
+
 def test_repeated_words_keep_their_own_rows():
     spec = attention_heatmap_chart(np.zeros((2, 2)), ["the", "the"], ["a", "b"]).to_dict()
     assert {r["qi"] for r in spec["data"]["values"]} == {0, 1}
