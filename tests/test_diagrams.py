@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPTS = sorted((ROOT / "scripts" / "diagrams").glob("*.py"))
+SCRIPTS = sorted(p for p in (ROOT / "scripts" / "diagrams").glob("*.py")
+                 if not p.name.startswith("_"))   # _diagram.py is shared code
 COMMITTED = ROOT / "book" / "_static" / "diagrams"
 
 

@@ -15,26 +15,13 @@ colours, which colour-blind readers can tell apart; the parts also differ in
 shape and line style, so the picture reads in greyscale.
 """
 
-import argparse
-from pathlib import Path
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_OUT = ROOT / "book" / "_static" / "diagrams"
+from _diagram import BLUE, FILL, GREEN, GREY, INK, ORANGE, VERMILLION, write_svg  # first: sets the Agg backend
+import matplotlib.pyplot as plt
+from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
 
 WIDTH, HEIGHT = 7.0, 5.2        # inches: fits the 7.2-inch text column
 FONT = 10.5                     # points, at the size the page shows
 
-# Okabe-Ito colours: dark outlines, light fills.
-BLUE, VERMILLION, GREEN, ORANGE = "#0072B2", "#D55E00", "#009E73", "#E69F00"
-FILL = {BLUE: "#cfe3f1", VERMILLION: "#f6d5bf", GREEN: "#c4ebdf",
-        ORANGE: "#fbe7bf"}
-INK, GREY = "#111111", "#555555"
 
 SOURCE = ["it", "is", "raining", "today"]          # K = 4 encoder states
 TARGET = ["il", "pleut", "aujourd'hui"]            # T = 3 decoder steps
@@ -146,19 +133,7 @@ def draw():
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help="folder to write encoder_decoder.svg into "
-                             "(default: book/_static/diagrams)")
-    args = parser.parse_args(argv)
-    plt.rcParams["svg.hashsalt"] = "attention-from-scratch"
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "encoder_decoder.svg"
-    fig = draw()
-    fig.savefig(path, metadata={"Date": None}, facecolor="white")
-    plt.close(fig)
-    print(path)
-
+    write_svg(draw, "encoder_decoder", argv)
 
 if __name__ == "__main__":
     main()

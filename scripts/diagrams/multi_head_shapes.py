@@ -16,27 +16,15 @@ colours; queries, keys and values also differ in their outline's line
 style, so the picture reads in greyscale.
 """
 
-import argparse
-from pathlib import Path
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_OUT = ROOT / "book" / "_static" / "diagrams"
+from _diagram import BLUE, FILL, GREEN, GREY, INK, VERMILLION, write_svg  # first: sets the Agg backend
+import matplotlib.pyplot as plt
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
 WIDTH, HEIGHT = 7.0, 7.0        # inches: fits the 7.2-inch text column
 FONT = 10.5                     # points, at the size the page shows
 
-# Okabe-Ito colours: dark outlines, light fills.
-BLUE, VERMILLION, GREEN, GREY = "#0072B2", "#D55E00", "#009E73", "#555555"
-FILL = {BLUE: "#cfe3f1", VERMILLION: "#f6d5bf", GREEN: "#c4ebdf",
-        GREY: "#ececec"}
-STYLE = {BLUE: "-", VERMILLION: "--", GREEN: "-.", GREY: "-"}
-INK = "#111111"
+FILL = {**FILL, GREY: "#ececec"}
+STYLE = {BLUE: "-", VERMILLION: "--", GREEN: "-.", GREY: "-"}   # not colour alone
 
 COLS = {"q": 1.0, "k": 2.95, "v": 4.9}     # column centres, inches
 BOX_W, BOX_H = 1.7, 0.46
@@ -130,19 +118,7 @@ def draw():
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help="folder to write multi_head_shapes.svg into "
-                             "(default: book/_static/diagrams)")
-    args = parser.parse_args(argv)
-    plt.rcParams["svg.hashsalt"] = "attention-from-scratch"
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "multi_head_shapes.svg"
-    fig = draw()
-    fig.savefig(path, metadata={"Date": None}, facecolor="white")
-    plt.close(fig)
-    print(path)
-
+    write_svg(draw, "multi_head_shapes", argv)
 
 if __name__ == "__main__":
     main()

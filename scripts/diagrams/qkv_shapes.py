@@ -14,28 +14,15 @@ colours, which colour-blind readers can tell apart; every colour is also
 named in the text beside it.
 """
 
-import argparse
-from pathlib import Path
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_OUT = ROOT / "book" / "_static" / "diagrams"
+from _diagram import BLUE, FILL, GREEN, GREY, INK, ORANGE, PURPLE, write_svg  # first: sets the Agg backend
+import matplotlib.pyplot as plt
+from matplotlib.patches import FancyArrowPatch, Rectangle
 
 L, S, D_K, D_V = 3, 5, 4, 2
 CELL = 0.27                    # inches per array entry
 WIDTH, HEIGHT = 6.9, 4.85       # inches: fits the 7.2-inch text column
 
-# Okabe-Ito colours (light fills, dark outlines); each array is also named.
-BLUE, ORANGE, GREEN = "#0072B2", "#E69F00", "#009E73"
-PURPLE, GREY = "#CC79A7", "#555555"
-FILL = {BLUE: "#cfe3f1", ORANGE: "#fbe7bf", GREEN: "#c4ebdf",
-        PURPLE: "#f2d9e7", GREY: "#e6e6e6"}
-INK = "#111111"
+FILL = {**FILL, GREY: "#e6e6e6"}    # each array is also named, not colour alone
 FONT = 10.5                    # points, at the size the page shows
 
 
@@ -127,17 +114,7 @@ def draw():
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help="folder to write qkv_shapes.svg into (default: %(default)s)")
-    args = parser.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "qkv_shapes.svg"
-    fig = draw()
-    fig.savefig(path, format="svg", facecolor="white", metadata={"Date": None})
-    plt.close(fig)
-    print(f"wrote {path}")
-
+    write_svg(draw, "qkv_shapes", argv)
 
 if __name__ == "__main__":
     main()

@@ -18,18 +18,10 @@ colours, which colour-blind readers can tell apart; no information is carried
 by colour alone (sequences are also named, allowed cells also carry a dot).
 """
 
-import argparse
-from pathlib import Path
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_OUT = ROOT / "book" / "_static" / "diagrams"
+from _diagram import BLUE, FILL, GREEN, INK, ORANGE, write_svg  # first: sets the Agg backend
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.patches import FancyArrowPatch, Rectangle
 
 WIDTH, HEIGHT = 7.0, 5.2        # inches: fits the 7.2-inch text column
 COLUMN = WIDTH / 3
@@ -38,10 +30,7 @@ CELL = 0.3                      # inches per mask cell
 TOKEN = 0.3                     # inches per token box
 QUERY = 2                       # the query whose arrows and mask row are drawn
 
-# Okabe-Ito colours (dark outline, light fill).
-BLUE, ORANGE, GREEN = "#0072B2", "#E69F00", "#009E73"
-FILL = {BLUE: "#cfe3f1", ORANGE: "#fbe7bf", GREEN: "#c4ebdf"}
-INK, FADED = "#111111", "#9a9a9a"
+FADED = "#9a9a9a"
 ALLOWED, MASKED = "#3a3a3a", "#ececec"
 
 KINDS = [
@@ -149,18 +138,7 @@ def draw():
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help="folder to write three_kinds.svg into "
-                             "(default: %(default)s)")
-    args = parser.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "three_kinds.svg"
-    fig = draw()
-    fig.savefig(path, format="svg", facecolor="white", metadata={"Date": None})
-    plt.close(fig)
-    print(f"wrote {path}")
-
+    write_svg(draw, "three_kinds", argv)
 
 if __name__ == "__main__":
     main()
