@@ -56,6 +56,23 @@ print(f"{time.perf_counter() - t0:.1f}")
 """
 
 
+def execute(python, notebook, executed, cwd, env, timeout):
+    """Run one notebook with RUN_NOTEBOOK in ``cwd``.
+
+    Returns ``(seconds, None)`` when every cell ran, or ``(None, error)`` with the
+    failing cell and its error, without colour codes or kernel chatter.
+    """
+    result = subprocess.run(
+        [str(python), "-c", RUN_NOTEBOOK, str(notebook), str(executed), str(cwd),
+         str(timeout)],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=max(600, 2 * timeout))
+    if result.returncode == 0:
+        return float(result.stdout.strip().splitlines()[-1]), None
+    error = re.sub(r"\x1b\[[0-9;]*m", "", result.stderr)
+    return None, "\n".join(line for line in error.strip().splitlines()
+                           if "[IPKernelApp] WARNING" not in line)
+
+
 def toc_notebooks(toc_file):
     """Notebooks (``.ipynb``) listed in ``_toc.yml``, in reading order.
 
@@ -146,20 +163,13 @@ def main(argv=None):
         failed = []
         for nb in notebooks:
             rel = nb.relative_to(REPO)
-            result = subprocess.run(
-                [str(python), "-c", RUN_NOTEBOOK, str(nb), str(out_dir / nb.name),
-                 str(nb.parent), str(args.timeout)],
-                cwd=nb.parent, env=env, capture_output=True, text=True,
-                timeout=max(600, 2 * args.timeout))
-            if result.returncode == 0:
-                print(f"{str(rel):36s} ok   {float(result.stdout.strip().splitlines()[-1]):5.1f} s")
+            seconds, error = execute(python, nb, out_dir / nb.name, nb.parent, env,
+                                     args.timeout)
+            if error is None:
+                print(f"{str(rel):36s} ok   {seconds:5.1f} s")
             else:
                 failed.append(str(rel))
                 print(f"{str(rel):36s} FAILED (cwd {nb.parent.relative_to(REPO) or '.'}):")
-                # The cell and the error, without colour codes or kernel chatter.
-                error = re.sub(r"\x1b\[[0-9;]*m", "", result.stderr)
-                error = "\n".join(line for line in error.strip().splitlines()
-                                  if "[IPKernelApp] WARNING" not in line)
                 print("    " + error.replace("\n", "\n    "))
         print(f"binder check: {len(notebooks)} notebooks, {time.monotonic() - started:.0f} s in all")
         if failed:

@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from binder_check import RUN_NOTEBOOK, toc_notebooks  # noqa: E402
+from binder_check import execute, toc_notebooks  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 ENV_DIR = REPO / ".venv" / "colab-check"
@@ -199,20 +199,13 @@ def main(argv=None):
             rel = nb.relative_to(REPO) if nb.is_relative_to(REPO) else nb
             alone = content / nb.name                 # a lone notebook, outside the repo
             shutil.copy(nb, alone)
-            result = subprocess.run(
-                [str(python), "-c", RUN_NOTEBOOK, str(alone), str(tmp / f"executed-{nb.name}"),
-                 str(content), str(args.timeout)],
-                cwd=content, env=run_env, capture_output=True, text=True,
-                timeout=max(600, 2 * args.timeout))
-            if result.returncode == 0:
-                seconds = float(result.stdout.strip().splitlines()[-1])
+            seconds, error = execute(python, alone, tmp / f"executed-{nb.name}", content,
+                                     run_env, args.timeout)
+            if error is None:
                 print(f"{str(rel):36s} ok   {seconds:5.1f} s")
             else:
                 failed.append(str(rel))
                 print(f"{str(rel):36s} FAILED:")
-                error = re.sub(r"\x1b\[[0-9;]*m", "", result.stderr)
-                error = "\n".join(line for line in error.strip().splitlines()
-                                  if "[IPKernelApp] WARNING" not in line)
                 print("    " + error.replace("\n", "\n    "))
         print(f"colab check: {len(notebooks)} notebooks, {time.monotonic() - started:.0f} s in all")
         if failed:
