@@ -253,6 +253,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None,
     if scores_may:
         _check_scores(scores, q.dtype)
     if mask is not None:   # in place: the mask was checked to broadcast to scores
+        full = np.broadcast_shapes(scores.shape, mask.shape)
+        if scores.shape != full:   # batch axes that only value or the mask has
+            scores = np.broadcast_to(scores, full).copy()
         if mask.dtype.kind == "b":
             np.copyto(scores, -np.inf, where=~mask)
         else:

@@ -391,3 +391,24 @@ def test_padding_mask_needs_a_query_axis_documented():
                                             return_weights=True)
     assert np.all(right[1, :, 1:] == 0)         # sequence 1 has one real key
     assert np.any(wrong[1, :, 1:] > 0)          # the silent broadcast misses it
+
+
+@pytest.mark.parametrize("function", [scaled_dot_product_attention, blockwise_attention],
+                         ids=["plain", "blockwise"])
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_mask_with_batch_axes_only_value_has_broadcasts_like_the_value(function, kind):
+    """Batch axes that only ``value`` (and the mask) have: one problem per batch entry.
+
+    The scores ``q k^T`` have no batch axis here, so masking them in place used to
+    fail inside NumPy ("non-broadcastable output operand").
+    """
+    rng = np.random.default_rng(3)
+    q, k, v = rng.normal(size=(3, 4)), rng.normal(size=(5, 4)), rng.normal(size=(2, 5, 3))
+    allowed = rng.random((2, 3, 5)) > 0.3
+    allowed[..., 0] = True
+    mask = allowed if kind == "bool" else np.where(allowed, 0.0, -np.inf)
+    out = function(q, k, v, attn_mask=mask)
+    one_by_one = np.stack([scaled_dot_product_attention(q, k, v[b], attn_mask=mask[b])
+                           for b in range(2)])
+    assert out.shape == (2, 3, 3)
+    np.testing.assert_allclose(out, one_by_one, rtol=1e-12, atol=1e-12)
