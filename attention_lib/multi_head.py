@@ -539,8 +539,11 @@ class MultiHeadAttention:
                 return_weights=need_weights)
             heads = result[0] if need_weights else result     # (n, H, L, d)
             concat[part] = heads.transpose(0, 2, 1, 3)         # (n, L, H, d)
-            if need_weights:
-                weights[part] = result[1].mean(axis=1) if average else result[1]
+            if need_weights and average:   # the mean over heads, written in place
+                np.add.reduce(result[1], axis=1, out=weights[part])
+                weights[part] /= H
+            elif need_weights:
+                weights[part] = result[1]
         # (N, L, H, d) -> (N, L, E): concatenate the heads, then project.
         out = concat.reshape(N, L, E) @ self.out_proj_weight.T
         if self.out_proj_bias is not None:
