@@ -25,6 +25,22 @@ FILL = {BLUE: "#cfe3f1", VERMILLION: "#f6d5bf", GREEN: "#c4ebdf",
         ORANGE: "#fbe7bf", PURPLE: "#f2d9e7"}
 
 
+def canvas(width, height):
+    """A white figure ``width`` x ``height`` inches whose axes are the page, in inches.
+
+    Returns ``(fig, ax)``: ``ax`` fills the figure, has no frame or ticks, and one
+    unit along either axis is one inch, so shapes drawn in it keep their size.
+    """
+    plt.rcParams["font.family"] = "DejaVu Sans"
+    fig = plt.figure(figsize=(width, height), facecolor="white")
+    ax = fig.add_axes([0, 0, 1, 1])
+    ax.set_xlim(0, width)
+    ax.set_ylim(0, height)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    return fig, ax
+
+
 def write_svg(draw, name, argv=None):
     """Parse ``--out DIR``, call ``draw()`` and write its figure as ``name.svg``."""
     parser = argparse.ArgumentParser(description=f"Draw book/_static/diagrams/{name}.svg.")

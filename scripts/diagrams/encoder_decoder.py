@@ -15,8 +15,8 @@ colours, which colour-blind readers can tell apart; the parts also differ in
 shape and line style, so the picture reads in greyscale.
 """
 
-from _diagram import BLUE, FILL, GREEN, GREY, INK, ORANGE, VERMILLION, write_svg  # first: sets the Agg backend
-import matplotlib.pyplot as plt
+from _diagram import (canvas, BLUE, FILL, GREEN, GREY,
+                      INK, ORANGE, VERMILLION, write_svg)
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
 
 WIDTH, HEIGHT = 7.0, 5.2        # inches: fits the 7.2-inch text column
@@ -120,12 +120,7 @@ def attention_panel(ax, y0):
 
 def draw():
     """The figure, on an opaque white page."""
-    fig = plt.figure(figsize=(WIDTH, HEIGHT), facecolor="white")
-    ax = fig.add_axes([0, 0, 1, 1])
-    ax.set_xlim(0, WIDTH)
-    ax.set_ylim(0, HEIGHT)
-    ax.set_aspect("equal")
-    ax.axis("off")
+    fig, ax = canvas(WIDTH, HEIGHT)
     fixed_vector_panel(ax, 3.4)
     ax.plot([0.05, WIDTH - 0.05], [3.4, 3.4], color="#bbbbbb", linewidth=0.8)
     attention_panel(ax, 0.0)

@@ -16,8 +16,8 @@ colours; queries, keys and values also differ in their outline's line
 style, so the picture reads in greyscale.
 """
 
-from _diagram import BLUE, FILL, GREEN, GREY, INK, VERMILLION, write_svg  # first: sets the Agg backend
-import matplotlib.pyplot as plt
+from _diagram import (canvas, BLUE, FILL, GREEN, GREY,
+                      INK, VERMILLION, write_svg)
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
 WIDTH, HEIGHT = 7.0, 7.0        # inches: fits the 7.2-inch text column
@@ -55,11 +55,7 @@ def note(ax, x, y, text, ha="left", colour=GREY):
 
 def draw():
     """The figure, on an opaque white page."""
-    fig = plt.figure(figsize=(WIDTH, HEIGHT), facecolor="white")
-    ax = fig.add_axes([0, 0, 1, 1])
-    ax.set_xlim(0, WIDTH)
-    ax.set_ylim(0, HEIGHT)
-    ax.axis("off")
+    fig, ax = canvas(WIDTH, HEIGHT)
     top, gap = BOX_H / 2 + 0.03, BOX_H / 2 + 0.12
     colours = {"q": BLUE, "k": VERMILLION, "v": GREEN}
 

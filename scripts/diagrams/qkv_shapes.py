@@ -14,8 +14,8 @@ colours, which colour-blind readers can tell apart; every colour is also
 named in the text beside it.
 """
 
-from _diagram import BLUE, FILL, GREEN, GREY, INK, ORANGE, PURPLE, write_svg  # first: sets the Agg backend
-import matplotlib.pyplot as plt
+from _diagram import (canvas, BLUE, FILL, GREEN, GREY,
+                      INK, ORANGE, PURPLE, write_svg)
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
 L, S, D_K, D_V = 3, 5, 4, 2
@@ -56,14 +56,7 @@ def symbol(ax, x, y, text, size=FONT + 4):
 
 
 def draw():
-    plt.rcParams["svg.hashsalt"] = "attention-from-scratch"
-    plt.rcParams["font.family"] = "DejaVu Sans"
-    fig = plt.figure(figsize=(WIDTH, HEIGHT), facecolor="white")
-    ax = fig.add_axes([0, 0, 1, 1])
-    ax.set_xlim(0, WIDTH)
-    ax.set_ylim(0, HEIGHT)
-    ax.set_aspect("equal")
-    ax.axis("off")
+    fig, ax = canvas(WIDTH, HEIGHT)
 
     # Row 1: scores = Q K^T / sqrt(d_k)
     top = HEIGHT - 0.75                 # top of the tallest array in row 1 (K^T)

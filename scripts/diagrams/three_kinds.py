@@ -18,8 +18,7 @@ colours, which colour-blind readers can tell apart; no information is carried
 by colour alone (sequences are also named, allowed cells also carry a dot).
 """
 
-from _diagram import BLUE, FILL, GREEN, INK, ORANGE, write_svg  # first: sets the Agg backend
-import matplotlib.pyplot as plt
+from _diagram import BLUE, FILL, GREEN, INK, ORANGE, canvas, write_svg
 import numpy as np
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
@@ -98,14 +97,7 @@ def mask_grid(ax, centre, y_top, mask):
 
 
 def draw():
-    plt.rcParams["svg.hashsalt"] = "attention-from-scratch"
-    plt.rcParams["font.family"] = "DejaVu Sans"
-    fig = plt.figure(figsize=(WIDTH, HEIGHT), facecolor="white")
-    ax = fig.add_axes([0, 0, 1, 1])
-    ax.set_xlim(0, WIDTH)
-    ax.set_ylim(0, HEIGHT)
-    ax.set_aspect("equal")
-    ax.axis("off")
+    fig, ax = canvas(WIDTH, HEIGHT)
 
     for c, (title, keys, queries, mask, mask_caption, use) in enumerate(KINDS):
         centre = (c + 0.5) * COLUMN
