@@ -144,6 +144,14 @@ def _online_softmax_step(running_max, running_sum, output, scores, value):
     return new_max, new_sum, new_output
 
 
+def _block_sizes(block_size, query_block_size):
+    """Checked ``(block_size, query_block_size)``; the second defaults to the first."""
+    block_size = as_int(block_size, "block_size", minimum=1)
+    if query_block_size is None:
+        return block_size, block_size
+    return block_size, as_int(query_block_size, "query_block_size", minimum=1)
+
+
 def _mask_block(mask, rows, cols):
     """The part of a mask broadcastable to ``(..., L, S)`` covering rows x cols."""
     if mask.ndim < 2:
@@ -233,9 +241,7 @@ def blockwise_attention(query, key, value, attn_mask=None, is_causal=False,
     """
     is_causal = as_bool(is_causal, "is_causal")
     return_logsumexp = as_bool(return_logsumexp, "return_logsumexp")
-    block_size = as_int(block_size, "block_size", minimum=1)
-    query_block_size = (block_size if query_block_size is None
-                        else as_int(query_block_size, "query_block_size", minimum=1))
+    block_size, query_block_size = _block_sizes(block_size, query_block_size)
     # Causality is handled here, block by block, not as an (L, S) array.
     q, k, v, mask, scale = _attention_inputs(query, key, value, attn_mask,
                                              False, scale)
