@@ -73,6 +73,16 @@ def execute(python, notebook, executed, cwd, env, timeout):
                            if "[IPKernelApp] WARNING" not in line)
 
 
+def report(rel, seconds, error, failed, where=""):
+    """Print one notebook's outcome from :func:`execute`; add it to ``failed`` if it failed."""
+    if error is None:
+        print(f"{str(rel):36s} ok   {seconds:5.1f} s")
+        return
+    failed.append(str(rel))
+    print(f"{str(rel):36s} FAILED{where}:")
+    print("    " + error.replace("\n", "\n    "))
+
+
 def toc_notebooks(toc_file):
     """Notebooks (``.ipynb``) listed in ``_toc.yml``, in reading order.
 
@@ -163,14 +173,9 @@ def main(argv=None):
         failed = []
         for nb in notebooks:
             rel = nb.relative_to(REPO)
-            seconds, error = execute(python, nb, out_dir / nb.name, nb.parent, env,
-                                     args.timeout)
-            if error is None:
-                print(f"{str(rel):36s} ok   {seconds:5.1f} s")
-            else:
-                failed.append(str(rel))
-                print(f"{str(rel):36s} FAILED (cwd {nb.parent.relative_to(REPO) or '.'}):")
-                print("    " + error.replace("\n", "\n    "))
+            report(rel, *execute(python, nb, out_dir / nb.name, nb.parent, env,
+                                 args.timeout),
+                   failed, where=f" (cwd {nb.parent.relative_to(REPO) or '.'})")
         print(f"binder check: {len(notebooks)} notebooks, {time.monotonic() - started:.0f} s in all")
         if failed:
             raise SystemExit(f"binder check: {len(failed)} notebook(s) fail in a fresh "

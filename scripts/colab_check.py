@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from binder_check import execute, toc_notebooks  # noqa: E402
+from binder_check import execute, report, toc_notebooks  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 ENV_DIR = REPO / ".venv" / "colab-check"
@@ -199,14 +199,8 @@ def main(argv=None):
             rel = nb.relative_to(REPO) if nb.is_relative_to(REPO) else nb
             alone = content / nb.name                 # a lone notebook, outside the repo
             shutil.copy(nb, alone)
-            seconds, error = execute(python, alone, tmp / f"executed-{nb.name}", content,
-                                     run_env, args.timeout)
-            if error is None:
-                print(f"{str(rel):36s} ok   {seconds:5.1f} s")
-            else:
-                failed.append(str(rel))
-                print(f"{str(rel):36s} FAILED:")
-                print("    " + error.replace("\n", "\n    "))
+            report(rel, *execute(python, alone, tmp / f"executed-{nb.name}", content,
+                                 run_env, args.timeout), failed)
         print(f"colab check: {len(notebooks)} notebooks, {time.monotonic() - started:.0f} s in all")
         if failed:
             raise SystemExit(f"colab check: {len(failed)} notebook(s) fail when run as "
