@@ -85,6 +85,7 @@ import json
 import numpy as np
 
 from ._checks import as_float, as_int, require_finite
+from .positions import alibi_bias
 
 VENDOR_VERSIONS = {"vega": "6.4.0", "vega-lite": "6.4.1", "vega-embed": "7.3.0"}
 """The npm versions vendored in book/_static/vendor (scripts/vendor-vega.sh)."""
@@ -410,23 +411,14 @@ def mask_explorer_scores(words, *, d=8, seed=0):
     return x @ x.T / np.sqrt(d)
 
 
-def _alibi_bias(L):
-    """ALiBi's bias for head 0 of 8 (slope 1/2), or None before positions.alibi_bias exists."""
-    try:
-        from .positions import alibi_bias
-    except ImportError:
-        return None
-    return np.asarray(alibi_bias(8, L))[0]
-
-
 def mask_explorer_chart(words, *, pad_token="<pad>", d=8, seed=0,
                         title="Masks and the weights they leave", description=None):
     """Self-attention weights of one sentence under a mask the reader chooses.
 
     Scores are ``X X^T / sqrt(d)`` for random word vectors ``X`` (fixed
     ``seed``). The reader picks bidirectional (no mask), causal (key ``j <= i``),
-    padding (keys that are ``pad_token`` hidden) or, when
-    ``attention_lib.positions.alibi_bias`` exists, ALiBi (causal, plus a
+    padding (keys that are ``pad_token`` hidden) or ALiBi
+    (:func:`attention_lib.positions.alibi_bias`, head 0 of 8: causal, plus a
     penalty of 1/2 per position of distance); the browser recomputes the
     softmax over the allowed keys and marks masked cells with a cross.
 
@@ -472,11 +464,11 @@ def mask_explorer_chart(words, *, pad_token="<pad>", d=8, seed=0,
     if L < 2 or all(w == pad_token for w in words):
         raise ValueError(f"words must hold at least 2 words, not all {pad_token!r}, got {words}")
     scores = mask_explorer_scores(words, d=d, seed=seed)
-    alibi = _alibi_bias(L)
-    modes = ["bidirectional", "causal", "padding"] + (["ALiBi"] if alibi is not None else [])
+    alibi = alibi_bias(8, L)[0]                          # (L, L), slope 1/2
+    modes = ["bidirectional", "causal", "padding", "ALiBi"]
     rows = [{"qi": i, "ki": j, "query": words[i], "key": words[j],
              "score": round(float(scores[i, j]), 6), "real_key": words[j] != pad_token,
-             "alibi": round(float(alibi[i, j]), 6) if alibi is not None and j <= i else 0.0}
+             "alibi": round(float(alibi[i, j]), 6) if j <= i else 0.0}
             for i in range(L) for j in range(L)]
     mode = alt.param(name="mask", value="bidirectional",
                      bind=alt.binding_radio(options=modes, name="mask "))
