@@ -4,7 +4,7 @@ torch.nn.MultiheadAttention(batch_first=True)."""
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 
 from attention_lib import (MultiHeadAttention, causal_mask,
