@@ -14,7 +14,9 @@ mathematics of one idea, written in the book's notation:
 - :mod:`attention_lib.positions`: word order (sinusoidal, rotary, ALiBi).
 - :mod:`attention_lib.blockwise`: the same attention in bounded memory (online softmax).
 - :mod:`attention_lib.backward`: the gradients of attention, by hand (plain and blockwise).
-- :mod:`attention_lib.nn`: the layers of a tiny model, each with its backward, and Adam.
+- :mod:`attention_lib.nn`: layers with their backward passes, losses and Adam.
+- :mod:`attention_lib.models`: whole models assembled from those layers.
+- :mod:`attention_lib.tables`: plain-text tables for printed results.
 - :mod:`attention_lib.embeddings`: aligned English/French word vectors from ``data/``.
 - :mod:`attention_lib.align`: word alignment from attention weights, IBM Model 1
   trained by EM, how to score them, and the command line.
@@ -33,6 +35,7 @@ from .multi_head import MultiHeadAttention
 from .positions import alibi_bias, alibi_slopes, rotary, sinusoidal_positions
 from . import interactive
 from .softmax import softmax
+from .tables import format_table, print_table
 
 __version__ = "1.0.0"
 
@@ -50,11 +53,13 @@ __all__ = [
     "DataFileError",
     "data_dir",
     "embed",
+    "format_table",
     "load_embeddings",
     "load_vocab",
     "MultiHeadAttention",
     "online_softmax_step",
     "padding_mask",
+    "print_table",
     "rotary",
     "scaled_dot_product_attention",
     "scaled_dot_product_attention_backward",

@@ -223,7 +223,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None,
 
     Examples
     --------
-    The causal self-attention example of the masks tutorial (chapter 4):
+    The causal self-attention example of the masks tutorial (chapter 5):
 
     >>> import numpy as np
     >>> from attention_lib import scaled_dot_product_attention

@@ -1,6 +1,6 @@
 """Word embeddings: from a sentence to the matrix of its word vectors.
 
-Chapter 3 compares English and French words by the dot product of their
+Chapter 4 compares English and French words by the dot product of their
 vectors, which means something only if both languages share one vector space.
 ``data/`` holds such vectors (built by ``data/build_embeddings.py``, see
 ``data/README.md``): 300 numbers per word, rows of unit length, French rotated

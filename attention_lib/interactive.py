@@ -47,7 +47,7 @@ JavaScript), in three cells:
        # NBVAL_IGNORE_OUTPUT
        from attention_lib.interactive import attention_heatmap_chart, show
        show(attention_heatmap_chart(scores, french.words, english.words),
-            caption="Figure 3.3, interactive: hover over a cell; drag T.")
+            caption="Figure 4.3, interactive: hover over a cell; drag T.")
 
 3. A compared text cell (no tags, no ``NBVAL_IGNORE_OUTPUT``) printing the
    numbers the chart shows in its initial state, e.g. for the heat map
@@ -55,16 +55,16 @@ JavaScript), in three cells:
 
 The four charts and their compared cells:
 
-* chapter 3, heat map: ``attention_heatmap_chart(scores, query_words,
+* chapter 4, heat map: ``attention_heatmap_chart(scores, query_words,
   key_words)`` (the stored scores, not the weights); print ``softmax(scores)``.
-* chapter 3, saturation: ``saturation_chart()``; print, from
+* chapter 4, saturation: ``saturation_chart()``; print, from
   ``s = saturation_scores()``, ``softmax(s[d_k])`` and
   ``softmax(s[d_k] / np.sqrt(d_k))`` for one or two ``d_k`` (e.g. 32, 1024).
-* chapter 4, masks: ``mask_explorer_chart("the cat sat on the mat <pad>
+* chapter 5, masks: ``mask_explorer_chart("the cat sat on the mat <pad>
   <pad>".split())``; print the causal weights of
   ``mask_explorer_scores(words)`` with the library's own mask, e.g.
   ``softmax(np.where(causal_mask(L), s, -np.inf))``.
-* chapter 9, online softmax: ``online_softmax_chart(e, block_size=4)`` with
+* chapter 11, online softmax: ``online_softmax_chart(e, block_size=4)`` with
   the chapter's row of scores ``e``; print the running maximum and sum after
   each block (the chapter's ``online_softmax_step`` trace already does).
 

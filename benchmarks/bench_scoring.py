@@ -4,7 +4,7 @@
     python benchmarks/bench_scoring.py --quick    # widths 16 and 64 only
 
 The source tutorials say that dot-product attention is faster and smaller
-than the additive attention of Bahdanau et al.; chapter 3 counts why, and
+than the additive attention of Bahdanau et al.; chapter 4 counts why, and
 this script measures it. For L queries (decoder states) scored against
 S keys (encoder states), all of width n, with an additive hidden layer of
 d_a = n units, it compares

@@ -3,7 +3,7 @@
     python benchmarks/embedding_quality.py            # about 10 s
     python benchmarks/embedding_quality.py --no-cli   # skip the command-line timing
 
-1. The seeds' sentence pair (chapter 3): for each French word, the English
+1. The seeds' sentence pair (chapter 4): for each French word, the English
    word of the sentence whose vector is most similar (cosine). The reference
    prototype gets 13 of 14.
 2. Word alignment on the 37 human-aligned Hansards pairs in

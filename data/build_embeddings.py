@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build the book's aligned English/French word vectors from two PyPI packages.
 
-Chapter 3 aligns English and French words with dot-product attention, which
+Chapter 4 aligns English and French words with dot-product attention, which
 only works if the two languages live in one vector space. This script makes
 such vectors, reproducibly, from nothing but two registry packages:
 

@@ -6,7 +6,7 @@
 #
 #   bash scripts/check-nbval-repeat.sh               # N = $NBVAL_REPEAT or 1
 #   bash scripts/check-nbval-repeat.sh --repeat 10   # the manual 10-times run
-#   bash scripts/check-nbval-repeat.sh --repeat 3 book/04_masks.ipynb
+#   bash scripts/check-nbval-repeat.sh --repeat 3 book/05_masks.ipynb
 #   bash scripts/check-nbval-repeat.sh --no-load     # without the background load
 set -euo pipefail
 cd "$(dirname "$0")/.."

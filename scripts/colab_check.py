@@ -30,7 +30,7 @@ others find both done (their cell checks, and skips).
 Usage::
 
     python3 scripts/colab_check.py                  # every chapter in _toc.yml
-    python3 scripts/colab_check.py book/03_qkv_alignment.ipynb
+    python3 scripts/colab_check.py book/04_qkv_alignment.ipynb
     python3 scripts/colab_check.py --fresh --keep   # new environment; keep scratch
 """
 

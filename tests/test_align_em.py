@@ -194,7 +194,7 @@ def test_em_beats_the_attention_intersection_and_iteration_zero(dev):
     sure, possible = [p.sure for p in dev], [p.possible for p in dev]
     history = list(EMAligner(iterations=DEFAULT_ITERATIONS).iterate(english, french))
     aer = [alignment_scores(links, sure, possible).aer for links in history]
-    assert aer[-1] < aer[0] and aer[-1] < 0.188   # chapter 3's intersection: 18.8%
+    assert aer[-1] < aer[0] and aer[-1] < 0.188   # chapter 4's intersection: 18.8%
     fitted = EMAligner().fit(english, french)
     assert [fitted.align(k) for k in range(len(dev))] == history[-1]
 

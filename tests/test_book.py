@@ -113,7 +113,7 @@ def _colab_template():
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
 def test_colab_cell_is_up_to_date_and_installs_the_library(path):
     """The set-up cell must install attention_lib, not only put it on the
-    kernel's sys.path: chapter 3 runs ``python -m attention_lib.align`` in a
+    kernel's sys.path: chapter 4 runs ``python -m attention_lib.align`` in a
     subprocess, which failed on Colab with No module named 'attention_lib'.
     If this fails, run ``python scripts/sync_colab_cell.py``."""
     sync = _colab_template()

@@ -1,4 +1,4 @@
-"""Word alignment read off cross-attention over aligned word vectors (chapter 3).
+"""Word alignment read off cross-attention over aligned word vectors (chapter 4).
 
 The French words are the queries, the English words the keys and values, and
 each French word looks hardest at the English word whose vector is most like

@@ -33,7 +33,7 @@ times that prior): the embeddings are never forgotten, which matters when the
 corpus is small.
 
 **Starting table.** ``t0(f | e)`` is a softmax, over the French words that
-``e`` meets in the corpus, of ``cos(e, f) / tau``: chapter 3's embedding
+``e`` meets in the corpus, of ``cos(e, f) / tau``: chapter 4's embedding
 similarity at temperature ``tau``. Words without a vector score 1 with an
 identical string (names, numbers) and 0 otherwise.
 

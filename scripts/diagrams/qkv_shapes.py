@@ -1,4 +1,4 @@
-"""Draw the QKV computation with the shape of every array (chapter 3).
+"""Draw the QKV computation with the shape of every array (chapter 4).
 
     python scripts/diagrams/qkv_shapes.py [--out DIR]
 

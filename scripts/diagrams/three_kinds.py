@@ -1,4 +1,4 @@
-"""Draw the three kinds of attention with their masks (chapter 4).
+"""Draw the three kinds of attention with their masks (chapter 5).
 
     python scripts/diagrams/three_kinds.py [--out DIR]
 

@@ -1,0 +1,35 @@
+"""The few pieces a tiny attention model needs, each with its backward pass.
+
+Every layer works the same way, and there is nothing else to learn:
+
+- ``params``: a dict of the arrays it learns;
+- ``forward(...)``: computes the output and keeps what the backward needs;
+- ``backward(grad)``: takes ``d loss / d output``, stores
+  ``d loss / d param`` in ``grads`` (same keys as ``params``) and returns the
+  gradient with respect to its input(s).
+
+No autograd, no graph: a model calls the forwards in order and the backwards
+in reverse order, and every gradient is a line of NumPy a reader can check.
+:class:`Adam` then updates the parameters of a list of layers.
+
+Vectors are rows, as everywhere in the book: a linear layer maps ``x`` to
+``x @ W + b``, with any number of leading batch axes.
+
+The package holds one idea per module:
+
+- :mod:`attention_lib.nn.layers`: ``Linear`` and ``Embedding``;
+- :mod:`attention_lib.nn.attention`: one learned attention head;
+- :mod:`attention_lib.nn.losses`: softmax cross-entropy;
+- :mod:`attention_lib.nn.optim`: Adam.
+
+Imports flow one way: the functional maths (``softmax``, ``masks``,
+``dot_product``, ``backward``, ...) <- these layers <- the models in
+:mod:`attention_lib.models` <- the chapters.
+"""
+
+from .attention import Attention
+from .layers import Embedding, Linear
+from .losses import softmax_cross_entropy
+from .optim import Adam
+
+__all__ = ["Adam", "Attention", "Embedding", "Linear", "softmax_cross_entropy"]
