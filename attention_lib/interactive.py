@@ -25,17 +25,18 @@ Rendering everywhere
   built-in Vega extension (Vega-Lite 5: the specs use nothing that only
   Vega-Lite 6 has, and render unchanged with Vega-Lite 5.23).
 
-The chapter's matplotlib figure stays beside the chart: it is the static
-fallback for the PDF and for readers without JavaScript.
+A chart does not repeat a static figure on the same page: where a
+matplotlib figure and a chart would show the same thing, the page keeps the
+chart, and the printed numbers of its compared cell (below) serve print and
+readers without JavaScript; a static figure beside a chart shows something
+the chart does not.
 
 How a chapter adds a chart (instructions for chapter authors)
 -------------------------------------------------------------
 nbval: the chart cell is excluded from comparison with ``# NBVAL_IGNORE_OUTPUT``
 (its payload is HTML and JSON, not a teaching output), and the numbers the
 chart starts from are printed by the next cell, which nbval compares. No
-sanitiser file is needed. Put the chart after the static figure it extends
-(that figure stays: it is the fallback for the PDF and for readers without
-JavaScript), in three cells:
+sanitiser file is needed. A chart takes three cells:
 
 1. A markdown cell saying what the reader can do with the chart
    ("Drag the temperature ...; switch the colour scale ...").
@@ -47,7 +48,7 @@ JavaScript), in three cells:
        # NBVAL_IGNORE_OUTPUT
        from attention_lib.interactive import attention_heatmap_chart, show
        show(attention_heatmap_chart(scores, french.words, english.words),
-            caption="Figure 4.3, interactive: hover over a cell; drag T.")
+            caption="Interactive: hover over a cell; drag the temperature.")
 
 3. A compared text cell (no tags, no ``NBVAL_IGNORE_OUTPUT``) printing the
    numbers the chart shows in its initial state, e.g. for the heat map
@@ -91,7 +92,8 @@ VENDOR_VERSIONS = {"vega": "6.4.0", "vega-lite": "6.4.1", "vega-embed": "7.3.0"}
 """The npm versions vendored in book/_static/vendor (scripts/vendor-vega.sh)."""
 
 OKABE_ITO_BLUE, OKABE_ITO_ORANGE, GREY = "#0072B2", "#E69F00", "#BBBBBB"
-FONT_SIZE = 12       # CSS px of every chart text: 9 pt
+FONT_SIZE = 14       # CSS px of tick labels, legends and text marks
+TITLE_FONT_SIZE = 16  # CSS px of titles and axis titles: the body text's size
 
 
 def _altair():
@@ -140,9 +142,10 @@ def _axis(alt, labels, title, step=None):
 
 def _finish(chart, description):
     return (chart.properties(description=description)
-            .configure_axis(labelFontSize=FONT_SIZE, titleFontSize=FONT_SIZE)
+            .configure_axis(labelFontSize=FONT_SIZE, titleFontSize=TITLE_FONT_SIZE,
+                            titleFontWeight="normal")
             .configure_legend(labelFontSize=FONT_SIZE, titleFontSize=FONT_SIZE)
-            .configure_title(fontSize=FONT_SIZE + 1)
+            .configure_title(fontSize=TITLE_FONT_SIZE)
             .configure_view(stroke=None))
 
 
@@ -174,8 +177,10 @@ def attention_heatmap_chart(scores, query_labels, key_labels, *, temperature=1.0
     """Heat map of softmax weights that the reader can re-temper and re-scale.
 
     The chart stores the raw ``scores``; the browser computes each row's
-    softmax of ``scores / T`` (row maximum and sum of exponentials by window
+    softmax of ``scores / tau`` (row maximum and sum of exponentials by window
     transforms), so moving the temperature slider recomputes every weight.
+    The temperature is ``tau``, as on the notation page: weights are
+    ``softmax(scores / tau)``.
 
     Parameters
     ----------
@@ -184,10 +189,10 @@ def attention_heatmap_chart(scores, query_labels, key_labels, *, temperature=1.0
     query_labels, key_labels : sequence of str
         The ``L`` query words (rows) and ``S`` key words (columns).
     temperature : float, default 1.0
-        The slider's starting temperature ``T``, inside ``temperature_range``.
+        The slider's starting temperature ``tau``, inside ``temperature_range``.
     temperature_range : (float, float), default (0.05, 3.0)
         The slider's ends (it moves in steps of 0.05). Widen it when the
-        scores are small: cosines of word vectors need ``T`` up to
+        scores are small: cosines of word vectors need ``tau`` up to
         ``sqrt(d_k)`` to show the scaled weights.
     title : str
         Shown above the chart.
@@ -236,7 +241,7 @@ def attention_heatmap_chart(scores, query_labels, key_labels, *, temperature=1.0
     rows = [{"qi": i, "ki": j, "query": queries[i], "key": keys[j], "score": round(float(s[i, j]), 6)}
             for i in range(L) for j in range(S)]
     temp = alt.param(name="temperature", value=float(temperature), bind=alt.binding_range(
-        min=t_low, max=t_high, step=0.05, name="temperature T "))
+        min=t_low, max=t_high, step=0.05, name="temperature τ "))
     scale = alt.param(name="colour_scale", value="0 to 1", bind=alt.binding_radio(
         options=["0 to 1", "min to max"], name="colour scale "))
     step = max(14, min(36, 560 // max(S, 1)))
@@ -503,9 +508,9 @@ def online_softmax_chart(scores=None, block_size=4, *, n=16, seed=0,
     """Step block by block through the online softmax's running maximum and sum.
 
     The browser processes the first ``t`` blocks of ``scores`` (the slider):
-    the running maximum ``m_t`` of the scores seen, the running sum
-    ``l_t = sum_j exp(x_j - m_t)`` over them, and the weights
-    ``exp(x_j - m_t) / l_t`` they give so far. At the last block these are
+    the running maximum ``m`` of the scores ``e_j`` seen, the running sum
+    ``ell = sum_j exp(e_j - m)`` over them, and the weights
+    ``exp(e_j - m) / ell`` they give so far (the notation of chapter 11). At the last block these are
     the softmax of the whole row.
 
     Parameters
@@ -566,11 +571,11 @@ def online_softmax_chart(scores=None, block_size=4, *, n=16, seed=0,
             .transform_calculate(weight="datum.e / datum.l",
                                  status="datum.seen ? 'seen' : 'not yet seen'"))
     tooltip = [alt.Tooltip("j:O", title="position j"), alt.Tooltip("block:O"),
-               alt.Tooltip("x:Q", title="score x_j", format=".4f"),
+               alt.Tooltip("x:Q", title="score e_j", format=".4f"),
                alt.Tooltip("weight:Q", title="weight so far", format=".4f")]
     xj = alt.X("j:O", title="position j", axis=alt.Axis(labelAngle=0))
     bars = base.mark_bar().encode(
-        x=xj, y=alt.Y("x:Q", title="score x_j"), tooltip=tooltip,
+        x=xj, y=alt.Y("x:Q", title="score e_j"), tooltip=tooltip,
         color=alt.Color("status:N", title=None, scale=alt.Scale(
             domain=["seen", "not yet seen"], range=[OKABE_ITO_BLUE, GREY])))
     first = base.transform_filter("datum.j == 0")
@@ -578,11 +583,11 @@ def online_softmax_chart(scores=None, block_size=4, *, n=16, seed=0,
     label = first.mark_text(align="left", baseline="bottom", color="#333333",
                             fontSize=FONT_SIZE).encode(   # above the plot, clear of the bars
         x=alt.value(0), y=alt.value(-6), text=alt.Text("label:N")).transform_calculate(
-        label="'running max m = ' + format(datum.m, '.4f') + ',  running sum l = '"
+        label="'running max m = ' + format(datum.m, '.4f') + ',  running sum ℓ = '"
               " + format(datum.l, '.4f')")
     top = alt.layer(bars, rule, label).properties(width=440, height=170)
     weights = base.mark_bar(color=OKABE_ITO_BLUE).encode(
-        x=xj, y=alt.Y("weight:Q", title="exp(x_j - m) / l", scale=alt.Scale(domain=[0, 1])),
+        x=xj, y=alt.Y("weight:Q", title="exp(e_j − m) / ℓ", scale=alt.Scale(domain=[0, 1])),
         tooltip=tooltip).properties(width=440, height=120)
     chart = (alt.vconcat(top, weights, data=alt.Data(values=rows)).add_params(seen)
              .properties(title=alt.Title(title, offset=22)))
@@ -591,7 +596,7 @@ def online_softmax_chart(scores=None, block_size=4, *, n=16, seed=0,
         f"blocks of {block_size}. A slider sets how many blocks have been seen; the top "
         "panel shows the scores, the seen ones in blue, with a dashed line at the running "
         "maximum and the running sum written beside it; the bottom panel shows the "
-        "weights exp(x minus m) over l so far, which at the last block are the softmax.")
+        "weights exp(e minus m) over ell so far, which at the last block are the softmax.")
     return _finish(chart, description)
 
 
