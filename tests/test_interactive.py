@@ -146,6 +146,44 @@ def test_online_softmax_last_block_is_the_softmax():
     np.testing.assert_allclose(e / e.sum(), softmax(x), rtol=1e-12)
 
 
+def font_sizes(spec):
+    """Every font size a chart spec sets: its configuration and its text marks."""
+    if isinstance(spec, dict):
+        for key, value in spec.items():
+            if key.lower().endswith("fontsize") and isinstance(value, (int, float)):
+                yield value
+            else:
+                yield from font_sizes(value)
+    elif isinstance(spec, list):
+        for value in spec:
+            yield from font_sizes(value)
+
+
+@pytest.mark.parametrize("build", [
+    lambda: attention_heatmap_chart([[1.0, 2.0]], ["q"], ["a", "b"]),
+    lambda: saturation_chart(n_keys=3, log2_dk=[1, 2]),
+    lambda: mask_explorer_chart(["a", "b"]),
+    lambda: online_softmax_chart([1.0, 2.0, 3.0], block_size=2),
+], ids=["heatmap", "saturation", "masks", "online"])
+def test_chart_text_is_readable_and_titles_are_the_body_size(build):
+    spec = build().to_dict()
+    sizes = list(font_sizes(spec))
+    assert sizes and min(sizes) >= 13, f"chart text of {min(sizes)} px (at least 13)"
+    assert spec["config"]["axis"]["titleFontSize"] == 16     # the body text's size
+    assert spec["config"]["title"]["fontSize"] == 16
+
+
+def test_charts_write_the_symbols_of_the_notation_page():
+    """tau for the temperature; e_j and ell in the online softmax (not T, x_j, l)."""
+    heat = json.dumps(attention_heatmap_chart([[1.0, 2.0]], ["q"], ["a", "b"]).to_dict(),
+                      ensure_ascii=False)
+    assert "temperature τ" in heat and "temperature T" not in heat
+    online = json.dumps(online_softmax_chart([1.0, 2.0, 3.0], block_size=2).to_dict(),
+                        ensure_ascii=False)
+    assert "score e_j" in online and "ℓ" in online
+    assert "x_j" not in online and "sum l " not in online
+
+
 def test_html_loads_vendored_scripts_first_and_describes_the_chart():
     page = chart_html(mask_explorer_chart(["a", "b"]), caption="Pick a mask.")
     for name in ("vega", "vega-lite", "vega-embed"):
