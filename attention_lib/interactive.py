@@ -61,7 +61,8 @@ The four charts and their compared cells:
   ``s = saturation_scores()``, ``softmax(s[d_k])`` and
   ``softmax(s[d_k] / np.sqrt(d_k))`` for one or two ``d_k`` (e.g. 32, 1024).
 * chapter 5, masks: ``mask_explorer_chart("the cat sat on the mat <pad>
-  <pad>".split())``; print the causal weights of
+  <pad>".split(), masks=["bidirectional", "causal", "padding"])`` (no ALiBi
+  before chapter 8); print the causal weights of
   ``mask_explorer_scores(words)`` with the library's own mask, e.g.
   ``softmax(np.where(causal_mask(L), s, -np.inf))``.
 * chapter 11, online softmax: ``online_softmax_chart(e, block_size=4)`` with
