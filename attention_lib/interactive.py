@@ -62,7 +62,8 @@ The four charts and their compared cells:
   ``s = saturation_scores()``, ``softmax(s[d_k])`` and
   ``softmax(s[d_k] / np.sqrt(d_k))`` for one or two ``d_k`` (e.g. 32, 1024).
 * chapter 5, masks: ``mask_explorer_chart("the cat sat on the mat <pad>
-  <pad>".split())``; print the causal weights of
+  <pad>".split(), masks=["bidirectional", "causal", "padding"])`` (no ALiBi
+  before chapter 8); print the causal weights of
   ``mask_explorer_scores(words)`` with the library's own mask, e.g.
   ``softmax(np.where(causal_mask(L), s, -np.inf))``.
 * chapter 11, online softmax: ``online_softmax_chart(e, block_size=4)`` with
@@ -416,7 +417,10 @@ def mask_explorer_scores(words, *, d=8, seed=0):
     return x @ x.T / np.sqrt(d)
 
 
-def mask_explorer_chart(words, *, pad_token="<pad>", d=8, seed=0,
+MASK_EXPLORER_MASKS = ("bidirectional", "causal", "padding", "ALiBi")
+
+
+def mask_explorer_chart(words, *, pad_token="<pad>", d=8, seed=0, masks=MASK_EXPLORER_MASKS,
                         title="Masks and the weights they leave", description=None):
     """Self-attention weights of one sentence under a mask the reader chooses.
 
@@ -424,8 +428,9 @@ def mask_explorer_chart(words, *, pad_token="<pad>", d=8, seed=0,
     ``seed``). The reader picks bidirectional (no mask), causal (key ``j <= i``),
     padding (keys that are ``pad_token`` hidden) or ALiBi
     (:func:`attention_lib.positions.alibi_bias`, head 0 of 8: causal, plus a
-    penalty of 1/2 per position of distance); the browser recomputes the
-    softmax over the allowed keys and marks masked cells with a cross.
+    penalty of 1/2 per position of distance), or only those of them named in
+    ``masks``; the browser recomputes the softmax over the allowed keys and
+    marks masked cells with a cross.
 
     Parameters
     ----------
@@ -438,6 +443,11 @@ def mask_explorer_chart(words, *, pad_token="<pad>", d=8, seed=0,
         Width of the random word vectors.
     seed : int, default 0
         Seed of ``numpy.random.default_rng``.
+    masks : sequence of str, default all four
+        The masks the reader may choose, in this order, from
+        ``"bidirectional"``, ``"causal"``, ``"padding"`` and ``"ALiBi"``; the
+        first is shown at the start. Leave ``"ALiBi"`` out on a page that
+        comes before ALiBi is explained.
     title, description : str, optional
         Title and text for screen readers.
 
@@ -449,7 +459,8 @@ def mask_explorer_chart(words, *, pad_token="<pad>", d=8, seed=0,
     Raises
     ------
     ValueError
-        If there are fewer than 2 words or only padding.
+        If there are fewer than 2 words or only padding, or if ``masks`` is
+        empty, repeats a mask or names one that is not offered.
 
     Examples
     --------
@@ -468,14 +479,20 @@ def mask_explorer_chart(words, *, pad_token="<pad>", d=8, seed=0,
     L = len(words)
     if L < 2 or all(w == pad_token for w in words):
         raise ValueError(f"words must hold at least 2 words, not all {pad_token!r}, got {words}")
+    modes = [masks] if isinstance(masks, str) else list(masks)
+    unknown = [m for m in modes if m not in MASK_EXPLORER_MASKS]
+    if not modes or unknown or len(set(modes)) < len(modes):
+        raise ValueError(f"masks must name each mask at most once, from "
+                         f"{list(MASK_EXPLORER_MASKS)}, got {modes}")
     scores = mask_explorer_scores(words, d=d, seed=seed)
     alibi = alibi_bias(8, L)[0]                          # (L, L), slope 1/2
-    modes = ["bidirectional", "causal", "padding", "ALiBi"]
     rows = [{"qi": i, "ki": j, "query": words[i], "key": words[j],
-             "score": round(float(scores[i, j]), 6), "real_key": words[j] != pad_token,
-             "alibi": round(float(alibi[i, j]), 6) if j <= i else 0.0}
+             "score": round(float(scores[i, j]), 6), "real_key": words[j] != pad_token}
             for i in range(L) for j in range(L)]
-    mode = alt.param(name="mask", value="bidirectional",
+    if "ALiBi" in modes:
+        for r in rows:
+            r["alibi"] = round(float(alibi[r["qi"], r["ki"]]), 6) if r["ki"] <= r["qi"] else 0.0
+    mode = alt.param(name="mask", value=modes[0],
                      bind=alt.binding_radio(options=modes, name="mask "))
     allowed = ("mask == 'causal' || mask == 'ALiBi' ? datum.ki <= datum.qi : "
                "mask == 'padding' ? datum.real_key : true")

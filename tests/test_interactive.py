@@ -129,6 +129,21 @@ def test_mask_explorer_marks_padding_keys_and_offers_each_mask():
     assert options == ["bidirectional", "causal", "padding", "ALiBi"]
 
 
+def test_mask_explorer_can_leave_alibi_out():
+    spec = mask_explorer_chart(["a", "b", "<pad>"], masks=["causal", "padding"]).to_dict()
+    mask = params(spec)["mask"]
+    assert mask["bind"]["options"] == ["causal", "padding"]
+    assert mask["value"] == "causal"                      # the first one is shown first
+    assert all("alibi" not in r for r in spec["data"]["values"])
+    assert "ALiBi" not in spec["description"]
+
+
+@pytest.mark.parametrize("masks", [[], ["causal", "causal"], ["causal", "sliding window"]])
+def test_mask_explorer_rejects_bad_masks(masks):
+    with pytest.raises(ValueError, match="masks must name"):
+        mask_explorer_chart(["a", "b"], masks=masks)
+
+
 def test_mask_explorer_rejects_only_padding():
     with pytest.raises(ValueError, match="not all"):
         mask_explorer_chart(["<pad>", "<pad>"])
