@@ -126,8 +126,8 @@ class SelfAttention:
         q, k, v = qkv.transpose(2, 0, 3, 1, 4)              # each (B, H, T, d_head)
         start = 0 if cache is None else len(cache)
         self.positions = np.arange(start, start + T)
-        if self.rotary:
-            q, k = rotate(q, self.positions), rotate(k, self.positions)
+        if self.rotary:                     # one call rotates both
+            q, k = rotate(np.stack([q, k]), self.positions)
         if cache is not None:
             k, v = cache.append(k, v)                       # (B, H, S, d_head)
         mask = None
@@ -162,7 +162,7 @@ class SelfAttention:
             dS = P * (dP - (dP * P).sum(axis=-1, keepdims=True))
             dq, dk = scale * dS @ self.k, scale * np.swapaxes(dS, -1, -2) @ self.q
         if self.rotary:                 # rotate back: R(-p) = R(p)^T
-            dq, dk = rotate(dq, -self.positions), rotate(dk, -self.positions)
+            dq, dk = rotate(np.stack([dq, dk]), -self.positions)
         d_qkv = np.empty((B, T, 3, H, d // H), dtype=grad.dtype)
         for i, d_part in enumerate((dq, dk, dv)):     # back to (B, T, 3 d_model)
             d_qkv[:, :, i] = d_part.transpose(0, 2, 1, 3)
