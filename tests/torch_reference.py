@@ -5,8 +5,10 @@ so a test can compare our hand-written gradients with autograd's.
 """
 
 import numpy as np
-import torch
-import torch.nn.functional as F
+import pytest
+
+torch = pytest.importorskip("torch")   # collected without torch: skipped, not an error
+F = torch.nn.functional
 
 
 def tensors(layer):
