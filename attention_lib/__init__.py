@@ -31,6 +31,7 @@ from .dot_product import scaled_dot_product_attention
 from .embeddings import (DataFileError, Tokens, data_dir, embed, load_embeddings,
                          load_vocab, tokenize)
 from .masks import causal_mask, padding_mask
+from .models import TinyGPT
 from .multi_head import MultiHeadAttention
 from .positions import alibi_bias, alibi_slopes, rotary, sinusoidal_positions
 from . import interactive
@@ -57,6 +58,7 @@ __all__ = [
     "load_embeddings",
     "load_vocab",
     "MultiHeadAttention",
+    "TinyGPT",
     "online_softmax_step",
     "padding_mask",
     "print_table",

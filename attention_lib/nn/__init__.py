@@ -19,6 +19,12 @@ The package holds one idea per module:
 
 - :mod:`attention_lib.nn.layers`: ``Linear`` and ``Embedding``;
 - :mod:`attention_lib.nn.attention`: one learned attention head;
+- :mod:`attention_lib.nn.self_attention`: multi-head causal self-attention,
+  all heads at once, with a KV cache for generation;
+- :mod:`attention_lib.nn.norm`: LayerNorm;
+- :mod:`attention_lib.nn.activations`: GELU;
+- :mod:`attention_lib.nn.dropout`: dropout;
+- :mod:`attention_lib.nn.block`: the feed-forward layer and the Transformer block;
 - :mod:`attention_lib.nn.losses`: softmax cross-entropy;
 - :mod:`attention_lib.nn.optim`: Adam.
 
@@ -27,9 +33,16 @@ Imports flow one way: the functional maths (``softmax``, ``masks``,
 :mod:`attention_lib.models` <- the chapters.
 """
 
+from .activations import GELU
 from .attention import Attention
+from .block import FeedForward, TransformerBlock
+from .dropout import Dropout
 from .layers import Embedding, Linear
 from .losses import softmax_cross_entropy
+from .norm import LayerNorm
 from .optim import Adam
+from .self_attention import KVCache, SelfAttention
 
-__all__ = ["Adam", "Attention", "Embedding", "Linear", "softmax_cross_entropy"]
+__all__ = ["Adam", "Attention", "Dropout", "Embedding", "FeedForward", "GELU",
+           "KVCache", "LayerNorm", "Linear", "SelfAttention",
+           "TransformerBlock", "softmax_cross_entropy"]

@@ -1,0 +1,61 @@
+"""The GELU activation of GPT-2 and BERT, exact and in its tanh form."""
+
+import numpy as np
+from scipy.special import erf
+
+_SQRT_2_OVER_PI = np.sqrt(2.0 / np.pi)
+
+
+class GELU:
+    """Gaussian error linear unit: ``x Phi(x)``, ``Phi`` the normal CDF.
+
+    A smooth ReLU: large positive inputs pass, large negative ones give 0,
+    and near 0 the input is scaled by the probability that a standard normal
+    variable lies below it (Hendrycks and Gimpel, 2016).
+
+    Parameters
+    ----------
+    approximate : {"none", "tanh"}, optional
+        ``"none"`` (default): ``Phi(x) = (1 + erf(x / sqrt 2)) / 2``.
+        ``"tanh"``: GPT-2's approximation
+        ``(1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2``. The two match
+        ``torch.nn.GELU(approximate=...)``.
+
+    Notes
+    -----
+    No parameters (``params`` is empty). The derivative of ``x Phi(x)`` is
+    ``Phi(x) + x phi(x)``, ``phi`` the normal density; for the tanh form,
+    with ``u = sqrt(2/pi) (x + 0.044715 x^3)`` and ``t = tanh u``, it is
+    ``(1 + t) / 2 + x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2) / 2``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attention_lib.nn import GELU
+    >>> print(GELU().forward(np.array([-3.0, 0.0, 1.0, 3.0])).round(4))
+    [-0.004   0.      0.8413  2.996 ]
+    """
+
+    def __init__(self, approximate="none"):
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f'approximate must be "none" or "tanh", '
+                             f'got {approximate!r}')
+        self.approximate = approximate
+        self.params, self.grads = {}, {}
+
+    def forward(self, x):
+        self.x = x
+        if self.approximate == "tanh":
+            self.t = np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x**3))
+            return 0.5 * x * (1.0 + self.t)
+        self.cdf = 0.5 * (1.0 + erf(x / np.sqrt(2.0)))
+        return x * self.cdf
+
+    def backward(self, grad):
+        x = self.x
+        if self.approximate == "tanh":
+            t = self.t
+            du = _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * x**2)
+            return grad * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t**2) * du)
+        pdf = np.exp(-0.5 * x**2) / np.sqrt(2.0 * np.pi)
+        return grad * (self.cdf + x * pdf)

@@ -1,0 +1,132 @@
+"""The feed-forward layer and the Transformer block built from the other layers."""
+
+from .activations import GELU
+from .dropout import Dropout
+from .layers import Linear
+from .norm import LayerNorm
+from .self_attention import SelfAttention
+
+
+class Composite:
+    """A layer made of layers: ``params`` and ``grads`` gather theirs.
+
+    ``params`` maps ``"i.name"`` to parameter ``name`` of the ``i``-th layer in
+    :meth:`layers` (the same arrays, not copies), so :class:`Adam` can take a
+    composite layer like any other.
+    """
+
+    def layers(self):
+        raise NotImplementedError
+
+    @property
+    def params(self):
+        return {f"{i}.{k}": a for i, layer in enumerate(self.layers())
+                for k, a in layer.params.items()}
+
+    @property
+    def grads(self):
+        return {f"{i}.{k}": a for i, layer in enumerate(self.layers())
+                for k, a in layer.grads.items()}
+
+
+class FeedForward(Composite):
+    """The position-wise feed-forward layer: ``Linear(d_model, d_ff)``, GELU, ``Linear(d_ff, d_model)``.
+
+    Applied to every position separately (the same weights everywhere): it
+    transforms what attention has gathered into each row, with ``d_ff``
+    (usually ``4 d_model``) hidden units.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attention_lib.nn import FeedForward
+    >>> ffn = FeedForward(8, 32, np.random.default_rng(0))
+    >>> ffn.forward(np.ones((2, 5, 8))).shape, sorted(ffn.params)
+    ((2, 5, 8), ['0.W', '0.b', '1.W', '1.b'])
+    """
+
+    def __init__(self, d_model, d_ff, rng, approximate="none"):
+        self.fc1 = Linear(d_model, d_ff, rng)
+        self.act = GELU(approximate)
+        self.fc2 = Linear(d_ff, d_model, rng)
+
+    def layers(self):
+        return [self.fc1, self.fc2]
+
+    def forward(self, x):
+        return self.fc2.forward(self.act.forward(self.fc1.forward(x)))
+
+    def backward(self, grad):
+        return self.fc1.backward(self.act.backward(self.fc2.backward(grad)))
+
+
+class TransformerBlock(Composite):
+    """A pre-LN Transformer block: ``x + MHA(LN(x))``, then ``x + FFN(LN(x))``.
+
+    Parameters
+    ----------
+    d_model, n_heads, d_ff : int
+        Row size, number of attention heads, hidden units of the feed-forward.
+    rng : numpy.random.Generator
+        Draws the weights and the dropout masks.
+    dropout : float, optional
+        Dropout probability (default 0) on the attention weights and on each
+        branch's output before it is added back to ``x``, as in GPT-2.
+    causal : bool, optional
+        Causal self-attention (default True).
+    rotary : bool, optional
+        Rotary positions inside the attention (default False).
+    attention_only : bool, optional
+        Leave out the feed-forward half (default False).
+
+    Notes
+    -----
+    Each half adds to ``x`` rather than replacing it, so the backward of
+    ``y = x + f(x)`` is ``dx = g + f'(x)^T g``: the gradient reaches every
+    earlier layer through the identity, however deep the stack. The layer
+    norm sits inside the branch (pre-LN, GPT-2), so the residual path itself
+    is never normalised.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attention_lib.nn import TransformerBlock
+    >>> block = TransformerBlock(8, 2, 32, np.random.default_rng(0))
+    >>> x = np.random.default_rng(1).normal(size=(3, 5, 8))
+    >>> block.forward(x).shape, block.backward(np.ones((3, 5, 8))).shape
+    ((3, 5, 8), (3, 5, 8))
+    >>> len(block.layers())
+    5
+    """
+
+    def __init__(self, d_model, n_heads, d_ff, rng, dropout=0.0, causal=True,
+                 rotary=False, attention_only=False):
+        self.ln1 = LayerNorm(d_model)
+        self.attn = SelfAttention(d_model, n_heads, rng, dropout, causal, rotary)
+        self.drop1 = Dropout(dropout, rng)
+        self.attention_only = bool(attention_only)
+        if not self.attention_only:
+            self.ln2 = LayerNorm(d_model)
+            self.ffn = FeedForward(d_model, d_ff, rng)
+            self.drop2 = Dropout(dropout, rng)
+
+    def layers(self):
+        if self.attention_only:
+            return [self.ln1, self.attn]
+        return [self.ln1, self.attn, self.ln2] + self.ffn.layers()
+
+    def dropouts(self):
+        """The block's dropout layers (set their ``training`` flag)."""
+        drops = [self.attn.dropout, self.drop1]
+        return drops if self.attention_only else drops + [self.drop2]
+
+    def forward(self, x, cache=None):
+        x = x + self.drop1.forward(self.attn.forward(self.ln1.forward(x), cache))
+        if not self.attention_only:
+            x = x + self.drop2.forward(self.ffn.forward(self.ln2.forward(x)))
+        return x
+
+    def backward(self, grad):
+        if not self.attention_only:
+            grad = grad + self.ln2.backward(self.ffn.backward(self.drop2.backward(grad)))
+        return grad + self.ln1.backward(self.attn.backward(self.drop1.backward(grad)))

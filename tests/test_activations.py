@@ -1,0 +1,48 @@
+"""Tests for attention_lib.nn.GELU, exact and tanh."""
+
+import numpy as np
+import pytest
+
+from attention_lib.nn import GELU
+
+from test_backward import FD_TOLERANCE, numerical_gradient, relative_error
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_backward_matches_finite_differences(approximate):
+    rng = np.random.default_rng(0)
+    act, x, g = GELU(approximate), rng.normal(scale=2, size=(3, 8)), rng.normal(size=(3, 8))
+    act.forward(x)
+    dx = act.backward(g)
+    numeric = numerical_gradient(lambda: np.sum(g * act.forward(x)), x)
+    assert relative_error(dx, numeric) < FD_TOLERANCE
+
+
+def test_gelu_passes_large_inputs_and_silences_large_negative_ones():
+    y = GELU().forward(np.array([-10.0, 0.0, 10.0]))
+    assert np.allclose(y, [0.0, 0.0, 10.0], atol=1e-12)
+
+
+def test_the_tanh_form_stays_close_to_the_exact_gelu():
+    x = np.linspace(-5, 5, 101)
+    assert np.max(np.abs(GELU("tanh").forward(x) - GELU().forward(x))) < 1e-3
+
+
+def test_gelu_refuses_an_unknown_approximation():
+    with pytest.raises(ValueError, match='approximate must be "none" or "tanh"'):
+        GELU("sigmoid")
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_matches_torch_forward_and_backward(approximate):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(1)
+    x, g = rng.normal(scale=3, size=(4, 5)), rng.normal(size=(4, 5))
+    act = GELU(approximate)
+    y = act.forward(x)
+    dx = act.backward(g)
+    xt = torch.tensor(x, requires_grad=True)
+    yt = torch.nn.GELU(approximate=approximate)(xt)
+    (yt * torch.tensor(g)).sum().backward()
+    assert np.allclose(y, yt.detach().numpy(), rtol=0, atol=1e-10)
+    assert np.allclose(dx, xt.grad.numpy(), rtol=0, atol=1e-10)
