@@ -19,6 +19,9 @@ The package holds one idea per module:
 
 - :mod:`attention_lib.nn.layers`: ``Linear`` and ``Embedding``;
 - :mod:`attention_lib.nn.attention`: one learned attention head;
+- :mod:`attention_lib.nn.recurrent`: the GRU (PyTorch's equations), stepped or over a sequence;
+- :mod:`attention_lib.nn.additive`: learned additive (Bahdanau) attention, one decoder step at a time;
+- :mod:`attention_lib.nn.utils`: ``clip_grad_norm``;
 - :mod:`attention_lib.nn.losses`: softmax cross-entropy;
 - :mod:`attention_lib.nn.optim`: Adam.
 
@@ -27,9 +30,13 @@ Imports flow one way: the functional maths (``softmax``, ``masks``,
 :mod:`attention_lib.models` <- the chapters.
 """
 
+from .additive import AdditiveAttention
 from .attention import Attention
 from .layers import Embedding, Linear
 from .losses import softmax_cross_entropy
 from .optim import Adam
+from .recurrent import GRU, GRUCell
+from .utils import clip_grad_norm
 
-__all__ = ["Adam", "Attention", "Embedding", "Linear", "softmax_cross_entropy"]
+__all__ = ["Adam", "AdditiveAttention", "Attention", "clip_grad_norm", "Embedding", "GRU",
+           "GRUCell", "Linear", "softmax_cross_entropy"]
