@@ -33,7 +33,8 @@ import numpy as np   # noqa: E402
 from ..nn import Adam, clip_grad_norm   # noqa: E402
 from ..toy_translation import encode_batch, make_pair, source_vocab, target_vocab  # noqa: E402
 from .evaluation import evaluate, make_test_sets   # noqa: E402
-from .seq2seq import MODELS, save   # noqa: E402
+from .seq2seq import MODELS, load, save   # noqa: E402
+from ..embeddings import data_dir   # noqa: E402
 
 #: Sizes and optimiser settings shared by the four models.
 CONFIG = {"emb": 16, "hidden": 48, "attn": 32, "batch": 32, "lr": 0.003, "clip": 1.0,
@@ -87,6 +88,30 @@ def train(model, steps, min_words, max_words, seed, batch=32, lr=0.003, clip=1.0
     return losses
 
 
+def checkpoint_dir():
+    """Where the committed checkpoints live: ``data/checkpoints/seq2seq``."""
+    return data_dir() / "checkpoints" / "seq2seq"
+
+
+def load_checkpoints(directory=None, dtype=np.float64):
+    """The manifest and the models it lists, ``(manifest, {name: model})``.
+
+    Each file's sha256 is checked against the manifest first. The models are
+    loaded in float64 by default: the evaluation reads argmaxes, and float64
+    keeps near-ties from flipping between CPUs whose BLAS rounds differently.
+    """
+    directory = Path(directory) if directory is not None else checkpoint_dir()
+    manifest = json.loads((directory / "manifest.json").read_text(encoding="utf8"))
+    models = {}
+    for name, entry in manifest["models"].items():
+        path = directory / entry["file"]
+        if sha256(path) != entry["sha256"]:
+            raise ValueError(f"{path} does not match the sha256 in its manifest: "
+                             f"retrain with python -m attention_lib.models.train_seq2seq")
+        models[name] = load(path, dtype=dtype)
+    return manifest, models
+
+
 def sha256(path):
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
@@ -98,13 +123,26 @@ def main(argv=None):
                         help="which models to train (default: all four)")
     parser.add_argument("--test-per-bucket", type=int, default=100,
                         help="test sentences per length bucket")
+    parser.add_argument("--evaluate-only", action="store_true",
+                        help="re-evaluate the checkpoints in --out and print the table")
     args = parser.parse_args(argv)
     out = Path(args.out)
+    if args.evaluate_only:
+        manifest, models = load_checkpoints(out)
+        tests = make_test_sets(manifest["test_per_bucket"], manifest["test_seed"])
+        table = {name: evaluate(m, tests, source_vocab(), target_vocab())
+                 for name, m in models.items()}
+        print(json.dumps(table, indent=1))
+        return table
     out.mkdir(parents=True, exist_ok=True)
     src_vocab, tgt_vocab = source_vocab(), target_vocab()
     tests = make_test_sets(args.test_per_bucket)
-    manifest = {"command": "python -m attention_lib.models.train_seq2seq " + " ".join(
-                    argv if argv is not None else sys.argv[1:]),
+    command = "python -m attention_lib.models.train_seq2seq"
+    if args.runs != list(RUNS):
+        command += " --runs " + " ".join(args.runs)
+    if args.test_per_bucket != 100:
+        command += f" --test-per-bucket {args.test_per_bucket}"
+    manifest = {"command": command, "evaluation_dtype": "float64",
                 "config": CONFIG, "test_per_bucket": args.test_per_bucket,
                 "test_seed": 2015, "numpy": np.__version__, "models": {}}
     for name in args.runs:
@@ -120,7 +158,7 @@ def main(argv=None):
         cpu = time.process_time() - t0
         path = out / f"{name}.npz"
         save(model, path, train_words=[lo, hi], steps=steps)
-        result = evaluate(model, tests, src_vocab, tgt_vocab)
+        result = evaluate(load(path, dtype=np.float64), tests, src_vocab, tgt_vocab)
         print(json.dumps(result), flush=True)
         manifest["models"][name] = {
             "file": path.name, "sha256": sha256(path), "model": model_name,
