@@ -10,6 +10,7 @@ small twists that French makes and English does not:
   in the English;
 - one word becomes two: "near" -> "près de", and "never" -> "ne ... jamais"
   around the verb;
+- (a toy, not French: no elision or contraction, so "près de le" stays three words);
 - two words become one: "a lot" (at the end of the English clause) ->
   "beaucoup" (right after the French verb).
 
@@ -21,13 +22,13 @@ Examples
 >>> from attention_lib.toy_translation import generate_pairs
 >>> pairs = generate_pairs(2, 5, 9, seed=1)
 >>> [len(p.source) for p in pairs]
-[6, 6]
+[7, 7]
 >>> " ".join(pairs[0].source)
-'the house likes a long garden'
+'the green flower watches this cold boat'
 >>> " ".join(pairs[0].target)
-'la maison aime un jardin long'
->>> pairs[0].alignment[:3]
-((0, 0), (1, 1), (2, 2))
+'la fleur verte regarde ce bateau froid'
+>>> pairs[0].alignment[:3]          # (source j, target i): "fleur" (1) is "flower" (2)
+((0, 0), (2, 1), (1, 2))
 """
 
 import itertools

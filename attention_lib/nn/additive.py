@@ -58,7 +58,7 @@ class AdditiveAttention:
     >>> H = np.ones((2, 3, 6), np.float32)
     >>> att.set_keys(H, np.array([[1, 1, 1], [1, 1, 0]], bool))
     >>> c, alpha, cache = att.step(np.zeros((2, 4), np.float32))
-    >>> c.shape, alpha.round(3).tolist()
+    >>> c.shape, alpha.astype(float).round(3).tolist()
     ((2, 6), [[0.333, 0.333, 0.333], [0.5, 0.5, 0.0]])
     """
 
