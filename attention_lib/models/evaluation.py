@@ -103,8 +103,10 @@ def alignment_error_rate(pairs, weights, classes=None):
     return 1.0 - 2.0 * hits / (n_pred + n_gold)
 
 
-def evaluate(model, tests, src_vocab, tgt_vocab):
+def evaluate(model, tests, src_vocab, tgt_vocab, alignment=True):
     """BLEU and exact accuracy per bucket, and AER by word class (attention models).
+
+    ``alignment=False`` skips the AER (it needs a second, teacher-forced pass).
 
     Returns
     -------
@@ -120,11 +122,11 @@ def evaluate(model, tests, src_vocab, tgt_vocab):
         refs = [p.target for p in pairs]
         rows.append({"words": f"{lo}-{hi}", "bleu": round(bleu(hyps, refs), 2),
                      "exact": round(exact_accuracy(hyps, refs), 4)})
-        if model.attention:
+        if model.attention and alignment:
             all_pairs += pairs
             all_weights += forced_attention(model, pairs, src_vocab, tgt_vocab)
     result = {"buckets": rows}
-    if model.attention:
+    if model.attention and alignment:
         aer = {"all": alignment_error_rate(all_pairs, all_weights),
                "content": alignment_error_rate(all_pairs, all_weights, CONTENT_CLASSES)}
         for c in WORD_CLASSES:
