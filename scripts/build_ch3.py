@@ -68,12 +68,12 @@ from myst_nb import glue
 
 from attention_lib import print_table
 from attention_lib.models import RNNencdec, RNNsearch
-from attention_lib.models.evaluation import (alignment_error_rate, evaluate, forced_attention,
-                                             make_test_sets)
+from attention_lib.models.evaluation import (alignment_error_rate, evaluate,
+                                             forced_attention, make_test_sets)
 from attention_lib.models.train_seq2seq import load_checkpoints, train
 from attention_lib.plotting import mark_cells, plot_weights, use_book_style
-from attention_lib.toy_translation import (VERBS, encode_batch, generate_pairs, source_vocab,
-                                           target_vocab)
+from attention_lib.toy_translation import (VERBS, encode_batch, generate_pairs,
+                                           source_vocab, target_vocab)
 
 use_book_style()
 """)
@@ -102,8 +102,10 @@ code(r"""
 pair = generate_pairs(1, 12, 12, seed=11)[0]
 print("English:", " ".join(pair.source))
 print("French: ", " ".join(pair.target))
-links = [f"{pair.source[j]}->{pair.target[i]}" for j, i in sorted(pair.alignment, key=lambda l: l[1])]
-print("links:  ", ", ".join(links))
+by_target = sorted(pair.alignment, key=lambda link: link[1])
+links = [f"{pair.source[j]}->{pair.target[i]}" for j, i in by_target]
+print("links:  ", ", ".join(links[:7]) + ",")
+print("        ", ", ".join(links[7:]))
 """)
 
 md(r"""
@@ -149,8 +151,12 @@ states, and each step $i$ reads the previous French word $y_{i-1}$ (teacher forc
 during training, the *correct* previous word) and a context $c_i$:
 
 $$
-s_0 = \tanh\big([\overrightarrow{h}_S ; \overleftarrow{h}_1] W_s + b_s\big) \quad (B, H), \qquad
-s_i = f(s_{i-1}, y_{i-1}, c_i) = \mathrm{GRU}\big([E y_{i-1} ; c_i],\ s_{i-1}\big) \quad (B, H),
+s_0 = \tanh\big([\overrightarrow{h}_S ; \overleftarrow{h}_1] W_s + b_s\big) \quad (B, H),
+$$
+
+$$
+s_i = f(s_{i-1}, y_{i-1}, c_i) = \mathrm{GRU}\big([E y_{i-1} ; c_i],\ s_{i-1}\big)
+\quad (B, H),
 $$
 
 $$
@@ -186,13 +192,15 @@ the shapes on a batch:
 """)
 
 code(r"""
-search = RNNsearch(len(src_vocab), len(tgt_vocab), emb=16, hidden=48, attn=32, seed=0)
-encdec = RNNencdec(len(src_vocab), len(tgt_vocab), emb=16, hidden=48, attn=32, seed=0)
+SIZES = dict(emb=16, hidden=48, attn=32)
+search = RNNsearch(len(src_vocab), len(tgt_vocab), **SIZES, seed=0)
+encdec = RNNencdec(len(src_vocab), len(tgt_vocab), **SIZES, seed=0)
 H_enc, mask, s0 = search.encode(src, lengths)
 print("h_j  ", H_enc.shape, "  (B, S, 2H)")
 print("mask ", mask.shape, "  (B, S): True at real words")
 print("s_0  ", s0.shape, "   (B, H)")
-print(f"parameters: RNNsearch {search.n_params():,}, RNNencdec {encdec.n_params():,}")
+print(f"parameters: RNNsearch {search.n_params():,}, "
+      f"RNNencdec {encdec.n_params():,}")
 """)
 
 md(r"""
@@ -261,7 +269,8 @@ print(f"mean loss of steps 1-20: {np.mean(losses[:20]):.2f}, "
 code(r"""
 glue("live_steps", LIVE_STEPS, display=False)
 gold_cells = [(i, j) for j, i in example.alignment]
-on_gold = {s: float(np.mean([maps[s][i, j] for i, j in gold_cells])) for s in SNAPSHOTS}
+on_gold = {s: float(np.mean([maps[s][i, j] for i, j in gold_cells]))
+           for s in SNAPSHOTS}
 glue("live_gold_0", round(on_gold[0], 2), display=False)
 glue("live_gold_mid", round(on_gold[SNAPSHOTS[1]], 2), display=False)
 glue("live_gold_end", round(on_gold[LIVE_STEPS], 2), display=False)
@@ -275,8 +284,8 @@ axes[0].set(xlabel="training step", ylabel="loss (log scale)")
 for s in SNAPSHOTS[1:]:
     axes[0].axvline(s, color="0.4", ls=":", lw=1)
 for ax, s in zip(axes[1:], SNAPSHOTS):
-    plot_weights(maps[s], row_labels=example.target, col_labels=example.source, ax=ax,
-                 vmax=1.0, colorbar=False, xlabel=f"step {s}", ylabel="")
+    plot_weights(maps[s], row_labels=example.target, col_labels=example.source,
+                 ax=ax, vmax=1.0, colorbar=False, xlabel=f"step {s}", ylabel="")
     mark_cells(ax, gold_cells, style="dot")
     ax.tick_params(labelsize=7)
     if s:
@@ -316,8 +325,9 @@ checksums in `data/checkpoints/seq2seq/`. Loading checks every file's sha256:
 
 code(r"""
 manifest, models = load_checkpoints()
-rows = [[name, m["model"], f"{m['train_words'][0]}-{m['train_words'][1]}",
-         f"{m['parameters']:,}", f"{m['steps']:,}"] for name, m in manifest["models"].items()]
+rows = [[name, m["model"], "{}-{}".format(*m["train_words"]),
+         f"{m['parameters']:,}", f"{m['steps']:,}"]
+        for name, m in manifest["models"].items()]
 print_table(rows, ["checkpoint", "model", "trained on", "parameters", "Adam steps"])
 """)
 
@@ -334,12 +344,14 @@ and by the share of sentences translated exactly:
 
 code(r"""
 tests = make_test_sets(manifest["test_per_bucket"], manifest["test_seed"])
-results = {name: evaluate(model, tests, src_vocab, tgt_vocab,
-                          alignment=(name == "rnnsearch_50"))   # AER of the main model
-           for name, model in models.items()}
+results = {}
+for name, model in models.items():          # the AER only for the main model
+    results[name] = evaluate(model, tests, src_vocab, tgt_vocab,
+                             alignment=(name == "rnnsearch_50"))
 buckets = [b["words"] for b in results["rnnsearch_50"]["buckets"]]
-print_table([[name] + [f"{b['bleu']:.1f}" for b in r["buckets"]] for name, r in results.items()],
-            ["BLEU"] + buckets)
+rows = [[name] + [f"{b['bleu']:.1f}" for b in r["buckets"]]
+        for name, r in results.items()]
+print_table(rows, ["BLEU"] + buckets)
 """)
 
 code(r"""
@@ -370,8 +382,9 @@ x = [np.mean([int(w) for w in b.split("-")]) for b in buckets]
 fig, (ax_b, ax_e) = plt.subplots(1, 2, figsize=(7.2, 3.0))
 for name, (label, colour, ls, marker) in STYLE.items():
     r = results[name]["buckets"]
-    ax_b.plot(x, [b["bleu"] for b in r], color=colour, ls=ls, marker=marker, label=label)
-    ax_e.plot(x, [100 * b["exact"] for b in r], color=colour, ls=ls, marker=marker)
+    style = dict(color=colour, ls=ls, marker=marker)
+    ax_b.plot(x, [b["bleu"] for b in r], label=label, **style)
+    ax_e.plot(x, [100 * b["exact"] for b in r], **style)
 for ax in (ax_b, ax_e):
     ax.axvspan(20.5, 51, color="0.93", zorder=0)
     ax.set(xlabel="source sentence length (words)", ylim=(-3, 103), xlim=(5, 50))
@@ -429,23 +442,27 @@ behind reference word $i$); dots mark the gold links:
 """)
 
 code(r"""
-long_pair = next(p for p in tests[(25, 29)] if "never" in p.source and "lot" in p.source)
-alpha = forced_attention(models["rnnsearch_50"], [long_pair], src_vocab, tgt_vocab)[0]
+long_pair = next(p for p in tests[(25, 29)]
+                 if "never" in p.source and "lot" in p.source)
+alpha = forced_attention(models["rnnsearch_50"], [long_pair], src_vocab,
+                         tgt_vocab)[0]
 fig, ax = plt.subplots(figsize=(7.2, 6.6))
-plot_weights(alpha, row_labels=long_pair.target, col_labels=long_pair.source, ax=ax,
-             vmax=1.0, xlabel="English (source)", ylabel="French (target)")
+plot_weights(alpha, row_labels=long_pair.target, col_labels=long_pair.source,
+             ax=ax, vmax=1.0, xlabel="English (source)", ylabel="French (target)")
 mark_cells(ax, [(i, j) for j, i in long_pair.alignment], style="dot")
 ax.tick_params(labelsize=8)
 plt.show()
 """, tags=["hide-input"],
      alt="A heat map of attention weights, French words as rows and English words as "
          "columns, for a sentence of about thirty words. Bright cells run down the "
-         "diagonal, sit on the gold-link dots, step sideways where adjectives and nouns "
-         "swap, and jump to the end of a clause for beaucoup.",
+         "diagonal, sit on the gold-link dots and step sideways where adjectives and "
+         "nouns swap; the row of beaucoup is bright on the verb, away from its two "
+         "gold dots on a and lot.",
      caption="The learned attention of RNNsearch-50 for a test sentence it never saw "
              "(teacher forcing on the reference). Dots: the gold links. The bright cells "
-             "follow them through the adjective-noun swaps, the ne ... jamais around the "
-             "verb, and beaucoup, which reads both a and lot at the end of the clause.",
+             "follow them through the adjective-noun swaps and the ne ... jamais around "
+             "the verb; beaucoup, whose gold links are a and lot at the end of the "
+             "clause, reads the verb instead (explained below).",
      name="fig-ch3-figure3")
 
 md(r"""
@@ -492,8 +509,9 @@ for p, w in zip(pairs, weights):
             j = int(np.argmax(w[i]))
             landing[key][landing_of(j, gold, p.source)] += 1
 columns = ["its gold word", "one word early", "the verb", "elsewhere"]
-print_table([[k, sum(n.values())] + [f"{n[c] / sum(n.values()):.0%}" for c in columns]
-             for k, n in landing.items()], ["French word", "count"] + columns)
+rows = [[k, sum(n.values())] + [f"{n[c] / sum(n.values()):.0%}" for c in columns]
+        for k, n in landing.items()]
+print_table(rows, ["French word", "count"] + columns)
 """)
 
 code(r"""
@@ -520,8 +538,8 @@ $h_j$ has read every word from the end of the sentence back to $x_j$, so the sta
 "a lot", from the state it is already attending to, and training found no reason to
 move the weight. Attention weights show where the decoder *reads*; with bidirectional
 states that is close to the word alignment, and for content words it is the alignment,
-but it can sit a word early, at a neighbour that already carries the information. The
-paper's maps show the same tendency; we can measure it because our gold links are exact.
+but it can sit a word early, at a neighbour that already carries the information.
+Because our gold links are exact, we can measure how often.
 
 ## What this changes in chapters 1 and 4
 
@@ -651,6 +669,10 @@ if same_words:
     print("largest difference of the weights < 1e-9:", diff < 1e-9)
 """, tags=["hide-cell"])
 
+for c in cells:
+    if c.cell_type == "code" and "remove-cell" not in c.metadata.get("tags", []):
+        for line in c.source.splitlines():
+            assert len(line) <= 84, f"code line wider than the column: {line}"
 old = nbformat.read(PATH, as_version=4)
 colab = next(c for c in old.cells if c.cell_type == "code" and "google.colab" in "".join(c.source))
 cells.insert(1, colab)
