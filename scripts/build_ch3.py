@@ -426,8 +426,8 @@ Where the toy differs from the paper, honestly:
   never seen a third or fourth clause has never learned what follows one; real text
   varies within a sentence far more, so real short sentences teach more about long ones.
 - **The scale.** The paper's models had about 1,000 units per layer and were trained for
-  days on 348 million words of real text; ours have 48 and are trained for seconds on a
-  grammar of about a hundred words. The grammar makes the alignment exactly knowable,
+  days on 348 million words of real text; ours have 48 and are trained for a minute or two of
+  CPU on a grammar of about a hundred words. The grammar makes the alignment exactly knowable,
   which the paper could only show by example.
 - **BLEU near 100** is easy on a toy whose translation is deterministic; the paper's best
   scores were near 28 on real news. What carries over is the *shape*: the fixed vector
@@ -437,7 +437,7 @@ Where the toy differs from the paper, honestly:
 
 The paper's Figure 3 shows RNNsearch's weights $\alpha_{ij}$ for a few test sentences: an
 almost diagonal map, bent where French reorders. Here is one of our test sentences of
-about 30 words, read with teacher forcing on the reference (row $i$ is the weight
+25 to 29 words, read with teacher forcing on the reference (row $i$ is the weight
 behind reference word $i$); dots mark the gold links:
 """)
 
