@@ -10,7 +10,7 @@ from attention_lib.models.seq2seq import load, save
 from attention_lib.nn import AdditiveAttention
 from attention_lib.toy_translation import Pair
 
-from test_backward import FD_TOLERANCE, TORCH_TOLERANCE, numerical_gradient, relative_error
+from test_backward import FD_TOLERANCE, TORCH_TOLERANCE
 
 # Three sentences of different lengths, padded with 0; targets framed by <bos> (1) and <eos> (2).
 SRC = np.array([[3, 4, 5, 6], [6, 3, 0, 0], [5, 5, 4, 0]])
