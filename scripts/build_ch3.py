@@ -415,10 +415,8 @@ sentences exactly right, while RNNsearch scores {glue:text}`bleu_search_long:.1f
 {glue:text}`exact_search_long`% exact, a gap of {glue:text}`bleu_gap_long:.1f` BLEU
 points. Same encoder, same decoder, same training data; only the context differs.
 Ninety-six numbers are enough to carry a short clause, and not enough to carry fifty
-words in order. (The test sentences were generated apart from the training batches; a
-few of the shortest occur in training too, by chance, since the grammar has only so many
-five-word sentences, but none of ten words or more, so the fall is measured on sentences
-the models never saw.)
+words in order. (Test sentences are generated apart from training; by chance a few of
+the shortest also occur there, but none of ten words or more.)
 
 Where the toy differs from the paper, honestly:
 
@@ -547,17 +545,15 @@ Because our gold links are exact, we can measure how often.
 ## What this changes in chapters 1 and 4
 
 {doc}`Chapter 1 <01_bottleneck>` argued from capacity that one fixed vector must fail on
-long inputs, and built a lookup model to show it. Here the same bottleneck is
-*measured* on models that learned everything they know: RNNencdec's 96 numbers carry
-short sentences and lose long ones, and the attention model, given the same encoder,
-does not.
+long inputs. Here that bottleneck is *measured* on trained models: RNNencdec's 96 numbers
+carry short sentences and lose long ones; the attention model, same encoder, does not.
 
 {doc}`Chapter 4 <04_qkv_alignment>` reads an English-French alignment out of attention
-computed from pretrained word vectors, whose similarities were given, not learned for
-translation. Here the alignment was *learned*: no one told the model which words
-correspond, and its attention found them, with the reorderings, because finding them
-made the next word easier to predict. The next chapters keep the idea and change the
-score: dot products of learned queries and keys instead of Bahdanau's small network.
+over pretrained word vectors, whose similarities were given. Here the alignment was
+*learned*: no one told the model which words correspond; its attention found them,
+reorderings included, because that made the next word easier to predict. The next
+chapters keep the idea and change the score: dot products of learned queries and keys
+instead of Bahdanau's small network.
 
 ## Summary
 
