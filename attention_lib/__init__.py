@@ -9,13 +9,16 @@ mathematics of one idea, written in the book's notation:
   reader's browser (Altair, imported only when a chart is built).
 - :mod:`attention_lib.additive`: Bahdanau (additive) attention.
 - :mod:`attention_lib.bottleneck`: the information-bottleneck experiment (chapter 1).
+- :mod:`attention_lib.toy_translation`: a toy English-to-French grammar with gold
+  word alignments (chapter 3's task).
 - :mod:`attention_lib.dot_product`: scaled dot-product (QKV) attention.
 - :mod:`attention_lib.multi_head`: learned projections and multi-head attention.
 - :mod:`attention_lib.positions`: word order (sinusoidal, rotary, ALiBi).
 - :mod:`attention_lib.blockwise`: the same attention in bounded memory (online softmax).
 - :mod:`attention_lib.backward`: the gradients of attention, by hand (plain and blockwise).
 - :mod:`attention_lib.nn`: layers with their backward passes, losses and Adam.
-- :mod:`attention_lib.models`: whole models assembled from those layers.
+- :mod:`attention_lib.models`: whole models assembled from those layers (chapter 3's
+  RNNencdec and RNNsearch, their training script and evaluation).
 - :mod:`attention_lib.tables`: plain-text tables for printed results.
 - :mod:`attention_lib.embeddings`: aligned English/French word vectors from ``data/``.
 - :mod:`attention_lib.align`: word alignment from attention weights, IBM Model 1
@@ -37,6 +40,7 @@ from .positions import alibi_bias, alibi_slopes, rotary, sinusoidal_positions
 from . import interactive
 from .softmax import softmax
 from .tables import format_table, print_table
+from .toy_translation import Pair, generate_pairs
 
 __version__ = "1.0.0"
 
@@ -55,12 +59,14 @@ __all__ = [
     "data_dir",
     "embed",
     "format_table",
+    "generate_pairs",
     "load_embeddings",
     "load_vocab",
     "MultiHeadAttention",
     "TinyGPT",
     "online_softmax_step",
     "padding_mask",
+    "Pair",
     "print_table",
     "rotary",
     "scaled_dot_product_attention",

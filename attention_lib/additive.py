@@ -105,11 +105,38 @@ def additive_scores(encoder_states, decoder_state, W, v):
     _require_no_overflow(enc, "encoder_states @ W[:n]")
     _require_no_overflow(dec, "decoder_state @ W[n:]")
     with np.errstate(over="ignore", invalid="ignore"):
-        hidden = np.tanh(dec[..., None, :] + enc)   # (K, d_a) or (T, K, d_a)
-        scores = hidden @ v               # (K,) or (T, K)
+        hidden, scores = projected_scores(enc, dec, v)   # (T, K, d_a), (T, K)
     _require_no_overflow(hidden, "decoder_state @ W[n:] + encoder_states @ W[:n]")
     _require_no_overflow(scores, "the scores tanh(...) @ v (v is too large)")
     return scores
+
+
+def projected_scores(enc, dec, v):
+    """The score's second layer, from the projected states: ``tanh(W_a s + U_a h_j) @ v``.
+
+    :func:`additive_scores` and the learned layer
+    :class:`attention_lib.nn.AdditiveAttention` both compute the score here,
+    from projections they made themselves (the layer projects the encoder
+    states once per sentence, not once per decoder step).
+
+    Parameters
+    ----------
+    enc : ndarray, shape (..., K, d_a)
+        The projected encoder states ``U_a h_j``.
+    dec : ndarray, shape (..., d_a)
+        The projected decoder state(s) ``W_a s_{i-1}``; leading axes
+        broadcast against ``enc``'s.
+    v : ndarray, shape (d_a,)
+
+    Returns
+    -------
+    hidden : ndarray, shape (..., K, d_a)
+        ``tanh(W_a s_{i-1} + U_a h_j)`` (a backward pass needs it).
+    scores : ndarray, shape (..., K)
+        ``e_ij``.
+    """
+    hidden = np.tanh(dec[..., None, :] + enc)
+    return hidden, hidden @ v
 
 
 def _require_no_overflow(arr, what):

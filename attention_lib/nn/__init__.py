@@ -25,6 +25,9 @@ The package holds one idea per module:
 - :mod:`attention_lib.nn.activations`: GELU;
 - :mod:`attention_lib.nn.dropout`: dropout;
 - :mod:`attention_lib.nn.block`: the feed-forward layer and the Transformer block;
+- :mod:`attention_lib.nn.recurrent`: the GRU (PyTorch's equations), stepped or over a sequence;
+- :mod:`attention_lib.nn.additive`: learned additive (Bahdanau) attention, one decoder step at a time;
+- :mod:`attention_lib.nn.utils`: ``clip_grad_norm``;
 - :mod:`attention_lib.nn.losses`: softmax cross-entropy;
 - :mod:`attention_lib.nn.optim`: Adam.
 
@@ -34,6 +37,7 @@ Imports flow one way: the functional maths (``softmax``, ``masks``,
 """
 
 from .activations import GELU
+from .additive import AdditiveAttention
 from .attention import Attention
 from .block import FeedForward, TransformerBlock
 from .dropout import Dropout
@@ -41,8 +45,10 @@ from .layers import Embedding, Linear
 from .losses import softmax_cross_entropy
 from .norm import LayerNorm
 from .optim import Adam
+from .recurrent import GRU, GRUCell
 from .self_attention import KVCache, SelfAttention
+from .utils import clip_grad_norm
 
-__all__ = ["Adam", "Attention", "Dropout", "Embedding", "FeedForward", "GELU",
-           "KVCache", "LayerNorm", "Linear", "SelfAttention",
-           "TransformerBlock", "softmax_cross_entropy"]
+__all__ = ["Adam", "AdditiveAttention", "Attention", "clip_grad_norm", "Dropout",
+           "Embedding", "FeedForward", "GELU", "GRU", "GRUCell", "KVCache", "LayerNorm",
+           "Linear", "SelfAttention", "TransformerBlock", "softmax_cross_entropy"]

@@ -1,0 +1,135 @@
+"""How well a translation model does: BLEU, exact sentences, and alignment error.
+
+- BLEU is computed by sacreBLEU (Post, 2018), the field's reference
+  implementation, on whole test sets (corpus BLEU, 0-100).
+- Exact-sequence accuracy: the share of sentences translated word for word right.
+- Alignment error rate (AER, Och and Ney, 2003) of the attention's argmax
+  against the grammar's gold links. Every gold link is "sure", so
+  ``AER = 1 - 2 |A & G| / (|A| + |G|)`` with ``A`` the predicted links (one per
+  target word: the source word with the largest ``alpha_ij``) and ``G`` the
+  gold ones. Attention is read with teacher forcing on the reference, so row
+  ``i`` belongs to reference word ``i`` whatever the model would have written.
+"""
+
+import numpy as np
+
+from ..toy_translation import CONTENT_CLASSES, WORD_CLASSES, encode_batch, generate_pairs
+
+#: The length buckets of the test sets (source words, inclusive), as in the paper's Figure 2.
+BUCKETS = ((5, 9), (10, 14), (15, 19), (20, 24), (25, 29), (30, 34), (35, 39), (40, 44), (45, 50))
+
+
+def make_test_sets(n_per_bucket=100, seed=2015):
+    """One test set per length bucket: ``{(lo, hi): [Pair, ...]}``, seeded apart from training."""
+    return {(lo, hi): generate_pairs(n_per_bucket, lo, hi, seed=seed + k)
+            for k, (lo, hi) in enumerate(BUCKETS)}
+
+
+def translate_pairs(model, pairs, src_vocab, tgt_vocab, batch=100):
+    """Greedy translations (lists of French words) and attention weights, one per pair."""
+    hyps, weights = [], []
+    for start in range(0, len(pairs), batch):
+        chunk = pairs[start:start + batch]
+        src, lengths, _, _ = encode_batch(chunk, src_vocab, tgt_vocab)
+        ids, w = model.translate(src, lengths)
+        for b, row in enumerate(ids):
+            hyps.append(tgt_vocab.decode(row))
+            weights.append(w[b, :len(row) + 1, :lengths[b]])
+    return hyps, weights
+
+
+def bleu(hypotheses, references):
+    """Corpus BLEU (0-100) by sacreBLEU; sentences are lists of words."""
+    import sacrebleu   # imported here: only evaluation needs it
+    return float(sacrebleu.corpus_bleu([" ".join(h) for h in hypotheses],
+                                       [[" ".join(r) for r in references]]).score)
+
+
+def exact_accuracy(hypotheses, references):
+    """The share of hypotheses equal to their reference, word for word."""
+    return float(np.mean([list(h) == list(r) for h, r in zip(hypotheses, references)]))
+
+
+def forced_attention(model, pairs, src_vocab, tgt_vocab, batch=100):
+    """``alpha`` ``(T_i, S_i)`` of each pair's reference translation, read with teacher forcing."""
+    out = []
+    for start in range(0, len(pairs), batch):
+        chunk = pairs[start:start + batch]
+        src, lengths, tgt_in, tgt_out = encode_batch(chunk, src_vocab, tgt_vocab)
+        model.loss(src, lengths, tgt_in, tgt_out)
+        for b, p in enumerate(chunk):
+            out.append(model.attention_weights[b, :len(p.target), :len(p.source)])
+    return out
+
+
+def alignment_error_rate(pairs, weights, classes=None):
+    """AER of the argmax of each target word's attention against the gold links.
+
+    Parameters
+    ----------
+    pairs : list of Pair
+    weights : list of ndarray, shape (T_i, S_i)
+        Attention of each reference target word over the source words.
+    classes : collection of str, optional
+        Only score target words of these classes (e.g.
+        :data:`~attention_lib.toy_translation.CONTENT_CLASSES`).
+
+    Returns
+    -------
+    float
+        ``1 - 2 |A & G| / (|A| + |G|)``: 0 when every argmax hits a gold link
+        and no target word has a gold link the argmax missed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attention_lib.toy_translation import Pair
+    >>> p = Pair(("a", "b"), ("x", "y"), ((1, 0), (0, 1)), ("noun", "verb"))
+    >>> alignment_error_rate([p], [np.array([[0.1, 0.9], [0.8, 0.2]])])
+    0.0
+    >>> alignment_error_rate([p], [np.eye(2)])          # the diagonal is wrong here
+    1.0
+    """
+    hits = n_pred = n_gold = 0
+    for p, w in zip(pairs, weights):
+        keep = [i for i, c in enumerate(p.classes) if classes is None or c in classes]
+        gold = {(j, i) for j, i in p.alignment if i in keep}
+        pred = {(int(np.argmax(w[i])), i) for i in keep}
+        hits += len(gold & pred)
+        n_pred += len(pred)
+        n_gold += len(gold)
+    if n_pred + n_gold == 0:
+        raise ValueError("no target word of these classes: nothing to score")
+    return 1.0 - 2.0 * hits / (n_pred + n_gold)
+
+
+def evaluate(model, tests, src_vocab, tgt_vocab, alignment=True):
+    """BLEU and exact accuracy per bucket, and AER by word class (attention models).
+
+    ``alignment=False`` skips the AER (it needs a second, teacher-forced pass).
+
+    Returns
+    -------
+    dict
+        ``{"buckets": [{"words": "5-9", "bleu": ..., "exact": ...}, ...],
+        "aer": {"all": ..., "content": ..., "noun": ..., ...}}`` (``aer`` is
+        absent without attention). Numbers are rounded to 2 decimals (BLEU)
+        and 4 (fractions).
+    """
+    rows, all_pairs, all_weights = [], [], []
+    for (lo, hi), pairs in tests.items():
+        hyps, _ = translate_pairs(model, pairs, src_vocab, tgt_vocab)
+        refs = [p.target for p in pairs]
+        rows.append({"words": f"{lo}-{hi}", "bleu": round(bleu(hyps, refs), 2),
+                     "exact": round(exact_accuracy(hyps, refs), 4)})
+        if model.attention and alignment:
+            all_pairs += pairs
+            all_weights += forced_attention(model, pairs, src_vocab, tgt_vocab)
+    result = {"buckets": rows}
+    if model.attention and alignment:
+        aer = {"all": alignment_error_rate(all_pairs, all_weights),
+               "content": alignment_error_rate(all_pairs, all_weights, CONTENT_CLASSES)}
+        for c in WORD_CLASSES:
+            aer[c] = alignment_error_rate(all_pairs, all_weights, (c,))
+        result["aer"] = {k: round(v, 4) for k, v in aer.items()}
+    return result
