@@ -18,7 +18,9 @@ mathematics of one idea, written in the book's notation:
 - :mod:`attention_lib.backward`: the gradients of attention, by hand (plain and blockwise).
 - :mod:`attention_lib.nn`: layers with their backward passes, losses and Adam.
 - :mod:`attention_lib.models`: whole models assembled from those layers (chapter 3's
-  RNNencdec and RNNsearch, their training script and evaluation).
+  RNNencdec and RNNsearch, their training script and evaluation; chapter 10's TinyGPT).
+- :mod:`attention_lib.toy_translation`: chapter 3's toy English-French grammar, with
+  the gold word alignment of every pair.
 - :mod:`attention_lib.tables`: plain-text tables for printed results.
 - :mod:`attention_lib.embeddings`: aligned English/French word vectors from ``data/``.
 - :mod:`attention_lib.align`: word alignment from attention weights, IBM Model 1
@@ -34,7 +36,7 @@ from .dot_product import scaled_dot_product_attention
 from .embeddings import (DataFileError, Tokens, data_dir, embed, load_embeddings,
                          load_vocab, tokenize)
 from .masks import causal_mask, padding_mask
-from .models import TinyGPT
+from .models import RNNencdec, RNNsearch, TinyGPT
 from .multi_head import MultiHeadAttention
 from .positions import alibi_bias, alibi_slopes, rotary, sinusoidal_positions
 from . import interactive
@@ -63,6 +65,8 @@ __all__ = [
     "load_embeddings",
     "load_vocab",
     "MultiHeadAttention",
+    "RNNencdec",
+    "RNNsearch",
     "TinyGPT",
     "online_softmax_step",
     "padding_mask",
