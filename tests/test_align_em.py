@@ -320,3 +320,53 @@ def test_cli_em_errors_are_clear(case, tmp_path, corpus, capsys):
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_cli_piped_into_head_stops_quietly(tmp_path):
+    # More output than a pipe holds, so the writer is still writing when the
+    # reader goes away: it must stop without a BrokenPipeError traceback.
+    en = _write(tmp_path / "d.en", "the agreement was signed\n" * 30000)
+    fr = _write(tmp_path / "d.fr", "le accord a été signé\n" * 30000)
+    proc = subprocess.Popen([sys.executable, "-m", "attention_lib.align", "--src", en,
+                             "--tgt", fr, "--method", "diagonal"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()                           # what `head -1` does after one line
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait(timeout=60) == 141           # 128 + SIGPIPE, as a shell reports
+    assert first.startswith(b"0-0 1-1 ")
+    assert err == ""
+
+
+@pytest.mark.parametrize("method", ["intersect", "em"])
+def test_cli_refuses_an_enormous_line_up_front_naming_it(tmp_path, capsys, method):
+    # 2,001 x 2,001 words: over the limit of 4,000,000 word pairs per line.
+    # It used to allocate an (L, S) matrix per line until NumPy gave up.
+    huge = " ".join(["word"] * 2001)
+    en = _write(tmp_path / "h.en", f"the agreement\n{huge}\n")
+    fr = _write(tmp_path / "h.fr", f"le accord\n{huge}\n")
+    with pytest.raises(SystemExit) as exit_:
+        main(["--src", en, "--tgt", fr, "--method", method])
+    assert exit_.value.code == 2
+    out, err = capsys.readouterr()
+    assert "line 2 has 2,001 English and 2,001 French words" in err
+    assert "limit is 4,000,000" in err and "Traceback" not in err
+    assert out == ""                               # nothing written, not even line 1
+
+
+@pytest.mark.parametrize("k, error, message", [
+    (-1, IndexError, "k = -1 is not a pair of this corpus: it has 2 pairs"),
+    (2, IndexError, "k = 2 is not a pair"),
+    (1.7, TypeError, "k must be a whole number"),
+    (True, TypeError, "k must be a whole number"),
+])
+def test_em_align_names_a_bad_pair_index(k, error, message):
+    aligner = EMAligner(iterations=1).fit(["the agreement", "august 1992"],
+                                          ["le accord", "août 1992"])
+    with pytest.raises(error, match=message):
+        aligner.align(k)
+    fr2en, _ = aligner.models
+    with pytest.raises(error, match=message):
+        fr2en.posteriors(k)
+    assert aligner.align(np.int64(1)) == aligner.align(1)

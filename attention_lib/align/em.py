@@ -82,6 +82,16 @@ def _check_number(value, name, low=0.0, high=None, high_open=False):
     return float(value)
 
 
+def _check_pair_index(k, n_pairs, name="k"):
+    """``k`` as an int in ``[0, n_pairs)``: a sentence pair of the corpus."""
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
+        raise TypeError(f"{name} must be a whole number (a pair index), got {k!r}")
+    if not 0 <= k < n_pairs:
+        raise IndexError(f"{name} = {k} is not a pair of this corpus: it has {n_pairs} "
+                         f"pairs, numbered 0 to {n_pairs - 1}")
+    return int(k)
+
+
 def _check_iterations(n, name="iterations"):
     if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
         raise TypeError(f"{name} must be a whole number, got {n!r}")
@@ -331,6 +341,7 @@ class Model1:
         return dense
 
     def _sentence(self, k):
+        k = _check_pair_index(k, len(self.n))
         if not self.n[k]:
             return None
         batch, b = self._slot[k]
@@ -348,7 +359,7 @@ class Model1:
             ``i + 1`` source word ``i``. Rows sum to 1. A pair with an empty
             side has no rows: shape ``(0, m + 1)``.
         """
-        k = int(k)
+        k = _check_pair_index(k, len(self.n))
         scores = self._sentence(k)
         if scores is None:
             return np.zeros((0, self.m[k] + 1))
@@ -359,7 +370,7 @@ class Model1:
 
         Target words whose best choice is ``NULL`` get no link.
         """
-        scores = self._sentence(int(k))
+        scores = self._sentence(k)
         if scores is None:
             return set()
         best = scores.argmax(axis=1).tolist()
@@ -562,10 +573,19 @@ class EMAligner:
         return self
 
     def align(self, k):
-        """Links ``{(i, j)}`` of the fitted corpus's pair ``k``."""
+        """Links ``{(i, j)}`` of the fitted corpus's pair ``k``.
+
+        Raises
+        ------
+        TypeError
+            If ``k`` is not a whole number (``1.7`` is not pair 1).
+        IndexError
+            If ``k`` is not in ``[0, number of pairs)``.
+        """
         if self.models is None:
             raise RuntimeError("call fit(english, french) before align(k)")
         fr2en, en2fr = self.models
+        k = _check_pair_index(k, len(fr2en.n))
         return self._combine(fr2en.decode(k), {(i, j) for j, i in en2fr.decode(k)})
 
 
