@@ -11,7 +11,12 @@ folder as the working directory. This script does the same without Binder:
 2. register that environment's Python as the only ``python3`` kernel;
 3. execute every notebook listed in ``_toc.yml`` with nbclient (running inside
    the fresh environment), with the notebook's folder as working directory,
-   and fail on the first cell that raises.
+   and fail on the first cell that raises;
+4. compare each executed notebook's outputs with the committed ones, as nbval
+   does (scripts/notebook_outputs.py), with OpenBLAS forced onto another CPU
+   kernel family than the nbval stage's (``--kernel-family``, default
+   Sandybridge; scripts/cpu_families.py): an output that depends on the CPU
+   fails here even on the machine that executed the notebook.
 
 The executed copies go to the temporary folder: the committed notebooks are
 never touched. Prints the time of each step and of each notebook.
@@ -20,6 +25,7 @@ Usage::
 
     python3 scripts/binder_check.py            # fresh venv, every notebook in _toc.yml
     python3 scripts/binder_check.py --keep     # keep the temporary folder, print its path
+    python3 scripts/binder_check.py --kernel-family native --no-compare
 """
 
 import argparse
@@ -34,6 +40,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cpu_families  # noqa: E402
+from notebook_outputs import differences  # noqa: E402
 
 # Runs inside the fresh environment: execute one notebook with nbclient.
 RUN_NOTEBOOK = r"""
@@ -83,6 +92,41 @@ def report(rel, seconds, error, failed, where=""):
     print("    " + error.replace("\n", "\n    "))
 
 
+def add_kernel_options(parser, family, narrow):
+    """``--kernel-family``, ``--narrow-numpy`` and ``--no-compare`` for a check."""
+    parser.add_argument("--kernel-family", default=family,
+                        choices=[name for name, _ in cpu_families.FAMILIES] + ["native"],
+                        help=f"OpenBLAS family to force while executing (default {family}; "
+                             "an older one if this CPU cannot run it)")
+    parser.add_argument("--narrow-numpy", action=argparse.BooleanOptionalAction,
+                        default=narrow, help="narrow NumPy's SIMD dispatch to its baseline "
+                                             f"(default {'yes' if narrow else 'no'})")
+    parser.add_argument("--no-compare", dest="compare", action="store_false",
+                        help="only execute; do not compare outputs with the committed ones")
+
+
+def kernel_env(python, env, args, check):
+    """``env`` with the kernel family of ``args`` forced; prints what it runs on."""
+    family = None if args.kernel_family == "native" else cpu_families.pick(args.kernel_family)
+    env = cpu_families.family_env(python, family, args.narrow_numpy, base=env)
+    print(f"{check}: CPU kernels for this pass: {cpu_families.describe(python, env)}")
+    if args.compare:
+        print(f"{check}: outputs are compared with the committed ones (nbval's rules)")
+    return env
+
+
+def compare_outputs(notebook, executed, seconds, error, skip_cells=()):
+    """Turn output differences into an error for :func:`report` (``error`` wins)."""
+    if error is not None or seconds is None:
+        return seconds, error
+    problems = differences(notebook, executed, skip_cells)
+    if not problems:
+        return seconds, None
+    return None, ("outputs differ from the committed ones under this pass's CPU kernels "
+                  "(an output that depends on the CPU: round it, or compare with a "
+                  "tolerance; see README, 'Outputs on every CPU'):\n" + "\n".join(problems))
+
+
 def toc_notebooks(toc_file):
     """Notebooks (``.ipynb``) listed in ``_toc.yml``, in reading order.
 
@@ -120,6 +164,7 @@ def main(argv=None):
     parser.add_argument("--toc", default="_toc.yml")
     parser.add_argument("--timeout", type=int, default=300, help="seconds allowed per cell")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    add_kernel_options(parser, "Sandybridge", narrow=False)
     args = parser.parse_args(argv)
 
     started = time.monotonic()
@@ -168,18 +213,21 @@ def main(argv=None):
             "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
             "display_name": "Python 3 (binder check)", "language": "python"}))
 
+        env = kernel_env(python, env, args, "binder check")
         out_dir = tmp / "executed"
         out_dir.mkdir()
         failed = []
         for nb in notebooks:
             rel = nb.relative_to(REPO)
-            report(rel, *execute(python, nb, out_dir / nb.name, nb.parent, env,
-                                 args.timeout),
-                   failed, where=f" (cwd {nb.parent.relative_to(REPO) or '.'})")
+            outcome = execute(python, nb, out_dir / nb.name, nb.parent, env, args.timeout)
+            if args.compare:
+                outcome = compare_outputs(nb, out_dir / nb.name, *outcome)
+            report(rel, *outcome, failed, where=f" (cwd {nb.parent.relative_to(REPO) or '.'})")
         print(f"binder check: {len(notebooks)} notebooks, {time.monotonic() - started:.0f} s in all")
         if failed:
-            raise SystemExit(f"binder check: {len(failed)} notebook(s) fail in a fresh "
-                             f"environment built from {args.requirements} alone: {', '.join(failed)}")
+            raise SystemExit(f"binder check: {len(failed)} notebook(s) fail (or print other "
+                             f"outputs) in a fresh environment built from {args.requirements} "
+                             f"alone: {', '.join(failed)}")
         print("every chapter runs in an environment built from requirements.txt alone")
     finally:
         if args.keep:
