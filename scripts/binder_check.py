@@ -26,6 +26,7 @@ Usage::
     python3 scripts/binder_check.py            # fresh venv, every notebook in _toc.yml
     python3 scripts/binder_check.py --keep     # keep the temporary folder, print its path
     python3 scripts/binder_check.py --kernel-family native --no-compare
+    python3 scripts/binder_check.py book/05_masks.ipynb   # one chapter
 """
 
 import argparse
@@ -158,6 +159,8 @@ def run(cmd, **kwargs):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("notebooks", nargs="*", type=Path,
+                        help="notebooks to run (default: every notebook in _toc.yml)")
     parser.add_argument("--python", default=sys.executable,
                         help="interpreter for the fresh environment (runtime.txt pins 3.11)")
     parser.add_argument("--requirements", default="requirements.txt")
@@ -174,7 +177,8 @@ def main(argv=None):
     if runtime.startswith("python-") and runtime.removeprefix("python-") != version:
         print(f"note: Binder will use {runtime}, not Python {version}")
 
-    notebooks = toc_notebooks(REPO / args.toc)
+    notebooks = ([p.resolve() for p in args.notebooks] if args.notebooks
+                 else toc_notebooks(REPO / args.toc))
     if not notebooks:
         raise SystemExit(f"binder check: no notebooks listed in {args.toc}")
 
