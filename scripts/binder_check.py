@@ -93,8 +93,8 @@ def report(rel, seconds, error, failed, where=""):
     print("    " + error.replace("\n", "\n    "))
 
 
-def add_kernel_options(parser, family, narrow):
-    """``--kernel-family``, ``--narrow-numpy`` and ``--no-compare`` for a check."""
+def add_kernel_options(parser, family, narrow, threads=None):
+    """``--kernel-family``, ``--narrow-numpy``, ``--blas-threads``, ``--no-compare``."""
     parser.add_argument("--kernel-family", default=family,
                         choices=[name for name, _ in cpu_families.FAMILIES] + ["native"],
                         help=f"OpenBLAS family to force while executing (default {family}; "
@@ -102,6 +102,10 @@ def add_kernel_options(parser, family, narrow):
     parser.add_argument("--narrow-numpy", action=argparse.BooleanOptionalAction,
                         default=narrow, help="narrow NumPy's SIMD dispatch to its baseline "
                                              f"(default {'yes' if narrow else 'no'})")
+    parser.add_argument("--blas-threads", type=int, default=threads,
+                        help="OPENBLAS_NUM_THREADS for the pass (a matrix product split over "
+                             "another number of threads rounds differently too; default "
+                             f"{threads or 'inherited'})")
     parser.add_argument("--no-compare", dest="compare", action="store_false",
                         help="only execute; do not compare outputs with the committed ones")
 
@@ -110,7 +114,11 @@ def kernel_env(python, env, args, check):
     """``env`` with the kernel family of ``args`` forced; prints what it runs on."""
     family = None if args.kernel_family == "native" else cpu_families.pick(args.kernel_family)
     env = cpu_families.family_env(python, family, args.narrow_numpy, base=env)
-    print(f"{check}: CPU kernels for this pass: {cpu_families.describe(python, env)}")
+    if args.blas_threads:
+        env["OPENBLAS_NUM_THREADS"] = str(args.blas_threads)
+    threads = env.get("OPENBLAS_NUM_THREADS") or f"BLAS default ({os.cpu_count()} CPUs)"
+    print(f"{check}: CPU kernels for this pass: {cpu_families.describe(python, env)}; "
+          f"BLAS threads: {threads}")
     if args.compare:
         print(f"{check}: outputs are compared with the committed ones (nbval's rules)")
     return env

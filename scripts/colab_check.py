@@ -26,9 +26,9 @@ repository and install it. This script reproduces that offline:
    with nbclient; any cell error fails;
 5. its outputs are compared with the committed ones, as nbval does
    (scripts/notebook_outputs.py), except the set-up cell's own, with OpenBLAS
-   forced onto its oldest x86-64 kernels (Prescott) and NumPy's SIMD
-   narrowed to its baseline (scripts/cpu_families.py): a third CPU on which
-   every printed output must hold.
+   forced onto its oldest x86-64 kernels (Prescott), on one thread, and
+   NumPy's SIMD narrowed to its baseline (scripts/cpu_families.py): a third
+   CPU on which every printed output must hold.
 
 Chapters share one clone and one environment, as cells run in one Colab
 runtime would; the first chapter's set-up cell clones and installs, the
@@ -175,7 +175,7 @@ def main(argv=None):
     parser.add_argument("--timeout", type=int, default=300, help="seconds allowed per cell")
     parser.add_argument("--fresh", action="store_true", help="rebuild the environment")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
-    add_kernel_options(parser, "Prescott", narrow=True)
+    add_kernel_options(parser, "Prescott", narrow=True, threads=1)
     args = parser.parse_args(argv)
 
     started = time.monotonic()
