@@ -161,15 +161,14 @@ class Model1:
         self.m = np.array([len(s) if len(t) else 0 for s, t in zip(src, tgt)])
         self.n = np.array([len(t) if len(s) else 0 for s, t in zip(src, tgt)])
         self._index_cells(src, tgt)
-        self._make_batches(max_batch_cells)
+        self._make_batches(src, tgt, max_batch_cells)
         self._configure(init_scores, tension, null_prob, pseudo_count)
 
     def _configure(self, init_scores, tension, null_prob, pseudo_count):
         self.tension = _check_number(tension, "tension")
         self.null_prob = _check_number(null_prob, "null_prob", 0.0, 1.0, high_open=True)
         self.pseudo_count = _check_number(pseudo_count, "pseudo_count")
-        self._batches = [(members, cells, self._log_prior(self.m[members], self.n[members],
-                                                           *cells.shape[1:]))
+        self._batches = [(members, cells, self._batch_prior(members, *cells.shape[1:]))
                          for members, cells, _ in self._batches]
         self._start_table(init_scores)
         self.iterations = 0
@@ -195,22 +194,41 @@ class Model1:
             raise ValueError(f"each {name} sentence must be a 1-D array of word ids >= 0")
         return ids.astype(np.int64)
 
-    def _index_cells(self, src, tgt):
-        """Number the (source word, target word) pairs that meet in a sentence."""
-        null = self.n_source
+    def _cell_keys(self, s, t):
+        """The ``(n, m + 1)`` keys ``source id * width + target id`` of one pair."""
         width = max(self.n_target, 1)
-        keys = [np.concatenate(([null], s))[None, :] * width + t[:, None]
-                for s, t, n in zip(src, tgt, self.n) if n]
-        flat = np.concatenate([k.ravel() for k in keys]) if keys else np.zeros(0, np.int64)
-        unique, inverse = np.unique(flat, return_inverse=True)
+        return np.concatenate(([self.n_source], s))[None, :] * width + t[:, None]
+
+    def _index_cells(self, src, tgt, chunk=1 << 22):
+        """Number the (source word, target word) pairs that meet in a sentence.
+
+        Cells are numbered in the order of their keys. The distinct keys are
+        collected a few million at a time and merged, so that memory follows
+        the number of distinct cells, not the corpus's total ``n (m + 1)``.
+        """
+        width = max(self.n_target, 1)
+        unique = np.zeros(0, np.int64)
+
+        def distinct(sorted_keys):
+            return sorted_keys[np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]]
+
+        def merge(unique, pending):
+            # sort the new keys, then merge two sorted runs (a stable sort
+            # does that in one pass) and drop the repeats
+            new = distinct(np.sort(np.concatenate(pending)))
+            return distinct(np.sort(np.concatenate([unique, new]), kind="stable"))
+
+        pending, size = [], 0
+        for k in np.flatnonzero(self.n):
+            pending.append(self._cell_keys(src[k], tgt[k]).ravel())
+            size += pending[-1].size
+            if size >= chunk:
+                unique, pending, size = merge(unique, pending), [], 0
+        if pending:
+            unique = merge(unique, pending)
+        self._cell_key = unique
         self.cell_source, self.cell_target = unique // width, unique % width
         self.n_cells = len(unique)
-        self._sentence_cells = [None] * len(src)
-        start = 0
-        for k in np.flatnonzero(self.n):
-            size = self.n[k] * (self.m[k] + 1)
-            self._sentence_cells[k] = inverse[start:start + size].reshape(self.n[k], -1)
-            start += size
 
     def _log_prior(self, m, n, rows, cols):
         """``log p(i | j)`` for sentences of lengths ``m``, ``n``: (B, rows, cols)."""
@@ -230,11 +248,18 @@ class Model1:
         out[~np.isfinite(out)] = -np.inf   # masked words, and NULL when p0 = 0
         return out
 
-    def _make_batches(self, max_batch_cells):
-        """Group sentences of similar length into padded arrays for the E-step."""
+    def _make_batches(self, src, tgt, max_batch_cells):
+        """Group sentences of similar length into padded arrays for the E-step.
+
+        Each batch holds the cell numbers of its pairs (int32 when they fit:
+        half the memory), padded with the extra cell ``n_cells``.
+        """
         order = np.lexsort((self.m, self.n))
         order = order[self.n[order] > 0]
-        self._batches, self._slot = [], {}
+        self._batches = []
+        self._slot_batch = np.full(len(self.n), -1, dtype=np.int64)
+        self._slot_row = np.full(len(self.n), -1, dtype=np.int64)
+        index_type = np.int32 if self.n_cells < np.iinfo(np.int32).max else np.int64
         start = 0
         while start < len(order):
             stop = start + 1
@@ -243,12 +268,38 @@ class Model1:
                 stop += 1
             members = order[start:stop]
             rows, cols = self.n[members].max(), self.m[members].max() + 1
-            cells = np.full((len(members), rows, cols), self.n_cells)   # padding cell
+            cells = np.full((len(members), rows, cols), self.n_cells, dtype=index_type)
+            keys = np.concatenate([self._cell_keys(src[k], tgt[k]).ravel() for k in members])
+            by_key = np.argsort(keys)    # sorted needles: a cache-friendly search
+            found = np.empty(len(keys), dtype=index_type)
+            found[by_key] = np.searchsorted(self._cell_key, keys[by_key])
+            start_of = np.cumsum([0] + [self.n[k] * (self.m[k] + 1) for k in members])
             for b, k in enumerate(members):
-                cells[b, :self.n[k], :self.m[k] + 1] = self._sentence_cells[k]
-                self._slot[int(k)] = (len(self._batches), b)
+                cells[b, :self.n[k], :self.m[k] + 1] = (
+                    found[start_of[b]:start_of[b + 1]].reshape(self.n[k], -1))
+            self._slot_batch[members] = len(self._batches)
+            self._slot_row[members] = np.arange(len(members))
             self._batches.append((members, cells, None))   # log prior: _configure
             start = stop
+        del self._cell_key                                 # only needed to number cells
+
+    def _batch_prior(self, members, rows, cols):
+        """``log p(i | j)`` of a batch, each distinct ``(m, n)`` computed once.
+
+        The prior depends only on a pair's lengths (and the batch's padded
+        shape), so a batch stores one ``(rows, cols)`` slab per distinct
+        ``(m, n)`` and which slab each pair uses: :meth:`_prior` expands it.
+        """
+        lengths = np.stack((self.m[members], self.n[members]), axis=1)
+        distinct, which = np.unique(lengths, axis=0, return_inverse=True)
+        slabs = self._log_prior(distinct[:, 0], distinct[:, 1], rows, cols)
+        return slabs, which.reshape(-1)
+
+    @staticmethod
+    def _prior(batch_prior, rows=slice(None)):
+        """The ``(B, rows, cols)`` log prior of a batch (or of some of its ``rows``)."""
+        slabs, which = batch_prior
+        return slabs[which[rows]]
 
     def _start_table(self, init_scores):
         is_null = self.cell_source == self.n_source
@@ -289,7 +340,7 @@ class Model1:
         log_t = self._log_t()
         counts = np.zeros(self.n_cells + 1)
         for _, cells, log_prior in self._batches:
-            weights = softmax(self._scores(log_t, cells, log_prior), axis=-1)
+            weights = softmax(self._scores(log_t, cells, self._prior(log_prior)), axis=-1)
             counts += np.bincount(cells.ravel(), weights.ravel(), minlength=self.n_cells + 1)
         return counts[:-1]
 
@@ -316,7 +367,7 @@ class Model1:
         log_t = self._log_t()
         total = 0.0
         for _, cells, log_prior in self._batches:
-            scores = self._scores(log_t, cells, log_prior)
+            scores = self._scores(log_t, cells, self._prior(log_prior))
             top = scores.max(axis=-1)
             real = np.isfinite(top)
             shifted = np.exp(scores[real] - top[real][:, None]).sum(axis=-1)
@@ -344,10 +395,11 @@ class Model1:
         k = _check_pair_index(k, len(self.n))
         if not self.n[k]:
             return None
-        batch, b = self._slot[k]
+        batch, b = self._slot_batch[k], self._slot_row[k]
         _, cells, log_prior = self._batches[batch]
         n, m = self.n[k], self.m[k]
-        return self._scores(self._log_t(), cells[b, :n, :m + 1], log_prior[b, :n, :m + 1])
+        prior = self._prior(log_prior, b)
+        return self._scores(self._log_t(), cells[b, :n, :m + 1], prior[:n, :m + 1])
 
     def posteriors(self, k):
         """Attention of sentence pair ``k``'s target words over its source words.
@@ -384,7 +436,7 @@ class Model1:
         out = [set() for _ in self.n]
         log_t = self._log_t()
         for members, cells, log_prior in self._batches:
-            best = self._scores(log_t, cells, log_prior).argmax(axis=-1).tolist()
+            best = self._scores(log_t, cells, self._prior(log_prior)).argmax(axis=-1).tolist()
             for row, k, n in zip(best, members.tolist(), self.n[members].tolist()):
                 if swap:
                     out[k] = {(j, i - 1) for j, i in enumerate(row[:n]) if i > 0}
@@ -405,7 +457,7 @@ class _Similarity:
         # for each English word, the id of the same string in French (or -1)
         fr_id = {w: k for k, w in enumerate(words_fr)}
         self.same = np.array([fr_id.get(w, -1) for w in words_en], dtype=np.int64)
-        self.vectors, self.vectors64 = vectors, None
+        self.vectors = vectors
         self.keys = self.values = None
 
     def _compute(self, en, fr):
@@ -414,16 +466,17 @@ class _Similarity:
         known = np.flatnonzero((r_en >= 0) & (r_fr >= 0))
         if not len(known):
             return out
-        if self.vectors64 is None:
-            self.vectors64 = {lang: np.asarray(v, dtype=np.float64)
-                              for lang, v in self.vectors.items()}
-        # one matrix-vector product per English word: its French partners' vectors
+        # One matrix-vector product per English word: its French partners'
+        # vectors, in float64. Only the rows used are converted: a float64 copy
+        # of both embedding tables would cost 240 MB for any corpus.
         order = known[np.argsort(r_en[known], kind="stable")]
         e_sorted = r_en[order]
         starts = np.flatnonzero(np.r_[True, e_sorted[1:] != e_sorted[:-1]])
+        vec_en, vec_fr = self.vectors["en"], self.vectors["fr"]
         for a, b in zip(starts, np.r_[starts[1:], len(order)]):
             cells = order[a:b]
-            out[cells] = self.vectors64["fr"][r_fr[cells]] @ self.vectors64["en"][e_sorted[a]]
+            out[cells] = (vec_fr[r_fr[cells]].astype(np.float64)
+                          @ vec_en[e_sorted[a]].astype(np.float64))
         return out
 
     def __call__(self, en, fr):
@@ -509,12 +562,20 @@ class EMAligner:
                              f"{len(french)}: they must be sentence pairs")
         ids, words = {}, {}
         for lang, side in (("en", english), ("fr", french)):
-            tokens = [[w.lower() for w in tokenize(s, self.vocab[lang]).words] for s in side]
-            types, inverse = np.unique(np.array([w for s in tokens for w in s] or [""]),
-                                       return_inverse=True)
-            bounds = np.cumsum([0] + [len(s) for s in tokens])
-            ids[lang] = [inverse[a:b].astype(np.int64) for a, b in zip(bounds, bounds[1:])]
-            words[lang] = [str(w) for w in types]
+            # Intern each word: a dict of the distinct words and an integer array
+            # per sentence, so memory follows the vocabulary, never the longest
+            # token (a fixed-width string array of all tokens would).
+            first_seen, sentences = {}, []
+            for sentence in side:
+                tokens = [w.lower() for w in tokenize(sentence, self.vocab[lang]).words]
+                sentences.append(np.fromiter(
+                    (first_seen.setdefault(w, len(first_seen)) for w in tokens),
+                    dtype=np.int64, count=len(tokens)))
+            types = sorted(first_seen)                 # ids in code-point order
+            rank = np.empty(len(types), dtype=np.int64)
+            rank[[first_seen[w] for w in types]] = np.arange(len(types))
+            ids[lang] = [rank[s] for s in sentences]
+            words[lang] = types or [""]
         return Corpus(ids["en"], ids["fr"], words["en"], words["fr"],
                       _Similarity(words["en"], words["fr"], self.vocab, self.vectors), {})
 
