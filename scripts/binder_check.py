@@ -66,6 +66,21 @@ print(f"{time.perf_counter() - t0:.1f}")
 """
 
 
+# Runs inside the environment: the versions the chapters will run on.
+VERSIONS = r"""
+import platform
+from importlib.metadata import PackageNotFoundError, version
+names = ["numpy", "scipy", "matplotlib", "altair", "ipykernel", "myst-nb", "jupyter-book"]
+found = []
+for name in names:
+    try:
+        found.append(f"{name} {version(name)}")
+    except PackageNotFoundError:
+        pass
+print(f"versions: Python {platform.python_version()}, " + ", ".join(found))
+"""
+
+
 def execute(python, notebook, executed, cwd, env, timeout):
     """Run one notebook with RUN_NOTEBOOK in ``cwd``.
 
@@ -175,6 +190,12 @@ def main(argv=None):
     parser.add_argument("--toc", default="_toc.yml")
     parser.add_argument("--timeout", type=int, default=300, help="seconds allowed per cell")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    parser.add_argument("--venv", type=Path,
+                        help="use this environment if it exists (made by the caller, e.g. "
+                             "scripts/check-newest.sh) instead of a fresh one")
+    parser.add_argument("--differences", choices=("fail", "report"), default="fail",
+                        help="outputs that differ from the committed ones fail the check "
+                             "(default) or are only reported (newest releases)")
     add_kernel_options(parser, "Sandybridge", narrow=False)
     args = parser.parse_args(argv)
 
@@ -192,7 +213,7 @@ def main(argv=None):
 
     tmp = Path(tempfile.mkdtemp(prefix="binder-check-"))
     try:
-        venv = tmp / "venv"
+        venv = args.venv.resolve() if args.venv else tmp / "venv"
         python = venv / "bin" / "python"
         # Nothing from this machine's Python setup may leak into the environment.
         env = {k: v for k, v in os.environ.items()
@@ -203,11 +224,16 @@ def main(argv=None):
                    JUPYTER_PREFER_ENV_PATH="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
 
         t0 = time.monotonic()
-        run([args.python, "-m", "venv", str(venv)], env=env)
-        # From the repository root, like Binder: requirements.txt holds `-e .`.
-        run([str(python), "-m", "pip", "install", "--quiet", "-r", args.requirements],
-            cwd=REPO, env=env)
-        print(f"fresh environment from {args.requirements} alone: {time.monotonic() - t0:.0f} s")
+        if python.exists() and args.venv:
+            print(f"environment {venv} reused")
+        else:
+            run([args.python, "-m", "venv", str(venv)], env=env)
+            # From the repository root, like Binder: requirements.txt holds `-e .`.
+            run([str(python), "-m", "pip", "install", "--quiet", "-r", args.requirements],
+                cwd=REPO, env=env)
+            print(f"fresh environment from {args.requirements} alone: "
+                  f"{time.monotonic() - t0:.0f} s")
+        print(run([str(python), "-c", VERSIONS], env=env).stdout.strip())
         # Binder's image always has a Jupyter server and kernel; add them only if
         # requirements.txt does not bring them, so this check never blames it for those.
         probe = subprocess.run([str(python), "-c", "import nbclient, nbformat, ipykernel"],
@@ -228,14 +254,23 @@ def main(argv=None):
         env = kernel_env(python, env, args, "binder check")
         out_dir = tmp / "executed"
         out_dir.mkdir()
-        failed = []
+        failed, changed = [], []
         for nb in notebooks:
             rel = nb.relative_to(REPO)
             outcome = execute(python, nb, out_dir / nb.name, nb.parent, env, args.timeout)
-            if args.compare:
+            if args.compare and args.differences == "report" and outcome[1] is None:
+                problems = differences(nb, out_dir / nb.name)
+                changed.extend(f"{rel}: {p}" for p in problems)
+            elif args.compare:
                 outcome = compare_outputs(nb, out_dir / nb.name, *outcome)
             report(rel, *outcome, failed, where=f" (cwd {nb.parent.relative_to(REPO) or '.'})")
         print(f"binder check: {len(notebooks)} notebooks, {time.monotonic() - started:.0f} s in all")
+        if changed:
+            print(f"\n{len(changed)} output(s) differ from the committed ones (reported, not "
+                  "failed: review them, see README 'Newest releases'):")
+            print("    " + "\n    ".join(c.replace("\n", "\n    ") for c in changed))
+        elif args.compare and args.differences == "report":
+            print("every output matches the committed one")
         if failed:
             raise SystemExit(f"binder check: {len(failed)} notebook(s) fail (or print other "
                              f"outputs) in a fresh environment built from {args.requirements} "
