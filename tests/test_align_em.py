@@ -370,3 +370,42 @@ def test_em_align_names_a_bad_pair_index(k, error, message):
     with pytest.raises(error, match=message):
         fr2en.posteriors(k)
     assert aligner.align(np.int64(1)) == aligner.align(1)
+
+
+def _traced_peak(function):
+    """Peak bytes allocated (Python and NumPy) while ``function()`` runs."""
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        function()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_em_memory_does_not_grow_with_the_longest_token(dev):
+    # A fixed-width string array of all tokens cost 4 bytes x longest token x
+    # tokens: here 20,000 characters x ~1,000 tokens = 80 MB for one token.
+    english = [" ".join(p.english) for p in dev] * 3
+    french = [" ".join(p.french) for p in dev] * 3
+    aligner = EMAligner(iterations=1)
+    plain = _traced_peak(lambda: aligner.prepare(english, french))
+    english[0] += " " + "x" * 20_000
+    long = _traced_peak(lambda: aligner.prepare(english, french))
+    assert long - plain < 1 << 20            # the token itself is 20 kB
+
+
+def test_em_memory_is_a_few_kilobytes_per_sentence_pair(dev):
+    # 35 kB per pair before (padded int64 cells, a float64 log prior and the
+    # per-sentence cell arrays, each n (m + 1) per direction): 100,000 pairs
+    # took 3.6 GB. Growth between 2,000 and 4,000 pairs of real sentences
+    # (beyond the constant cost of numbering the cells a million keys at a time):
+    rng = np.random.default_rng(0)
+    peaks = {}
+    for n in (2000, 4000):
+        picks = rng.integers(len(dev), size=n)
+        english = [" ".join(dev[k].english) for k in picks]
+        french = [" ".join(dev[k].french) for k in picks]
+        peaks[n] = _traced_peak(lambda: EMAligner(iterations=1).fit(english, french))
+    per_pair = (peaks[4000] - peaks[2000]) / 2000
+    assert per_pair < 8 * 1024, f"{per_pair / 1024:.1f} KiB per sentence pair"

@@ -199,11 +199,11 @@ class Model1:
         width = max(self.n_target, 1)
         return np.concatenate(([self.n_source], s))[None, :] * width + t[:, None]
 
-    def _index_cells(self, src, tgt, chunk=1 << 22):
+    def _index_cells(self, src, tgt, chunk=1 << 20):
         """Number the (source word, target word) pairs that meet in a sentence.
 
         Cells are numbered in the order of their keys. The distinct keys are
-        collected a few million at a time and merged, so that memory follows
+        collected about a million at a time and merged, so that memory follows
         the number of distinct cells, not the corpus's total ``n (m + 1)``.
         """
         width = max(self.n_target, 1)
@@ -222,12 +222,17 @@ class Model1:
         for k in np.flatnonzero(self.n):
             pending.append(self._cell_keys(src[k], tgt[k]).ravel())
             size += pending[-1].size
-            if size >= chunk:
+            # merge when the new keys are as many as the distinct ones so far
+            # (at least a million): merging costs about the same each time
+            if size >= max(chunk, len(unique)):
                 unique, pending, size = merge(unique, pending), [], 0
         if pending:
             unique = merge(unique, pending)
         self._cell_key = unique
-        self.cell_source, self.cell_target = unique // width, unique % width
+        # word ids fit in int32 (half the memory of the table's index columns)
+        ids = np.int32 if max(self.n_source + 1, width) < np.iinfo(np.int32).max else np.int64
+        self.cell_source = (unique // width).astype(ids)
+        self.cell_target = (unique % width).astype(ids)
         self.n_cells = len(unique)
 
     def _log_prior(self, m, n, rows, cols):
@@ -480,7 +485,7 @@ class _Similarity:
         return out
 
     def __call__(self, en, fr):
-        keys = en * self.width + fr
+        keys = np.asarray(en, dtype=np.int64) * self.width + fr    # int32 ids could overflow
         if self.keys is None:
             order = np.argsort(keys, kind="stable")   # usually sorted already
             self.keys, self.values = keys[order], self._compute(en[order], fr[order])
