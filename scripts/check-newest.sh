@@ -46,15 +46,25 @@ PIP_DISABLE_PIP_VERSION_CHECK=1 "$tmp/venv/bin/python" -m pip install --quiet --
 # From the repository root: requirements.txt installs the library with `-e .`.
 PIP_DISABLE_PIP_VERSION_CHECK=1 "$tmp/venv/bin/python" -m pip install --quiet \
     -r "$tmp/requirements-newest-test.txt"
-echo "==> environment ready ($((SECONDS - t0)) s)"
+echo "==> environment ready ($((SECONDS - t0)) s): $("$tmp/venv/bin/python" -c '
+import platform
+from importlib.metadata import version
+print(f"Python {platform.python_version()}, " + ", ".join(
+    f"{n} {version(n)}" for n in ("numpy", "scipy", "matplotlib", "altair")))')"
 
+# Both stages run whatever the first gives, so one run shows everything that broke.
+status=0
 echo
 echo "==> the library's tests (unit, property, golden, doctests) on the newest releases"
 OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} "$tmp/venv/bin/python" -m pytest -q \
-    -p no:cacheprovider tests attention_lib
+    -p no:cacheprovider tests attention_lib || status=1
 
 echo
 echo "==> every chapter on the newest releases (a cell that raises fails; changed outputs are reported)"
 "$python" scripts/binder_check.py --python "$python" --venv "$tmp/venv" \
-    --kernel-family native --differences report "${passthrough[@]}"
+    --kernel-family native --differences report "${passthrough[@]}" || status=1
+if [ "$status" != 0 ]; then
+    echo "==> newest-releases check FAILED ($((SECONDS - t0)) s): see above" >&2
+    exit 1
+fi
 echo "==> newest-releases check: ok ($((SECONDS - t0)) s)"
