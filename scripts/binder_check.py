@@ -275,7 +275,8 @@ def main(argv=None):
             raise SystemExit(f"binder check: {len(failed)} notebook(s) fail (or print other "
                              f"outputs) in a fresh environment built from {args.requirements} "
                              f"alone: {', '.join(failed)}")
-        print("every chapter runs in an environment built from requirements.txt alone")
+        print(f"every chapter runs in an environment built from {Path(args.requirements).name}"
+              + (" alone" if Path(args.requirements).name == "requirements.txt" else ""))
     finally:
         if args.keep:
             print(f"kept {tmp}")
