@@ -409,3 +409,9 @@ def test_em_memory_is_a_few_kilobytes_per_sentence_pair(dev):
         peaks[n] = _traced_peak(lambda: EMAligner(iterations=1).fit(english, french))
     per_pair = (peaks[4000] - peaks[2000]) / 2000
     assert per_pair < 8 * 1024, f"{per_pair / 1024:.1f} KiB per sentence pair"
+
+
+def test_model1_refuses_word_ids_too_large_to_number_their_pairs():
+    # source id x target count overflowed int64 silently, merging unrelated cells
+    with pytest.raises(ValueError, match="too large to number their pairs"):
+        Model1([[2**40]], [[2**40]])

@@ -157,6 +157,12 @@ class Model1:
         tgt = [self._ids(s, "target") for s in target]
         self.n_source = max((int(s.max()) + 1 for s in src if len(s)), default=0)
         self.n_target = max((int(s.max()) + 1 for s in tgt if len(s)), default=0)
+        # a cell's key, source id * (number of target ids) + target id, is an int64
+        if (self.n_source + 1) * max(self.n_target, 1) >= np.iinfo(np.int64).max:
+            raise ValueError(
+                f"word ids up to {self.n_source - 1} (source) and {self.n_target - 1} (target) "
+                f"are too large to number their pairs in int64: number the words "
+                f"0, 1, 2, ... (as EMAligner.prepare does)")
         # A pair with an empty side has nothing to align: treat it as empty.
         self.m = np.array([len(s) if len(t) else 0 for s, t in zip(src, tgt)])
         self.n = np.array([len(t) if len(s) else 0 for s, t in zip(src, tgt)])
