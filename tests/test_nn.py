@@ -208,3 +208,23 @@ def test_adam_step_before_backward_names_the_missing_gradient():
     layer.grads = {"W": np.ones((1, 2)), "b": np.ones(1)}
     with pytest.raises(ValueError, match=r"gradient of 'W' has shape \(1, 2\)"):
         opt.step()
+
+
+@pytest.mark.parametrize("lr, betas, eps", [
+    (0.0, (0.0, 0.0), 0.0), (1e-3, (0.9, 0.999), 1e-8), (-1e-3, (0.9, 0.999), 1e-8),
+    (1e-3, (1.0, 0.999), 1e-8), (1e-3, (0.9, 1.0), 1e-8), (1e-3, (-0.1, 0.999), 1e-8),
+    (1e-3, (0.9, 0.999), -1.0), (float("nan"), (0.9, 0.999), 1e-8),
+])
+def test_adam_accepts_exactly_what_torch_adam_accepts(lr, betas, eps):
+    torch = pytest.importorskip("torch")
+    try:
+        torch.optim.Adam([torch.zeros(1, requires_grad=True)], lr=lr, betas=betas, eps=eps)
+        torch_accepts = True
+    except ValueError:
+        torch_accepts = False
+    try:
+        Adam([Linear(2, 1, np.random.default_rng(0))], lr=lr, betas=betas, eps=eps)
+        we_accept = True
+    except ValueError:
+        we_accept = False
+    assert we_accept == torch_accepts
