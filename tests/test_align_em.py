@@ -415,3 +415,17 @@ def test_model1_refuses_word_ids_too_large_to_number_their_pairs():
     # source id x target count overflowed int64 silently, merging unrelated cells
     with pytest.raises(ValueError, match="too large to number their pairs"):
         Model1([[2**40]], [[2**40]])
+
+
+def test_cli_huge_prior_still_biases_and_does_not_mask(tmp_path, capsys):
+    # --prior 1e42 makes float64 biases beyond float32's range; cast, they
+    # became -inf and masked every word of rows 1 and 2 (only 0-0 was left).
+    # Mathematically the prior decides: each French word takes the English
+    # word nearest the diagonal, as with any large finite prior.
+    en = _write(tmp_path / "p.en", "the agreement\n")
+    fr = _write(tmp_path / "p.fr", "le accord signé\n")
+    outputs = []
+    for prior in ("1e30", "1e42"):
+        assert main(["--src", en, "--tgt", fr, "--method", "fr2en", "--prior", prior]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs == ["0-0 1-1 1-2\n"] * 2
