@@ -27,7 +27,7 @@ block, recomputing each block of weights from the log-sum-exp saved by
 
 import numpy as np
 
-from ._checks import as_numeric, require_finite
+from ._checks import as_bool, as_numeric, require_finite
 from .blockwise import _block_sizes, _mask_block
 from .dot_product import _attention_inputs
 
@@ -222,6 +222,7 @@ def blockwise_attention_backward(grad_output, query, key, value, output,
     >>> all(np.allclose(g, p, rtol=0, atol=1e-12) for g, p in zip(grads, plain))
     True
     """
+    is_causal = as_bool(is_causal, "is_causal")
     block_size, query_block_size = _block_sizes(block_size, query_block_size)
     q, k, v, mask, scale = _attention_inputs(query, key, value, attn_mask,
                                              False, scale)

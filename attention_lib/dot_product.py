@@ -73,7 +73,6 @@ def _attention_inputs(query, key, value, attn_mask, is_causal, scale):
                 f"attn_mask of shape {mask.shape} cannot broadcast to the "
                 f"scores' shape (..., L, S) = {scores_shape}")
         if mask.dtype.kind != "b":
-            mask = mask.astype(dtype, copy=False)
             if np.isnan(mask).any() or np.isposinf(mask).any():
                 raise ValueError("attn_mask contains NaN or +inf; use -inf or False to mask")
     if is_causal:
@@ -83,7 +82,7 @@ def _attention_inputs(query, key, value, attn_mask, is_causal, scale):
         elif mask.dtype.kind == "b":
             mask = mask & causal
         else:
-            mask = np.where(causal, mask, -np.inf).astype(dtype, copy=False)
+            mask = np.where(causal, mask, -np.inf)
 
     if scale is None:
         scale = 1.0 / np.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
@@ -102,7 +101,41 @@ def _attention_inputs(query, key, value, attn_mask, is_causal, scale):
             f"value holds magnitudes up to {max_abs(v):.3g}: the weighted sum "
             f"over S = {S} keys could overflow {dtype} (largest {biggest:.3g}): "
             + _advice(dtype, "scale value down (and the output back up)"))
+    if mask is not None and mask.dtype.kind != "b":
+        scores_bound = overflow_bound(max_abs(q), abs(scale), max_abs(k), max(q.shape[-1], 1))
+        mask = _float_mask(mask, dtype, scores_bound)
     return q, k, v, mask, dtype.type(scale)
+
+
+def _float_mask(mask, dtype, scores_bound, name="attn_mask"):
+    """A float mask in ``dtype``, without turning finite biases into ``-inf``.
+
+    A float64 bias such as ``-1e39`` becomes ``-inf`` in float32, which masks
+    the key instead of biasing it (and a row of such biases would be fully
+    masked). The softmax of a row does not change when a constant is added to
+    it, so when the finite biases do not fit the dtype each row of the mask is
+    first shifted by its largest finite bias (in the mask's own precision).
+    After the shift every bias is <= 0; one still below ``-finfo.max`` becomes
+    ``-inf``, which is exact when it lies further below the row's best bias
+    than the scores can make up (``2 * scores_bound``), and is refused otherwise.
+    """
+    biggest = float(np.finfo(dtype).max)
+    finite = np.isfinite(mask)
+    if max_abs(mask[finite]) <= biggest:
+        return mask.astype(dtype, copy=False)
+    wide = mask.astype(np.result_type(mask.dtype, np.float64), copy=False)
+    row_best = np.max(np.where(finite, wide, -np.inf), axis=-1, keepdims=True)
+    row_best[np.isneginf(row_best)] = 0.0          # rows with nothing finite
+    shifted = wide - row_best                      # <= 0 where finite
+    lost = finite & (shifted < -biggest)
+    if lost.any() and not float(-shifted[lost].max()) > 2 * scores_bound:
+        raise ValueError(
+            f"{name} holds finite biases up to {max_abs(mask[finite]):.3g} that differ "
+            f"within a row by more than {dtype} can hold (largest {biggest:.3g}) while "
+            f"the scores are large enough to matter: use -inf (or a boolean mask) to "
+            f"mask, and finite biases well inside {biggest:.3g}, or float64 inputs")
+    with np.errstate(over="ignore"):
+        return shifted.astype(dtype)
 
 
 def _overflow_risk(q, k, scale, mask):

@@ -213,7 +213,8 @@ def attention_heatmap_chart(scores, query_labels, key_labels, *, temperature=1.0
     ValueError
         If ``scores`` is not a finite non-empty 2-D array, the label counts
         do not match its shape, ``temperature_range`` is not two numbers
-        ``0 < low < high``, or ``temperature`` is outside it.
+        ``0 < low < high``, ``temperature`` is outside it, or a score divided
+        by the lowest temperature would overflow float64 in the browser.
 
     Examples
     --------
@@ -239,6 +240,15 @@ def attention_heatmap_chart(scores, query_labels, key_labels, *, temperature=1.0
     if not t_low <= float(temperature) <= t_high:
         raise ValueError(f"temperature must be in [{t_low:g}, {t_high:g}] "
                          f"(temperature_range), got {temperature}")
+    # The browser divides by the temperature in float64; an infinite quotient
+    # would make Vega drop the whole row without a word.
+    biggest = float(np.abs(s).max())
+    if not np.isfinite(biggest / t_low):       # Python floats: inf, no warning
+        raise ValueError(
+            f"scores up to {biggest:.3g} divided by the lowest temperature {t_low:g} "
+            f"overflow the browser's float64 (largest {np.finfo(np.float64).max:.3g}): "
+            f"scale the scores down (softmax weights change with the scale) or "
+            f"raise the low end of temperature_range")
     rows = [{"qi": i, "ki": j, "query": queries[i], "key": keys[j], "score": round(float(s[i, j]), 6)}
             for i in range(L) for j in range(S)]
     temp = alt.param(name="temperature", value=float(temperature), bind=alt.binding_range(
@@ -654,6 +664,19 @@ _LOADER_JS = """
 """
 
 
+def _script_safe(text):
+    """JSON ``text`` made safe inside an inline ``<script>`` element.
+
+    The HTML tokenizer reads a script's text before JavaScript does: ``</script``
+    ends it, and ``<!--`` followed by ``<script`` switches it into a state in
+    which the real ``</script>`` no longer ends it, so the chart and the rest
+    of the page vanish. Every such sequence starts with ``<``; written as
+    ``\\u003c`` (the same character to JavaScript's JSON) it leaves the
+    tokenizer nothing to see, whatever the labels, titles or descriptions hold.
+    """
+    return text.replace("<", "\\u003c")
+
+
 def chart_html(chart, *, caption=None, description=None, static_path="../_static/vendor/"):
     """The HTML that renders ``chart`` from vendored Vega (see the module docstring).
 
@@ -692,8 +715,9 @@ def chart_html(chart, *, caption=None, description=None, static_path="../_static
     names = ["vega", "vega-lite", "vega-embed"]
     local = [f"{static_path}{n}.min.js" for n in names]
     cdn = [f"https://cdn.jsdelivr.net/npm/{n}@{VENDOR_VERSIONS[n]}/build/{n}.min.js" for n in names]
-    script = _LOADER_JS % {"id": json.dumps(chart_id), "spec": text.replace("</", "<\\/"),
-                           "local": json.dumps(local), "cdn": json.dumps(cdn)}
+    script = _LOADER_JS % {"id": _script_safe(json.dumps(chart_id)), "spec": _script_safe(text),
+                           "local": _script_safe(json.dumps(local)),
+                           "cdn": _script_safe(json.dumps(cdn))}
     esc = html.escape
     caption_html = (f'<p class="attention-chart-caption" style="font-size:0.9em">'
                     f"{esc(caption)}</p>") if caption else ""

@@ -20,7 +20,7 @@ mask conventions, which are the *opposite* of
 
 import numpy as np
 
-from ._checks import as_int, as_numeric
+from ._checks import as_int, as_numeric, max_abs
 from .dot_product import scaled_dot_product_attention
 from .masks import causal_mask
 
@@ -46,10 +46,14 @@ def _as_mask(mask, name, dtype):
             f"{name} must be boolean (True = may NOT attend) or floating "
             f"(added to the scores), got dtype {arr.dtype}; convert it with "
             f"{name}.astype(bool) if 1 means 'masked'")
-    arr = arr.astype(dtype, copy=False)
     if np.isnan(arr).any() or np.isposinf(arr).any():
         raise ValueError(f"{name} contains NaN or +inf; use -inf or True to mask")
-    return arr
+    finite = arr[np.isfinite(arr)]
+    if max_abs(finite) > float(np.finfo(dtype).max):
+        # Cast, -1e39 would become -inf in float32 (masking, not biasing):
+        # scaled_dot_product_attention shifts such rows into range instead.
+        return arr.astype(np.result_type(arr.dtype, np.float64), copy=False)
+    return arr.astype(dtype, copy=False)
 
 
 #: Sequences are attended to in groups whose scores have about this many

@@ -21,11 +21,24 @@ def _axes(ax, figsize):
     return ax
 
 
+def _labels(labels, n, name, what):
+    """``labels`` as a list of ``n`` entries, or a ``ValueError`` naming them."""
+    labels = list(labels)
+    if len(labels) != n:
+        raise ValueError(f"{name} has {len(labels)} entries but the matrix has {n} {what}: "
+                         f"give one label per {what[:-1]}")
+    return labels
+
+
 def _label_axes(ax, shape, row_labels, col_labels, xlabel, ylabel):
     if col_labels is not None:
-        ax.set_xticks(np.arange(shape[1]), labels=list(col_labels), rotation=90)
+        col_labels = _labels(col_labels, shape[1], "col_labels", "columns")
     if row_labels is not None:
-        ax.set_yticks(np.arange(shape[0]), labels=list(row_labels))
+        row_labels = _labels(row_labels, shape[0], "row_labels", "rows")
+    if col_labels is not None:
+        ax.set_xticks(np.arange(shape[1]), labels=col_labels, rotation=90)
+    if row_labels is not None:
+        ax.set_yticks(np.arange(shape[0]), labels=row_labels)
     ax.xaxis.tick_top()
     ax.xaxis.set_label_position("top")
     if xlabel:
@@ -127,6 +140,12 @@ def plot_mask(mask, row_labels=None, col_labels=None, ax=None, title=None,
 _MARKERS = {"square": "s", "dot": "o", "cross": "x"}
 
 
+def _heat_map_shape(ax):
+    """The ``(L, S)`` shape of the last heat map drawn on ``ax`` (None if none)."""
+    images = ax.get_images()
+    return images[-1].get_array().shape[:2] if images else None
+
+
 def mark_cells(ax, cells, style="square", label=None, size=None):
     """Mark cells of a heat map, e.g. the gold links of a word alignment.
 
@@ -159,7 +178,8 @@ def mark_cells(ax, cells, style="square", label=None, size=None):
     Raises
     ------
     ValueError
-        If ``style`` is unknown or a cell is not a pair of integers.
+        If ``style`` is unknown, a cell is not a pair of integers, or a cell
+        lies outside the heat map already on ``ax``.
 
     Examples
     --------
@@ -179,6 +199,13 @@ def mark_cells(ax, cells, style="square", label=None, size=None):
     if any(len(c) != 2 or not all(isinstance(v, (int, np.integer)) for v in c)
            for c in cells):
         raise ValueError("cells must be (row, column) pairs of integers")
+    shape = _heat_map_shape(ax)
+    outside = [c for c in cells if shape is not None
+               and not (0 <= c[0] < shape[0] and 0 <= c[1] < shape[1])]
+    if outside:
+        raise ValueError(f"cells {outside[:3]} lie outside the heat map of shape {shape} "
+                         f"on ax: each cell is (row, column) with 0 <= row < {shape[0]} "
+                         f"and 0 <= column < {shape[1]}")
     rows = np.array([c[0] for c in cells], dtype=float)
     cols = np.array([c[1] for c in cells], dtype=float)
     default_size = {"square": 150, "dot": 30, "cross": 40}[style]
@@ -215,7 +242,8 @@ def hatch_masked(ax, mask, label="masked"):
     Raises
     ------
     ValueError
-        If ``mask`` is not a 2-D boolean array.
+        If ``mask`` is not a 2-D boolean array, or not of the shape of the
+        heat map already on ``ax``.
 
     Examples
     --------
@@ -233,6 +261,10 @@ def hatch_masked(ax, mask, label="masked"):
     if m.ndim != 2 or m.dtype != bool:
         raise ValueError(
             f"mask must be a 2-D boolean array, got {m.dtype} of shape {m.shape}")
+    shape = _heat_map_shape(ax)
+    if shape is not None and m.shape != shape:
+        raise ValueError(f"mask has shape {m.shape} but the heat map on ax has shape "
+                         f"{shape}: the mask must cover the heat map cell for cell")
     count = 0
     for i, j in zip(*np.nonzero(~m)):
         ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="////",

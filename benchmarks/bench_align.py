@@ -1,7 +1,8 @@
-"""Speed of the EM aligner: ``python -m attention_lib.align --method em`` on 10,000 pairs.
+"""Speed and memory of the EM aligner: ``python -m attention_lib.align --method em``.
 
-    python benchmarks/bench_align.py            # about 30 s
+    python benchmarks/bench_align.py            # speed on 10,000 pairs, about 30 s
     python benchmarks/bench_align.py --pairs 2000
+    python benchmarks/bench_align.py --memory   # peak memory at 10,000 and 100,000 pairs
 
 The goal (issue 13): 10,000 sentence pairs aligned, EM iterations included, in
 under 30 s on 2 cores. The only parallel text here is the 37 development
@@ -14,6 +15,17 @@ pairs, so the corpora are made from them, two ways:
   vocabulary (seed 1), so that the translation table grows to millions of
   word pairs, as with a real corpus of that size.
 
+**Memory** (``--memory``, issue 20): the command line runs on both corpora at
+10,000 and at 100,000 pairs, each in a fresh process, and the peak resident
+set size (VmHWM) is reported above that process's size once the
+library and the embeddings are loaded, per sentence pair too; plus the
+resampled 10,000 pairs with one 50,000-character token added, which must cost
+no more than without it (memory must not grow with the longest token). One EM
+iteration: the iterations reuse the same arrays, so more do not add memory.
+The resampled corpus measures what every pair costs; the noised one adds a
+translation table of millions of cells (about 300 per pair), which a real
+corpus, whose vocabulary grows more slowly, would not.
+
 For each: the number of tokens and table cells, the time of the whole command
 line run in this process (reading the files, tokenising, building the
 table, the EM iterations, decoding and writing every line), pairs per second,
@@ -25,6 +37,8 @@ doing.
 import argparse
 import io
 import os
+import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -78,10 +92,84 @@ def run(name, english, french):
     return total, cpu
 
 
+def _peak_kib():
+    """Peak resident set size of this process, in KiB.
+
+    Linux's VmHWM belongs to the address space, which starts afresh at exec;
+    ``ru_maxrss`` would also count the parent's pages at the fork.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss   # KiB on Linux
+
+
+def child_memory(src, tgt):
+    """In a fresh process: peak RSS of the command line above the loaded library."""
+    from attention_lib import load_embeddings
+    for lang in ("en", "fr"):
+        load_vocab(lang), load_embeddings(lang)        # the data every run loads
+    before = _peak_kib()
+    with open(os.devnull, "w") as sink:
+        main(["--src", src, "--tgt", tgt, "--method", "em", "--iterations", "1"],
+             stdout=sink)
+    print(before, _peak_kib())
+
+
+def measure_memory(sizes=(10_000, 100_000)):
+    print("peak resident memory of `python -m attention_lib.align --method em "
+          "--iterations 1`, each in a fresh process, above the process with the library "
+          "and embeddings loaded\n")
+    print(f"{'corpus':<34} {'pairs':>8} {'baseline MiB':>13} {'peak MiB':>9} "
+          f"{'above MiB':>10} {'KiB/pair':>9}")
+    print("-" * 88)
+    rows = {}
+    cases = ([("resampled", n, 0.0, None) for n in sizes]
+             + [("noised", n, 0.3, None) for n in sizes]
+             + [("resampled + a 50,000-char token", sizes[0], 0.0, 50_000)])
+    for name, n, noise, long_token in cases:
+        english, french = make_corpus(n, noise)
+        if long_token:
+            english[0] += " " + "x" * long_token
+        with tempfile.TemporaryDirectory() as tmp:
+            src, tgt = Path(tmp, "c.en"), Path(tmp, "c.fr")
+            src.write_text("\n".join(english) + "\n", encoding="utf8")
+            tgt.write_text("\n".join(french) + "\n", encoding="utf8")
+            del english, french
+            out = subprocess.run([sys.executable, __file__, "--child-memory", str(src), str(tgt)],
+                                 capture_output=True, text=True, check=True).stdout
+        before, peak = (int(x) for x in out.split()[-2:])
+        above = (peak - before) / 1024
+        rows[name, n] = above
+        print(f"{name:<34} {n:>8,} {before / 1024:>13.0f} {peak / 1024:>9.0f} {above:>10.0f} "
+              f"{(peak - before) / n:>9.1f}", flush=True)
+    n1, n2 = sizes
+    print()
+    for name in ("resampled", "noised"):
+        print(f"{name}: growth per pair between {n1:,} and {n2:,} pairs: "
+              f"{(rows[name, n2] - rows[name, n1]) * 1024 / (n2 - n1):.1f} KiB")
+    print(f"a 50,000-character token adds "
+          f"{rows['resampled + a 50,000-char token', n1] - rows['resampled', n1]:+.0f} MiB "
+          f"to {n1:,} resampled pairs")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=10000)
+    parser.add_argument("--memory", action="store_true", help="peak memory instead of speed")
+    parser.add_argument("--child-memory", nargs=2, metavar=("SRC", "TGT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child_memory:
+        child_memory(*args.child_memory)
+        sys.exit()
+    if args.memory:
+        print(describe_machine())
+        measure_memory()
+        sys.exit()
     print(describe_machine())
     print(f"--method em, {DEFAULT_ITERATIONS} EM iterations (the default); 'total s' is "
           "the wall time of the whole command line in this process, 'cpu s' its CPU "

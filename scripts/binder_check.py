@@ -11,7 +11,12 @@ folder as the working directory. This script does the same without Binder:
 2. register that environment's Python as the only ``python3`` kernel;
 3. execute every notebook listed in ``_toc.yml`` with nbclient (running inside
    the fresh environment), with the notebook's folder as working directory,
-   and fail on the first cell that raises.
+   and fail on the first cell that raises;
+4. compare each executed notebook's outputs with the committed ones, as nbval
+   does (scripts/notebook_outputs.py), with OpenBLAS forced onto another CPU
+   kernel family than the nbval stage's (``--kernel-family``, default
+   Sandybridge; scripts/cpu_families.py): an output that depends on the CPU
+   fails here even on the machine that executed the notebook.
 
 The executed copies go to the temporary folder: the committed notebooks are
 never touched. Prints the time of each step and of each notebook.
@@ -20,6 +25,8 @@ Usage::
 
     python3 scripts/binder_check.py            # fresh venv, every notebook in _toc.yml
     python3 scripts/binder_check.py --keep     # keep the temporary folder, print its path
+    python3 scripts/binder_check.py --kernel-family native --no-compare
+    python3 scripts/binder_check.py book/05_masks.ipynb   # one chapter
 """
 
 import argparse
@@ -34,6 +41,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cpu_families  # noqa: E402
+from notebook_outputs import differences  # noqa: E402
 
 # Runs inside the fresh environment: execute one notebook with nbclient.
 RUN_NOTEBOOK = r"""
@@ -53,6 +63,21 @@ except CellExecutionError as exc:
     sys.exit(1)
 nbformat.write(nb, dst)
 print(f"{time.perf_counter() - t0:.1f}")
+"""
+
+
+# Runs inside the environment: the versions the chapters will run on.
+VERSIONS = r"""
+import platform
+from importlib.metadata import PackageNotFoundError, version
+names = ["numpy", "scipy", "matplotlib", "altair", "ipykernel", "myst-nb", "jupyter-book"]
+found = []
+for name in names:
+    try:
+        found.append(f"{name} {version(name)}")
+    except PackageNotFoundError:
+        pass
+print(f"versions: Python {platform.python_version()}, " + ", ".join(found))
 """
 
 
@@ -81,6 +106,49 @@ def report(rel, seconds, error, failed, where=""):
     failed.append(str(rel))
     print(f"{str(rel):36s} FAILED{where}:")
     print("    " + error.replace("\n", "\n    "))
+
+
+def add_kernel_options(parser, family, narrow, threads=None):
+    """``--kernel-family``, ``--narrow-numpy``, ``--blas-threads``, ``--no-compare``."""
+    parser.add_argument("--kernel-family", default=family,
+                        choices=[name for name, _ in cpu_families.FAMILIES] + ["native"],
+                        help=f"OpenBLAS family to force while executing (default {family}; "
+                             "an older one if this CPU cannot run it)")
+    parser.add_argument("--narrow-numpy", action=argparse.BooleanOptionalAction,
+                        default=narrow, help="narrow NumPy's SIMD dispatch to its baseline "
+                                             f"(default {'yes' if narrow else 'no'})")
+    parser.add_argument("--blas-threads", type=int, default=threads,
+                        help="OPENBLAS_NUM_THREADS for the pass (a matrix product split over "
+                             "another number of threads rounds differently too; default "
+                             f"{threads or 'inherited'})")
+    parser.add_argument("--no-compare", dest="compare", action="store_false",
+                        help="only execute; do not compare outputs with the committed ones")
+
+
+def kernel_env(python, env, args, check):
+    """``env`` with the kernel family of ``args`` forced; prints what it runs on."""
+    family = None if args.kernel_family == "native" else cpu_families.pick(args.kernel_family)
+    env = cpu_families.family_env(python, family, args.narrow_numpy, base=env)
+    if args.blas_threads:
+        env["OPENBLAS_NUM_THREADS"] = str(args.blas_threads)
+    threads = env.get("OPENBLAS_NUM_THREADS") or f"BLAS default ({os.cpu_count()} CPUs)"
+    print(f"{check}: CPU kernels for this pass: {cpu_families.describe(python, env)}; "
+          f"BLAS threads: {threads}")
+    if args.compare:
+        print(f"{check}: outputs are compared with the committed ones (nbval's rules)")
+    return env
+
+
+def compare_outputs(notebook, executed, seconds, error, skip_cells=()):
+    """Turn output differences into an error for :func:`report` (``error`` wins)."""
+    if error is not None or seconds is None:
+        return seconds, error
+    problems = differences(notebook, executed, skip_cells)
+    if not problems:
+        return seconds, None
+    return None, ("outputs differ from the committed ones under this pass's CPU kernels "
+                  "(an output that depends on the CPU: round it, or compare with a "
+                  "tolerance; see README, 'Outputs on every CPU'):\n" + "\n".join(problems))
 
 
 def toc_notebooks(toc_file):
@@ -114,12 +182,21 @@ def run(cmd, **kwargs):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("notebooks", nargs="*", type=Path,
+                        help="notebooks to run (default: every notebook in _toc.yml)")
     parser.add_argument("--python", default=sys.executable,
                         help="interpreter for the fresh environment (runtime.txt pins 3.11)")
     parser.add_argument("--requirements", default="requirements.txt")
     parser.add_argument("--toc", default="_toc.yml")
     parser.add_argument("--timeout", type=int, default=300, help="seconds allowed per cell")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    parser.add_argument("--venv", type=Path,
+                        help="use this environment if it exists (made by the caller, e.g. "
+                             "scripts/check-newest.sh) instead of a fresh one")
+    parser.add_argument("--differences", choices=("fail", "report"), default="fail",
+                        help="outputs that differ from the committed ones fail the check "
+                             "(default) or are only reported (newest releases)")
+    add_kernel_options(parser, "Sandybridge", narrow=False)
     args = parser.parse_args(argv)
 
     started = time.monotonic()
@@ -129,13 +206,14 @@ def main(argv=None):
     if runtime.startswith("python-") and runtime.removeprefix("python-") != version:
         print(f"note: Binder will use {runtime}, not Python {version}")
 
-    notebooks = toc_notebooks(REPO / args.toc)
+    notebooks = ([p.resolve() for p in args.notebooks] if args.notebooks
+                 else toc_notebooks(REPO / args.toc))
     if not notebooks:
         raise SystemExit(f"binder check: no notebooks listed in {args.toc}")
 
     tmp = Path(tempfile.mkdtemp(prefix="binder-check-"))
     try:
-        venv = tmp / "venv"
+        venv = args.venv.resolve() if args.venv else tmp / "venv"
         python = venv / "bin" / "python"
         # Nothing from this machine's Python setup may leak into the environment.
         env = {k: v for k, v in os.environ.items()
@@ -146,11 +224,16 @@ def main(argv=None):
                    JUPYTER_PREFER_ENV_PATH="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
 
         t0 = time.monotonic()
-        run([args.python, "-m", "venv", str(venv)], env=env)
-        # From the repository root, like Binder: requirements.txt holds `-e .`.
-        run([str(python), "-m", "pip", "install", "--quiet", "-r", args.requirements],
-            cwd=REPO, env=env)
-        print(f"fresh environment from {args.requirements} alone: {time.monotonic() - t0:.0f} s")
+        if python.exists() and args.venv:
+            print(f"environment {venv} reused")
+        else:
+            run([args.python, "-m", "venv", str(venv)], env=env)
+            # From the repository root, like Binder: requirements.txt holds `-e .`.
+            run([str(python), "-m", "pip", "install", "--quiet", "-r", args.requirements],
+                cwd=REPO, env=env)
+            print(f"fresh environment from {args.requirements} alone: "
+                  f"{time.monotonic() - t0:.0f} s")
+        print(run([str(python), "-c", VERSIONS], env=env).stdout.strip())
         # Binder's image always has a Jupyter server and kernel; add them only if
         # requirements.txt does not bring them, so this check never blames it for those.
         probe = subprocess.run([str(python), "-c", "import nbclient, nbformat, ipykernel"],
@@ -168,19 +251,32 @@ def main(argv=None):
             "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
             "display_name": "Python 3 (binder check)", "language": "python"}))
 
+        env = kernel_env(python, env, args, "binder check")
         out_dir = tmp / "executed"
         out_dir.mkdir()
-        failed = []
+        failed, changed = [], []
         for nb in notebooks:
             rel = nb.relative_to(REPO)
-            report(rel, *execute(python, nb, out_dir / nb.name, nb.parent, env,
-                                 args.timeout),
-                   failed, where=f" (cwd {nb.parent.relative_to(REPO) or '.'})")
+            outcome = execute(python, nb, out_dir / nb.name, nb.parent, env, args.timeout)
+            if args.compare and args.differences == "report" and outcome[1] is None:
+                problems = differences(nb, out_dir / nb.name)
+                changed.extend(f"{rel}: {p}" for p in problems)
+            elif args.compare:
+                outcome = compare_outputs(nb, out_dir / nb.name, *outcome)
+            report(rel, *outcome, failed, where=f" (cwd {nb.parent.relative_to(REPO) or '.'})")
         print(f"binder check: {len(notebooks)} notebooks, {time.monotonic() - started:.0f} s in all")
+        if changed:
+            print(f"\n{len(changed)} output(s) differ from the committed ones (reported, not "
+                  "failed: review them, see README 'Newest releases'):")
+            print("    " + "\n    ".join(c.replace("\n", "\n    ") for c in changed))
+        elif args.compare and args.differences == "report":
+            print("every output matches the committed one")
         if failed:
-            raise SystemExit(f"binder check: {len(failed)} notebook(s) fail in a fresh "
-                             f"environment built from {args.requirements} alone: {', '.join(failed)}")
-        print("every chapter runs in an environment built from requirements.txt alone")
+            raise SystemExit(f"binder check: {len(failed)} notebook(s) fail (or print other "
+                             f"outputs) in a fresh environment built from {args.requirements} "
+                             f"alone: {', '.join(failed)}")
+        print(f"every chapter runs in an environment built from {Path(args.requirements).name}"
+              + (" alone" if Path(args.requirements).name == "requirements.txt" else ""))
     finally:
         if args.keep:
             print(f"kept {tmp}")

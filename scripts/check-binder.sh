@@ -4,7 +4,7 @@
 # root), then execute every chapter notebook listed in _toc.yml with its own
 # folder as working directory. Fails on any error; prints the time of each step.
 #
-#   bash scripts/check-binder.sh
+#   bash scripts/check-binder.sh [book/NN_name.ipynb ...] [--kernel-family F] [--no-compare]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$SECONDS

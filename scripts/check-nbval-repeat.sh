@@ -51,6 +51,12 @@ while os.getppid() == parent:
     echo "==> background load: process $load_pid (spins and allocates)"
 fi
 
+# Say which CPU kernels this pass runs on: the Binder and Colab checks force
+# other families (scripts/cpu_families.py), so together the three passes show
+# that no committed output depends on the CPU.
+"$python" scripts/cpu_families.py | sed 's/^/==> /' \
+    || echo "==> (could not tell which CPU kernels: scripts/cpu_families.py failed)"
+
 t0=$SECONDS
 for i in $(seq 1 "$repeat"); do
     t=$SECONDS

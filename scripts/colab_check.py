@@ -21,7 +21,14 @@ repository and install it. This script reproduces that offline:
    Colab's kernel does (an IPython start-up file), from a folder on the
    kernel's PYTHONPATH;
 4. each notebook in ``_toc.yml`` is copied alone to a scratch folder (Colab's
-   ``/content``) and executed there with nbclient; any cell error fails.
+   ``/content``, outside the repository: a chapter that reads ``../data``
+   fails here, as it fails for a reader who downloads it) and executed there
+   with nbclient; any cell error fails;
+5. its outputs are compared with the committed ones, as nbval does
+   (scripts/notebook_outputs.py), except the set-up cell's own, with OpenBLAS
+   forced onto its oldest x86-64 kernels (Prescott), on one thread, and
+   NumPy's SIMD narrowed to its baseline (scripts/cpu_families.py): a third
+   CPU on which every printed output must hold.
 
 Chapters share one clone and one environment, as cells run in one Colab
 runtime would; the first chapter's set-up cell clones and installs, the
@@ -47,7 +54,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from binder_check import execute, report, toc_notebooks  # noqa: E402
+from binder_check import (add_kernel_options, compare_outputs, execute,  # noqa: E402
+                          kernel_env, report, toc_notebooks)
+
+# How the set-up cell (scripts/sync_colab_cell.py) recognises Colab; repeated
+# here because that script needs nbformat, and this one only the standard library.
+MARKER = '"google.colab" in sys.modules'
 
 REPO = Path(__file__).resolve().parents[1]
 ENV_DIR = REPO / ".venv" / "colab-check"
@@ -146,6 +158,13 @@ def snapshot_repository(dest):
     run(git + ["commit", "--quiet", "--message", "snapshot for the colab check"], cwd=dest)
 
 
+def setup_cells(notebook):
+    """Indices of the Colab set-up cell (its output on Colab is git's and pip's)."""
+    cells = json.loads(Path(notebook).read_text(encoding="utf-8"))["cells"]
+    return {i for i, c in enumerate(cells) if c["cell_type"] == "code"
+            and MARKER in "".join(c["source"])}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("notebooks", nargs="*", type=Path,
@@ -156,6 +175,7 @@ def main(argv=None):
     parser.add_argument("--timeout", type=int, default=300, help="seconds allowed per cell")
     parser.add_argument("--fresh", action="store_true", help="rebuild the environment")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    add_kernel_options(parser, "Prescott", narrow=True, threads=1)
     args = parser.parse_args(argv)
 
     started = time.monotonic()
@@ -194,13 +214,17 @@ def main(argv=None):
         run_env = dict(env, JUPYTER_PATH=str(tmp / "jupyter"), JUPYTER_PREFER_ENV_PATH="1",
                        BOOK_REPOSITORY=f"file://{remote}",
                        BOOK_CLONE_DIR=str(content / "attention-from-scratch"))
+        run_env = kernel_env(python, run_env, args, "colab check")
         failed = []
         for nb in notebooks:
             rel = nb.relative_to(REPO) if nb.is_relative_to(REPO) else nb
             alone = content / nb.name                 # a lone notebook, outside the repo
             shutil.copy(nb, alone)
-            report(rel, *execute(python, alone, tmp / f"executed-{nb.name}", content,
-                                 run_env, args.timeout), failed)
+            executed = tmp / f"executed-{nb.name}"
+            outcome = execute(python, alone, executed, content, run_env, args.timeout)
+            if args.compare:
+                outcome = compare_outputs(nb, executed, *outcome, skip_cells=setup_cells(nb))
+            report(rel, *outcome, failed)
         print(f"colab check: {len(notebooks)} notebooks, {time.monotonic() - started:.0f} s in all")
         if failed:
             raise SystemExit(f"colab check: {len(failed)} notebook(s) fail when run as "

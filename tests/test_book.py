@@ -123,3 +123,30 @@ def test_colab_cell_is_up_to_date_and_installs_the_library(path):
     assert source(code_cells(path)[0]) == expected, (
         f"{path.name}: the Colab set-up cell is out of date; run "
         "python scripts/sync_colab_cell.py")
+
+
+# A string that names a file through the repository's layout: "../data/...",
+# "./data/x", "data/x", "book/x", "_static/x". A reader who downloads a chapter
+# from the site runs it from wherever they saved it, where none of these exist.
+RELATIVE_PATH = re.compile(r"^(\.\.?[/\\]|(data|book|_static|benchmarks|scripts)[/\\])")
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_chapter_reads_no_file_through_a_path_relative_to_the_repository(path):
+    """Every chapter runs as a lone notebook from any working directory.
+
+    Data come from the library (``attention_lib.data_dir()`` and the loaders),
+    which finds them beside the installed package, never from ``../data``.
+    """
+    for cell in code_cells(path):
+        if '"google.colab" in sys.modules' in source(cell):
+            continue                                  # the Colab set-up cell
+        text = TransformerManager().transform_cell(source(cell))
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                assert not RELATIVE_PATH.match(node.value), (
+                    f"{path.name} reads {node.value!r}, a path relative to book/: it fails "
+                    f"when the notebook runs elsewhere (Colab, a download); use "
+                    f"attention_lib.data_dir() / ... instead")
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "chdir":
+                raise AssertionError(f"{path.name} changes the working directory")

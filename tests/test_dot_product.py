@@ -412,3 +412,43 @@ def test_mask_with_batch_axes_only_value_has_broadcasts_like_the_value(function,
                            for b in range(2)])
     assert out.shape == (2, 3, 3)
     np.testing.assert_allclose(out, one_by_one, rtol=1e-12, atol=1e-12)
+
+
+FLOAT32_UNREPRESENTABLE = np.array([[-1e39, -2e39]])    # finite in float64 only
+
+
+@pytest.mark.parametrize("function", [scaled_dot_product_attention, blockwise_attention])
+def test_finite_float64_biases_on_float32_inputs_stay_biases_not_masks(function):
+    # Cast to float32 the biases become -inf: hard masking, weights [0, 0].
+    # The softmax of the biases -1e39, -2e39 (the scores are equal) is [1, 0].
+    q = np.ones((1, 4), np.float32)
+    k = np.ones((2, 4), np.float32)
+    v = np.array([[1.0], [2.0]], np.float32)
+    with np.errstate(all="raise"):
+        out = function(q, k, v, attn_mask=FLOAT32_UNREPRESENTABLE)
+    assert out.dtype == np.float32
+    assert_array_equal(out, [[1.0]])
+    _, w = scaled_dot_product_attention(q, k, v, attn_mask=FLOAT32_UNREPRESENTABLE,
+                                        return_weights=True)
+    assert_array_equal(w, [[1.0, 0.0]])
+
+
+def test_huge_finite_biases_give_the_float64_answer_when_rows_shift_into_range():
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.normal(size=s) for s in ((3, 4), (5, 4), (5, 2)))
+    bias = rng.normal(size=(3, 5)) - 1e39            # every row: -1e39 + small
+    expected = scaled_dot_product_attention(q, k, v, attn_mask=bias + 1e39)
+    got = scaled_dot_product_attention(*(a.astype(np.float32) for a in (q, k, v)),
+                                       attn_mask=bias)
+    assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_biases_too_far_apart_for_float32_while_scores_matter_are_refused():
+    # Scores 1.8e38 and -1.8e38 plus biases -3.5e38 and 0: key 0 wins
+    # (-1.7e38 > -1.8e38), but float32 cannot hold the bias -3.5e38, and as
+    # -inf it would hand all the weight to key 1. Refuse, naming attn_mask.
+    q = np.full((1, 1), 1e19, np.float32)
+    k = np.array([[1.8e19], [-1.8e19]], np.float32)
+    with pytest.raises(ValueError, match="attn_mask holds finite biases"):
+        scaled_dot_product_attention(q, k, np.ones((2, 1), np.float32),
+                                     attn_mask=np.array([[-3.5e38, 0.0]]), scale=1.0)

@@ -225,3 +225,40 @@ def test_show_offers_html_and_vega_lite_json(monkeypatch):
     bundle, = shown
     assert set(bundle) == {"text/html", "application/vnd.vegalite.v5+json", "text/plain"}
     assert bundle["application/vnd.vegalite.v5+json"]["$schema"].endswith("/v5.json")
+
+
+def _inline_script(page):
+    """The text of the chart's inline script, as the HTML tokenizer delimits it."""
+    start = page.index("<script>") + len("<script>")
+    return page[start:page.rindex("</script>")]
+
+
+@pytest.mark.parametrize("hostile", ["<!--<script>", "</script><b>x</b>", "a & b > c"])
+def test_html_script_holds_no_markup_whatever_the_labels_hold(hostile):
+    # "<!--<script" in script data puts the tokenizer in its "double escaped"
+    # state: the closing </script> no longer closes, and the chart and the rest
+    # of the page disappear. The embedded JSON must carry no "<" at all.
+    chart = attention_heatmap_chart([[1.0, 2.0]], [hostile], ["x", hostile],
+                                    title=hostile, description=hostile)
+    page = chart_html(chart, caption=hostile, description=hostile,
+                      static_path=f"{hostile}/")
+    script = _inline_script(page)
+    assert "<" not in script
+    assert page.count("</script>") == 1
+    spec_text = script.split("spec = ", 1)[1].split(", local = ", 1)[0]
+    assert json.loads(spec_text) == chart.to_dict()    # JavaScript reads the same data
+
+
+def test_html_of_a_chart_without_angle_brackets_embeds_its_spec_unchanged():
+    chart = attention_heatmap_chart([[1.0, 2.0]], ["a"], ["x", "y"])
+    spec = json.dumps(chart.to_dict(), sort_keys=True, separators=(",", ":"))
+    assert "<" not in spec and spec in chart_html(chart)
+
+
+def test_heatmap_refuses_scores_that_overflow_when_divided_by_the_temperature():
+    # Vega computes score / T in float64: 1e307 / 0.05 is infinite and the row
+    # would silently vanish from the chart.
+    with pytest.raises(ValueError, match="overflow.*temperature_range"):
+        attention_heatmap_chart([[1e307, 0.0]], ["a"], ["x", "y"])
+    attention_heatmap_chart([[1e307, 0.0]], ["a"], ["x", "y"],
+                            temperature_range=(1.0, 3.0))   # 1e307 / 1 fits

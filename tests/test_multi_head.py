@@ -541,3 +541,15 @@ def test_fully_masked_query_matches_pytorch_without_weights(dtype, tol):
     assert_allclose(out, t_out.numpy(), rtol=0, atol=tol)
     assert_allclose(out[:, 2], np.broadcast_to(ours.out_proj_bias, (2, 8)),
                     rtol=0, atol=tol)
+
+
+def test_finite_float64_biases_on_a_float32_layer_stay_biases_not_masks():
+    layer = MultiHeadAttention(4, 2, rng=0, dtype=np.float32)
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(1, 4)).astype(np.float32)
+    y = rng.normal(size=(2, 4)).astype(np.float32)
+    with np.errstate(over="raise"):
+        _, w = layer(x, y, y, attn_mask=np.array([[-1e39, -2e39]]))
+    assert_array_equal(w, [[1.0, 0.0]])      # was [0, 0]: every key masked
+    _, w = layer(x, y, y, key_padding_mask=np.array([-2e39, -1e39]))
+    assert_array_equal(w, [[0.0, 1.0]])

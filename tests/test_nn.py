@@ -171,3 +171,60 @@ def test_a_short_training_run_learns_to_pick_the_matching_key():
         losses.append(loss)
     assert losses[0] > 1.5
     assert np.mean(losses[-10:]) < 0.05
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(lr=-1e-3), r"lr must satisfy lr >= 0 and finite, got -0.001"),
+    (dict(lr=float("nan")), r"lr must satisfy"),
+    (dict(lr=float("inf")), r"lr must satisfy"),
+    (dict(eps=-1.0), r"eps must satisfy eps >= 0"),
+    (dict(betas=(1.0, 0.999)), r"betas\[0\] must satisfy 0 <= betas\[0\] < 1, got 1.0"),
+    (dict(betas=(0.9, -0.1)), r"betas\[1\] must satisfy 0 <= betas\[1\] < 1"),
+    (dict(betas=(0.9, float("nan"))), r"betas\[1\]"),
+])
+def test_adam_refuses_hyper_parameters_that_destroy_the_model(kwargs, message):
+    # Each of these used to turn every parameter into NaN or -inf at the first step.
+    with pytest.raises(ValueError, match=message):
+        Adam([Linear(2, 1, np.random.default_rng(0))], **kwargs)
+
+
+@pytest.mark.parametrize("kwargs", [dict(lr="0.1"), dict(betas=0.9), dict(eps=True)])
+def test_adam_hyper_parameters_must_be_numbers(kwargs):
+    with pytest.raises(TypeError, match="lr|betas|eps"):
+        Adam([Linear(2, 1, np.random.default_rng(0))], **kwargs)
+
+
+def test_adam_step_before_backward_names_the_missing_gradient():
+    layer = Linear(2, 1, np.random.default_rng(0))
+    before = layer.params["W"].copy()
+    opt = Adam([layer])
+    with pytest.raises(ValueError, match=r"no gradient for parameter 'W'.*backward\(\)"):
+        opt.step()
+    layer.grads = {"W": np.ones((2, 1))}        # b still missing: nothing may move
+    with pytest.raises(ValueError, match=r"'b'"):
+        opt.step()
+    np.testing.assert_array_equal(layer.params["W"], before)
+    assert opt.t == 0
+    layer.grads = {"W": np.ones((1, 2)), "b": np.ones(1)}
+    with pytest.raises(ValueError, match=r"gradient of 'W' has shape \(1, 2\)"):
+        opt.step()
+
+
+@pytest.mark.parametrize("lr, betas, eps", [
+    (0.0, (0.0, 0.0), 0.0), (1e-3, (0.9, 0.999), 1e-8), (-1e-3, (0.9, 0.999), 1e-8),
+    (1e-3, (1.0, 0.999), 1e-8), (1e-3, (0.9, 1.0), 1e-8), (1e-3, (-0.1, 0.999), 1e-8),
+    (1e-3, (0.9, 0.999), -1.0), (float("nan"), (0.9, 0.999), 1e-8),
+])
+def test_adam_accepts_exactly_what_torch_adam_accepts(lr, betas, eps):
+    torch = pytest.importorskip("torch")
+    try:
+        torch.optim.Adam([torch.zeros(1, requires_grad=True)], lr=lr, betas=betas, eps=eps)
+        torch_accepts = True
+    except ValueError:
+        torch_accepts = False
+    try:
+        Adam([Linear(2, 1, np.random.default_rng(0))], lr=lr, betas=betas, eps=eps)
+        we_accept = True
+    except ValueError:
+        we_accept = False
+    assert we_accept == torch_accepts

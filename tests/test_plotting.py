@@ -67,3 +67,25 @@ def test_hatch_masked_labels_the_legend_once(ax):
 def test_hatch_masked_needs_a_boolean_matrix(ax):
     with pytest.raises(ValueError, match=r"mask must be a 2-D boolean array, got int64 of shape \(3,\)"):
         hatch_masked(ax, np.array([1, 0, 1], dtype=np.int64))
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(row_labels=["a", "b"]), "row_labels has 2 entries but the matrix has 3 rows"),
+    (dict(col_labels=list("abcde")), "col_labels has 5 entries but the matrix has 4 columns"),
+])
+def test_plot_weights_names_labels_of_the_wrong_length(kwargs, message):
+    # matplotlib's own message speaks of a FixedLocator, not of the labels
+    with pytest.raises(ValueError, match=message):
+        plot_weights(np.full((3, 4), 0.25), **kwargs)
+    plt.close("all")
+
+
+def test_hatch_masked_refuses_a_mask_of_another_shape_than_the_heat_map(ax):
+    with pytest.raises(ValueError, match=r"mask has shape \(4, 3\) but the heat map"):
+        hatch_masked(ax, np.ones((4, 3), dtype=bool))
+
+
+@pytest.mark.parametrize("cell", [(3, 0), (0, 4), (-1, 0)])
+def test_mark_cells_refuses_cells_outside_the_heat_map(ax, cell):
+    with pytest.raises(ValueError, match=r"outside the heat map of shape \(3, 4\)"):
+        mark_cells(ax, [(0, 0), cell])

@@ -87,3 +87,17 @@ def test_readme_badge_workflow_and_notebook_exist():
 def test_quick_start_is_two_commands():
     block = README.split("## Quick start", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
     assert block.strip().splitlines() == ["bash scripts/build-book.sh", "bash scripts/run-tests.sh"]
+
+
+def test_newest_releases_workflow_runs_weekly_on_the_newest_python():
+    """Environment rot: a weekly job runs the chapters on unpinned releases (issue 20)."""
+    workflow = yaml.safe_load((ROOT / ".github/workflows/newest.yml").read_text(encoding="utf-8"))
+    triggers = workflow[True]               # YAML 1.1 reads the key `on` as True
+    assert "workflow_dispatch" in triggers
+    assert re.fullmatch(r"\d+ \d+ \* \* [0-6]", triggers["schedule"][0]["cron"])   # weekly
+    steps = workflow["jobs"]["newest"]["steps"]
+    versions = [s["with"]["python-version"] for s in steps if "setup-python" in s.get("uses", "")]
+    assert versions and float(versions[0]) >= 3.13
+    assert any("scripts/check-newest.sh" in s.get("run", "") for s in steps)
+    script = (ROOT / "scripts/check-newest.sh").read_text(encoding="utf-8")
+    assert "numpy|scipy|matplotlib|altair" in script          # the four it unpins

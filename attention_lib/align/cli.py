@@ -8,6 +8,7 @@ writing each line as soon as it is decoded.
 """
 
 import argparse
+import os
 import sys
 
 import numpy as np
@@ -18,6 +19,17 @@ from .em import DEFAULT_ITERATIONS, DEFAULT_TENSION, EMAligner
 from .scoring import format_pharaoh, split_lines
 
 CLI_METHODS = METHODS + ("em",)
+
+#: Most word pairs (English words x French words) one line may hold. Every
+#: method holds arrays of that many entries for the line (the attention
+#: aligners an (L, S) score matrix, EM the line's table cells, several times
+#: over); 4 million is about 2,000 words a side, far beyond any sentence, and
+#: keeps one line to a few hundred MB. Longer lines are refused up front.
+MAX_WORD_PAIRS = 4_000_000
+
+#: Exit status when the reader of our output goes away (``... | head -1``):
+#: 128 + SIGPIPE, what a shell reports for a Unix tool stopped by the pipe.
+EXIT_BROKEN_PIPE = 141
 
 
 def _positive_int(text):
@@ -72,8 +84,11 @@ def main(argv=None, stdin=None, stdout=None):
     Returns
     -------
     int
-        0 on success. Bad arguments or input exit with status 2 and a
-        message; unreadable data files with status 1.
+        0 on success. Bad arguments or input (including a line of more than
+        :data:`MAX_WORD_PAIRS` word pairs) exit with status 2 and a message,
+        before anything is written; unreadable data files with status 1.
+        :data:`EXIT_BROKEN_PIPE` (141), without a traceback, when standard
+        output is closed early (``| head``).
     """
     stdin = sys.stdin if stdin is None else stdin
     stdout = sys.stdout if stdout is None else stdout
@@ -113,6 +128,13 @@ def main(argv=None, stdin=None, stdout=None):
         parser.error(f"--src {args.src} has {len(english)} lines but --tgt "
                      f"{args.tgt} has {len(french)}: line k of one must be "
                      "the translation of line k of the other")
+    for k, (en, fr) in enumerate(zip(english, french)):
+        pairs = len(en.split()) * len(fr.split())
+        if pairs > MAX_WORD_PAIRS:
+            parser.error(f"line {k + 1} has {len(en.split()):,} English and "
+                         f"{len(fr.split()):,} French words, {pairs:,} word pairs to score; "
+                         f"the limit is {MAX_WORD_PAIRS:,} per line (about 2,000 words a "
+                         f"side): split it into sentences. Nothing was aligned.")
     try:
         if em:
             iterations = DEFAULT_ITERATIONS if args.iterations is None else args.iterations
@@ -123,7 +145,17 @@ def main(argv=None, stdin=None, stdout=None):
             aligned = (aligner.align(en, fr) for en, fr in zip(english, french))
     except DataFileError as err:
         parser.exit(1, f"{parser.prog}: error: {err}\n")
-    for links in aligned:
-        stdout.write(format_pharaoh(links) + "\n")
-        stdout.flush()
+    try:
+        for links in aligned:
+            stdout.write(format_pharaoh(links) + "\n")
+            stdout.flush()
+    except BrokenPipeError:
+        # The reader has all it wants: stop quietly, as Unix tools do. Point
+        # the descriptor at /dev/null so that Python's own flush at exit
+        # does not raise the same error again.
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())
+        except (AttributeError, OSError, ValueError):   # not a real file
+            pass
+        return EXIT_BROKEN_PIPE
     return 0

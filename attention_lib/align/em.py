@@ -82,6 +82,16 @@ def _check_number(value, name, low=0.0, high=None, high_open=False):
     return float(value)
 
 
+def _check_pair_index(k, n_pairs, name="k"):
+    """``k`` as an int in ``[0, n_pairs)``: a sentence pair of the corpus."""
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
+        raise TypeError(f"{name} must be a whole number (a pair index), got {k!r}")
+    if not 0 <= k < n_pairs:
+        raise IndexError(f"{name} = {k} is not a pair of this corpus: it has {n_pairs} "
+                         f"pairs, numbered 0 to {n_pairs - 1}")
+    return int(k)
+
+
 def _check_iterations(n, name="iterations"):
     if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
         raise TypeError(f"{name} must be a whole number, got {n!r}")
@@ -147,19 +157,24 @@ class Model1:
         tgt = [self._ids(s, "target") for s in target]
         self.n_source = max((int(s.max()) + 1 for s in src if len(s)), default=0)
         self.n_target = max((int(s.max()) + 1 for s in tgt if len(s)), default=0)
+        # a cell's key, source id * (number of target ids) + target id, is an int64
+        if (self.n_source + 1) * max(self.n_target, 1) >= np.iinfo(np.int64).max:
+            raise ValueError(
+                f"word ids up to {self.n_source - 1} (source) and {self.n_target - 1} (target) "
+                f"are too large to number their pairs in int64: number the words "
+                f"0, 1, 2, ... (as EMAligner.prepare does)")
         # A pair with an empty side has nothing to align: treat it as empty.
         self.m = np.array([len(s) if len(t) else 0 for s, t in zip(src, tgt)])
         self.n = np.array([len(t) if len(s) else 0 for s, t in zip(src, tgt)])
         self._index_cells(src, tgt)
-        self._make_batches(max_batch_cells)
+        self._make_batches(src, tgt, max_batch_cells)
         self._configure(init_scores, tension, null_prob, pseudo_count)
 
     def _configure(self, init_scores, tension, null_prob, pseudo_count):
         self.tension = _check_number(tension, "tension")
         self.null_prob = _check_number(null_prob, "null_prob", 0.0, 1.0, high_open=True)
         self.pseudo_count = _check_number(pseudo_count, "pseudo_count")
-        self._batches = [(members, cells, self._log_prior(self.m[members], self.n[members],
-                                                           *cells.shape[1:]))
+        self._batches = [(members, cells, self._batch_prior(members, *cells.shape[1:]))
                          for members, cells, _ in self._batches]
         self._start_table(init_scores)
         self.iterations = 0
@@ -185,22 +200,46 @@ class Model1:
             raise ValueError(f"each {name} sentence must be a 1-D array of word ids >= 0")
         return ids.astype(np.int64)
 
-    def _index_cells(self, src, tgt):
-        """Number the (source word, target word) pairs that meet in a sentence."""
-        null = self.n_source
+    def _cell_keys(self, s, t):
+        """The ``(n, m + 1)`` keys ``source id * width + target id`` of one pair."""
         width = max(self.n_target, 1)
-        keys = [np.concatenate(([null], s))[None, :] * width + t[:, None]
-                for s, t, n in zip(src, tgt, self.n) if n]
-        flat = np.concatenate([k.ravel() for k in keys]) if keys else np.zeros(0, np.int64)
-        unique, inverse = np.unique(flat, return_inverse=True)
-        self.cell_source, self.cell_target = unique // width, unique % width
-        self.n_cells = len(unique)
-        self._sentence_cells = [None] * len(src)
-        start = 0
+        return np.concatenate(([self.n_source], s))[None, :] * width + t[:, None]
+
+    def _index_cells(self, src, tgt, chunk=1 << 20):
+        """Number the (source word, target word) pairs that meet in a sentence.
+
+        Cells are numbered in the order of their keys. The distinct keys are
+        collected about a million at a time and merged, so that memory follows
+        the number of distinct cells, not the corpus's total ``n (m + 1)``.
+        """
+        width = max(self.n_target, 1)
+        unique = np.zeros(0, np.int64)
+
+        def distinct(sorted_keys):
+            return sorted_keys[np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]]
+
+        def merge(unique, pending):
+            # sort the new keys, then merge two sorted runs (a stable sort
+            # does that in one pass) and drop the repeats
+            new = distinct(np.sort(np.concatenate(pending)))
+            return distinct(np.sort(np.concatenate([unique, new]), kind="stable"))
+
+        pending, size = [], 0
         for k in np.flatnonzero(self.n):
-            size = self.n[k] * (self.m[k] + 1)
-            self._sentence_cells[k] = inverse[start:start + size].reshape(self.n[k], -1)
-            start += size
+            pending.append(self._cell_keys(src[k], tgt[k]).ravel())
+            size += pending[-1].size
+            # merge when the new keys are as many as the distinct ones so far
+            # (at least a million): merging costs about the same each time
+            if size >= max(chunk, len(unique)):
+                unique, pending, size = merge(unique, pending), [], 0
+        if pending:
+            unique = merge(unique, pending)
+        self._cell_key = unique
+        # word ids fit in int32 (half the memory of the table's index columns)
+        ids = np.int32 if max(self.n_source + 1, width) < np.iinfo(np.int32).max else np.int64
+        self.cell_source = (unique // width).astype(ids)
+        self.cell_target = (unique % width).astype(ids)
+        self.n_cells = len(unique)
 
     def _log_prior(self, m, n, rows, cols):
         """``log p(i | j)`` for sentences of lengths ``m``, ``n``: (B, rows, cols)."""
@@ -220,11 +259,18 @@ class Model1:
         out[~np.isfinite(out)] = -np.inf   # masked words, and NULL when p0 = 0
         return out
 
-    def _make_batches(self, max_batch_cells):
-        """Group sentences of similar length into padded arrays for the E-step."""
+    def _make_batches(self, src, tgt, max_batch_cells):
+        """Group sentences of similar length into padded arrays for the E-step.
+
+        Each batch holds the cell numbers of its pairs (int32 when they fit:
+        half the memory), padded with the extra cell ``n_cells``.
+        """
         order = np.lexsort((self.m, self.n))
         order = order[self.n[order] > 0]
-        self._batches, self._slot = [], {}
+        self._batches = []
+        self._slot_batch = np.full(len(self.n), -1, dtype=np.int64)
+        self._slot_row = np.full(len(self.n), -1, dtype=np.int64)
+        index_type = np.int32 if self.n_cells < np.iinfo(np.int32).max else np.int64
         start = 0
         while start < len(order):
             stop = start + 1
@@ -233,12 +279,38 @@ class Model1:
                 stop += 1
             members = order[start:stop]
             rows, cols = self.n[members].max(), self.m[members].max() + 1
-            cells = np.full((len(members), rows, cols), self.n_cells)   # padding cell
+            cells = np.full((len(members), rows, cols), self.n_cells, dtype=index_type)
+            keys = np.concatenate([self._cell_keys(src[k], tgt[k]).ravel() for k in members])
+            by_key = np.argsort(keys)    # sorted needles: a cache-friendly search
+            found = np.empty(len(keys), dtype=index_type)
+            found[by_key] = np.searchsorted(self._cell_key, keys[by_key])
+            start_of = np.cumsum([0] + [self.n[k] * (self.m[k] + 1) for k in members])
             for b, k in enumerate(members):
-                cells[b, :self.n[k], :self.m[k] + 1] = self._sentence_cells[k]
-                self._slot[int(k)] = (len(self._batches), b)
+                cells[b, :self.n[k], :self.m[k] + 1] = (
+                    found[start_of[b]:start_of[b + 1]].reshape(self.n[k], -1))
+            self._slot_batch[members] = len(self._batches)
+            self._slot_row[members] = np.arange(len(members))
             self._batches.append((members, cells, None))   # log prior: _configure
             start = stop
+        del self._cell_key                                 # only needed to number cells
+
+    def _batch_prior(self, members, rows, cols):
+        """``log p(i | j)`` of a batch, each distinct ``(m, n)`` computed once.
+
+        The prior depends only on a pair's lengths (and the batch's padded
+        shape), so a batch stores one ``(rows, cols)`` slab per distinct
+        ``(m, n)`` and which slab each pair uses: :meth:`_prior` expands it.
+        """
+        lengths = np.stack((self.m[members], self.n[members]), axis=1)
+        distinct, which = np.unique(lengths, axis=0, return_inverse=True)
+        slabs = self._log_prior(distinct[:, 0], distinct[:, 1], rows, cols)
+        return slabs, which.reshape(-1)
+
+    @staticmethod
+    def _prior(batch_prior, rows=slice(None)):
+        """The ``(B, rows, cols)`` log prior of a batch (or of some of its ``rows``)."""
+        slabs, which = batch_prior
+        return slabs[which[rows]]
 
     def _start_table(self, init_scores):
         is_null = self.cell_source == self.n_source
@@ -279,7 +351,7 @@ class Model1:
         log_t = self._log_t()
         counts = np.zeros(self.n_cells + 1)
         for _, cells, log_prior in self._batches:
-            weights = softmax(self._scores(log_t, cells, log_prior), axis=-1)
+            weights = softmax(self._scores(log_t, cells, self._prior(log_prior)), axis=-1)
             counts += np.bincount(cells.ravel(), weights.ravel(), minlength=self.n_cells + 1)
         return counts[:-1]
 
@@ -306,7 +378,7 @@ class Model1:
         log_t = self._log_t()
         total = 0.0
         for _, cells, log_prior in self._batches:
-            scores = self._scores(log_t, cells, log_prior)
+            scores = self._scores(log_t, cells, self._prior(log_prior))
             top = scores.max(axis=-1)
             real = np.isfinite(top)
             shifted = np.exp(scores[real] - top[real][:, None]).sum(axis=-1)
@@ -331,12 +403,14 @@ class Model1:
         return dense
 
     def _sentence(self, k):
+        k = _check_pair_index(k, len(self.n))
         if not self.n[k]:
             return None
-        batch, b = self._slot[k]
+        batch, b = self._slot_batch[k], self._slot_row[k]
         _, cells, log_prior = self._batches[batch]
         n, m = self.n[k], self.m[k]
-        return self._scores(self._log_t(), cells[b, :n, :m + 1], log_prior[b, :n, :m + 1])
+        prior = self._prior(log_prior, b)
+        return self._scores(self._log_t(), cells[b, :n, :m + 1], prior[:n, :m + 1])
 
     def posteriors(self, k):
         """Attention of sentence pair ``k``'s target words over its source words.
@@ -348,7 +422,7 @@ class Model1:
             ``i + 1`` source word ``i``. Rows sum to 1. A pair with an empty
             side has no rows: shape ``(0, m + 1)``.
         """
-        k = int(k)
+        k = _check_pair_index(k, len(self.n))
         scores = self._sentence(k)
         if scores is None:
             return np.zeros((0, self.m[k] + 1))
@@ -359,7 +433,7 @@ class Model1:
 
         Target words whose best choice is ``NULL`` get no link.
         """
-        scores = self._sentence(int(k))
+        scores = self._sentence(k)
         if scores is None:
             return set()
         best = scores.argmax(axis=1).tolist()
@@ -373,7 +447,7 @@ class Model1:
         out = [set() for _ in self.n]
         log_t = self._log_t()
         for members, cells, log_prior in self._batches:
-            best = self._scores(log_t, cells, log_prior).argmax(axis=-1).tolist()
+            best = self._scores(log_t, cells, self._prior(log_prior)).argmax(axis=-1).tolist()
             for row, k, n in zip(best, members.tolist(), self.n[members].tolist()):
                 if swap:
                     out[k] = {(j, i - 1) for j, i in enumerate(row[:n]) if i > 0}
@@ -394,7 +468,7 @@ class _Similarity:
         # for each English word, the id of the same string in French (or -1)
         fr_id = {w: k for k, w in enumerate(words_fr)}
         self.same = np.array([fr_id.get(w, -1) for w in words_en], dtype=np.int64)
-        self.vectors, self.vectors64 = vectors, None
+        self.vectors = vectors
         self.keys = self.values = None
 
     def _compute(self, en, fr):
@@ -403,20 +477,21 @@ class _Similarity:
         known = np.flatnonzero((r_en >= 0) & (r_fr >= 0))
         if not len(known):
             return out
-        if self.vectors64 is None:
-            self.vectors64 = {lang: np.asarray(v, dtype=np.float64)
-                              for lang, v in self.vectors.items()}
-        # one matrix-vector product per English word: its French partners' vectors
+        # One matrix-vector product per English word: its French partners'
+        # vectors, in float64. Only the rows used are converted: a float64 copy
+        # of both embedding tables would cost 240 MB for any corpus.
         order = known[np.argsort(r_en[known], kind="stable")]
         e_sorted = r_en[order]
         starts = np.flatnonzero(np.r_[True, e_sorted[1:] != e_sorted[:-1]])
+        vec_en, vec_fr = self.vectors["en"], self.vectors["fr"]
         for a, b in zip(starts, np.r_[starts[1:], len(order)]):
             cells = order[a:b]
-            out[cells] = self.vectors64["fr"][r_fr[cells]] @ self.vectors64["en"][e_sorted[a]]
+            out[cells] = (vec_fr[r_fr[cells]].astype(np.float64)
+                          @ vec_en[e_sorted[a]].astype(np.float64))
         return out
 
     def __call__(self, en, fr):
-        keys = en * self.width + fr
+        keys = np.asarray(en, dtype=np.int64) * self.width + fr    # int32 ids could overflow
         if self.keys is None:
             order = np.argsort(keys, kind="stable")   # usually sorted already
             self.keys, self.values = keys[order], self._compute(en[order], fr[order])
@@ -498,12 +573,20 @@ class EMAligner:
                              f"{len(french)}: they must be sentence pairs")
         ids, words = {}, {}
         for lang, side in (("en", english), ("fr", french)):
-            tokens = [[w.lower() for w in tokenize(s, self.vocab[lang]).words] for s in side]
-            types, inverse = np.unique(np.array([w for s in tokens for w in s] or [""]),
-                                       return_inverse=True)
-            bounds = np.cumsum([0] + [len(s) for s in tokens])
-            ids[lang] = [inverse[a:b].astype(np.int64) for a, b in zip(bounds, bounds[1:])]
-            words[lang] = [str(w) for w in types]
+            # Intern each word: a dict of the distinct words and an integer array
+            # per sentence, so memory follows the vocabulary, never the longest
+            # token (a fixed-width string array of all tokens would).
+            first_seen, sentences = {}, []
+            for sentence in side:
+                tokens = [w.lower() for w in tokenize(sentence, self.vocab[lang]).words]
+                sentences.append(np.fromiter(
+                    (first_seen.setdefault(w, len(first_seen)) for w in tokens),
+                    dtype=np.int64, count=len(tokens)))
+            types = sorted(first_seen)                 # ids in code-point order
+            rank = np.empty(len(types), dtype=np.int64)
+            rank[[first_seen[w] for w in types]] = np.arange(len(types))
+            ids[lang] = [rank[s] for s in sentences]
+            words[lang] = types or [""]
         return Corpus(ids["en"], ids["fr"], words["en"], words["fr"],
                       _Similarity(words["en"], words["fr"], self.vocab, self.vectors), {})
 
@@ -562,10 +645,19 @@ class EMAligner:
         return self
 
     def align(self, k):
-        """Links ``{(i, j)}`` of the fitted corpus's pair ``k``."""
+        """Links ``{(i, j)}`` of the fitted corpus's pair ``k``.
+
+        Raises
+        ------
+        TypeError
+            If ``k`` is not a whole number (``1.7`` is not pair 1).
+        IndexError
+            If ``k`` is not in ``[0, number of pairs)``.
+        """
         if self.models is None:
             raise RuntimeError("call fit(english, french) before align(k)")
         fr2en, en2fr = self.models
+        k = _check_pair_index(k, len(fr2en.n))
         return self._combine(fr2en.decode(k), {(i, j) for j, i in en2fr.decode(k)})
 
 

@@ -1,6 +1,24 @@
 """Optimisers: update the ``params`` of a list of layers from their ``grads``."""
 
+import numbers
+
 import numpy as np
+
+
+def _hyper(value, name, low, high=None):
+    """``value`` as a float in ``[low, high)`` (``high=None``: no upper end).
+
+    The ranges are ``torch.optim.Adam``'s, plus finiteness: a NaN or infinite
+    step size or decay rate turns every parameter into NaN at the first step.
+    """
+    if (isinstance(value, (bool, np.bool_))
+            or not isinstance(value, numbers.Real)):
+        raise TypeError(f"{name} must be a real number, got {value!r}")
+    value = float(value)
+    allowed = f"0 <= {name} < 1" if high is not None else f"{name} >= 0 and finite"
+    if not np.isfinite(value) or value < low or (high is not None and value >= high):
+        raise ValueError(f"{name} must satisfy {allowed}, got {value!r}")
+    return value
 
 
 class Adam:
@@ -30,6 +48,16 @@ class Adam:
     eps : float, optional
         Keeps the division finite (default 1e-8).
 
+    Raises
+    ------
+    ValueError
+        If ``lr`` or ``eps`` is negative or not finite, or a beta is outside
+        ``[0, 1)`` (the ranges ``torch.optim.Adam`` accepts, finite);
+        from :meth:`step`, if a parameter has no gradient yet or a gradient
+        of the wrong shape.
+    TypeError
+        If a hyper-parameter is not a real number or ``betas`` not a pair.
+
     Examples
     --------
     The first step moves every parameter by ``lr`` against the sign of its
@@ -48,7 +76,14 @@ class Adam:
 
     def __init__(self, layers, lr=1e-3, betas=(0.9, 0.999), eps=1e-8):
         self.layers = list(layers)
-        self.lr, (self.beta1, self.beta2), self.eps = lr, betas, eps
+        self.lr = _hyper(lr, "lr", 0.0)
+        self.eps = _hyper(eps, "eps", 0.0)
+        try:
+            beta1, beta2 = betas
+        except (TypeError, ValueError):
+            raise TypeError(f"betas must be a pair (beta1, beta2), got {betas!r}") from None
+        self.beta1 = _hyper(beta1, "betas[0]", 0.0, 1.0)
+        self.beta2 = _hyper(beta2, "betas[1]", 0.0, 1.0)
         self.t = 0
         self.m = [{k: np.zeros_like(a) for k, a in layer.params.items()}
                   for layer in self.layers]
@@ -56,7 +91,22 @@ class Adam:
                   for layer in self.layers]
 
     def step(self):
-        """Update every parameter once from the gradients in ``grads``."""
+        """Update every parameter once from the gradients in ``grads``.
+
+        Every gradient is checked before any parameter moves, so a missing
+        one leaves the model as it was.
+        """
+        for i, layer in enumerate(self.layers):
+            for name, theta in layer.params.items():
+                g = getattr(layer, "grads", {}).get(name)
+                if g is None:
+                    raise ValueError(
+                        f"layer {i} ({type(layer).__name__}) has no gradient for "
+                        f"parameter {name!r}: call the model's backward() before step()")
+                if np.shape(g) != theta.shape:
+                    raise ValueError(
+                        f"layer {i} ({type(layer).__name__}): the gradient of {name!r} has "
+                        f"shape {np.shape(g)} but the parameter has shape {theta.shape}")
         self.t += 1
         b1, b2 = self.beta1, self.beta2
         for layer, m, v in zip(self.layers, self.m, self.v):
