@@ -25,20 +25,9 @@ import argparse
 import os
 import sys
 
+from _threads import threads_from_argv  # noqa: E402  (before NumPy: BLAS reads it once)
 
-def _threads_from_argv(argv):
-    """Read --threads before NumPy is imported: BLAS reads its thread count once."""
-    for i, arg in enumerate(argv):
-        if arg == "--threads" and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith("--threads="):
-            return arg.split("=", 1)[1]
-    return str(os.cpu_count() or 1)
-
-
-THREADS = _threads_from_argv(sys.argv[1:])
-for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[_name] = THREADS
+THREADS = threads_from_argv(os.cpu_count() or 1)
 
 import numpy as np  # noqa: E402  (after the thread settings)
 

@@ -21,23 +21,10 @@ Goal: the NumPy step no slower than PyTorch's (ratio <= 1).
 """
 
 import argparse
-import os
-import sys
 
+from _threads import threads_from_argv  # noqa: E402  (before NumPy: BLAS reads it once)
 
-def _threads_from_argv(argv):
-    """Read --threads before NumPy is imported: BLAS reads its thread count once."""
-    for i, arg in enumerate(argv):
-        if arg == "--threads" and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith("--threads="):
-            return arg.split("=", 1)[1]
-    return "1"
-
-
-THREADS = _threads_from_argv(sys.argv[1:])
-for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[_name] = THREADS
+THREADS = threads_from_argv(1)
 
 import statistics  # noqa: E402
 import time  # noqa: E402
