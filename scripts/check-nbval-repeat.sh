@@ -51,6 +51,14 @@ while os.getppid() == parent:
     echo "==> background load: process $load_pid (spins and allocates)"
 fi
 
+# One BLAS thread. With the load process busy on one of two cores, OpenBLAS's
+# second thread waits for a core and the first spins on it: chapters 3 and 6
+# took 154 s under load with two threads and 23 s with one (measured here).
+# The Binder check compares the outputs again with BLAS's default threads, the
+# Colab check with one, so both thread counts are covered.
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
+echo "==> BLAS threads for this pass: $OPENBLAS_NUM_THREADS"
+
 # Say which CPU kernels this pass runs on: the Binder and Colab checks force
 # other families (scripts/cpu_families.py), so together the three passes show
 # that no committed output depends on the CPU.
