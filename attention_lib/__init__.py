@@ -40,7 +40,7 @@ from .models import RNNencdec, RNNsearch, TinyGPT
 from .multi_head import MultiHeadAttention
 from .positions import alibi_bias, alibi_slopes, rotary, sinusoidal_positions
 from . import interactive
-from .softmax import softmax
+from .softmax import softmax, softmax_backward
 from .tables import format_table, print_table
 from .toy_translation import Pair, generate_pairs
 
@@ -77,6 +77,7 @@ __all__ = [
     "scaled_dot_product_attention_backward",
     "sinusoidal_positions",
     "softmax",
+    "softmax_backward",
     "tokenize",
     "Tokens",
 ]

@@ -154,6 +154,7 @@ def scaled_dot_product_attention_backward(grad_output, query, key, value,
     P = _weights(q, k, mask, scale)                           # (..., L, S)
     dV = np.swapaxes(P, -1, -2) @ d_out                       # (..., S, Ev)
     dS = d_out @ np.swapaxes(v, -1, -2)                       # dP, (..., L, S)
+    # softmax_backward(dP, P), in place: no second (L, S) array at long lengths
     dS -= np.einsum("...ij,...ij->...i", dS, P)[..., None]   # rowsum(dP * P)
     dS *= P                                                   # dS, in place
     dQ = (dS @ k) * scale                                     # (..., L, E)

@@ -80,3 +80,38 @@ def softmax(x, axis=-1):
     total = np.sum(e, axis=axis, keepdims=True)
     total[total == 0] = 1.0  # all-masked rows: 0 / 1 = 0, not 0 / 0
     return e / total
+
+
+def softmax_backward(grad_weights, weights, axis=-1):
+    """The gradient through a softmax, from its output and the output's gradient.
+
+    With ``P = softmax(S)`` and ``dP = d loss / d P``, the softmax's Jacobian
+    applied row by row gives ``dS = P * (dP - sum(dP * P))``, the sum along
+    ``axis``: each score's gradient is its weight times how much its own
+    ``dP`` exceeds the weighted average of the row's.
+
+    Parameters
+    ----------
+    grad_weights : ndarray
+        ``d loss / d P``, the same shape as ``weights``.
+    weights : ndarray
+        The softmax's output ``P``.
+    axis : int, optional
+        The axis the softmax normalised (default -1).
+
+    Returns
+    -------
+    ndarray
+        ``d loss / d S``, the gradient with respect to the scores.
+
+    Examples
+    --------
+    A gradient that is the same for every weight of a row moves no score,
+    since the weights always sum to 1:
+
+    >>> import numpy as np
+    >>> P = softmax(np.array([1.0, 2.0, 3.0]))
+    >>> softmax_backward(np.full(3, 5.0), P).round(12)
+    array([0., 0., 0.])
+    """
+    return weights * (grad_weights - (grad_weights * weights).sum(axis=axis, keepdims=True))

@@ -118,3 +118,24 @@ def test_property_tests_have_no_deadline_that_load_could_miss():
     test_batch_axes_are_independent_problems as Flaky (deadline 200 ms)."""
     from hypothesis import settings
     assert settings().deadline is None
+
+
+def test_softmax_backward_matches_central_differences():
+    from attention_lib import softmax_backward
+    rng = np.random.default_rng(0)
+    scores, g = rng.normal(size=(3, 5)), rng.normal(size=(3, 5))
+    eps, numeric = 1e-6, np.zeros_like(scores)
+    for idx in np.ndindex(scores.shape):
+        up, down = scores.copy(), scores.copy()
+        up[idx] += eps
+        down[idx] -= eps
+        numeric[idx] = (np.sum(g * softmax(up)) - np.sum(g * softmax(down))) / (2 * eps)
+    np.testing.assert_allclose(softmax_backward(g, softmax(scores)), numeric, atol=1e-9)
+
+
+def test_softmax_backward_along_another_axis():
+    from attention_lib import softmax_backward
+    rng = np.random.default_rng(1)
+    scores, g = rng.normal(size=(4, 3)), rng.normal(size=(4, 3))
+    by_columns = softmax_backward(g, softmax(scores, axis=0), axis=0)
+    np.testing.assert_array_equal(by_columns, softmax_backward(g.T, softmax(scores.T)).T)

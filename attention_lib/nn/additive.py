@@ -16,7 +16,7 @@ import numpy as np
 
 from .._checks import as_int
 from ..additive import projected_scores
-from ..softmax import softmax
+from ..softmax import softmax, softmax_backward
 
 
 class AdditiveAttention:
@@ -94,7 +94,7 @@ class AdditiveAttention:
         s, hidden, alpha = cache
         d_alpha = np.einsum("bsd,bd->bs", self.H, dc)
         self.dH += alpha[:, :, None] * dc[:, None, :]
-        de = alpha * (d_alpha - (alpha * d_alpha).sum(axis=-1, keepdims=True))
+        de = softmax_backward(d_alpha, alpha)
         self.grads["v"] += np.einsum("bs,bsa->a", de, hidden)
         d_pre = de[:, :, None] * self.params["v"] * (1 - hidden * hidden)   # (B, S, d_a)
         self.dUH += d_pre

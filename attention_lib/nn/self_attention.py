@@ -6,6 +6,7 @@ from .._checks import as_int
 from ..backward import scaled_dot_product_attention_backward
 from ..dot_product import scaled_dot_product_attention
 from ..positions import rotary as rotate
+from ..softmax import softmax_backward
 from .dropout import Dropout
 from .layers import _init, _sum_to_matrix
 
@@ -159,7 +160,7 @@ class SelfAttention:
             P, scale = self.weights, 1.0 / np.sqrt(d // H)
             dv = np.swapaxes(self.dropped, -1, -2) @ d_context
             dP = self.dropout.backward(d_context @ np.swapaxes(self.v, -1, -2))
-            dS = P * (dP - (dP * P).sum(axis=-1, keepdims=True))
+            dS = softmax_backward(dP, P)
             dq, dk = scale * dS @ self.k, scale * np.swapaxes(dS, -1, -2) @ self.q
         if self.rotary:                 # rotate back: R(-p) = R(p)^T
             dq, dk = rotate(np.stack([dq, dk]), -self.positions)
