@@ -157,7 +157,7 @@ class SelfAttention:
                 d_context, self.q, self.k, self.v, self.mask,
                 self.causal and self.mask is None)
         else:                    # O = drop(P) V: the same steps, one mask more
-            P, scale = self.weights, 1.0 / np.sqrt(d // H)
+            P, scale = self.weights, float(1.0 / np.sqrt(d // H))
             dv = np.swapaxes(self.dropped, -1, -2) @ d_context
             dP = self.dropout.backward(d_context @ np.swapaxes(self.v, -1, -2))
             dS = softmax_backward(dP, P)

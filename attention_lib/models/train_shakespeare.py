@@ -1,0 +1,226 @@
+"""Train the character-level Shakespeare model and write its checkpoint.
+
+Run as ``python -m attention_lib.models.train_shakespeare [--out DIR]``. It
+trains :class:`~attention_lib.models.TinyGPT` (full pre-LN blocks: attention
+and feed-forward, dropout, learned positions) on the first 90% of Tiny
+Shakespeare, one character a token, and writes into ``DIR`` (default
+``data/checkpoints/shakespeare``):
+
+- ``shakespeare.npz``: every parameter, stored in float16 (the model trains
+  and runs in float32; the manifest's validation loss is measured on the
+  float16 weights, so what is committed is what is evaluated), and the
+  configuration as JSON, no pickles;
+- ``manifest.json``: the configuration, seed, steps, wall time, sha256 of the
+  checkpoint and of the text, the loss curve (train and validation, as data)
+  and the final validation loss on the last 10% of the text, in consecutive
+  windows of the context length (how nanoGPT's split is usually scored).
+
+Training is seeded and deterministic on one machine; across CPUs the BLAS
+kernels round differently, so a retrained model matches the committed one in
+its validation loss (within ``scripts/check-retrain.sh``'s tolerance), not in
+its bits.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from ..embeddings import data_dir
+from ..nn import Adam, clip_grad_norm, softmax_cross_entropy
+from .gpt import TinyGPT
+
+#: The model and its training. Sizes as nanoGPT's small CPU models; the step
+#: count is what fits the 45-minute budget on the project's 2-core machine.
+CONFIG = {
+    "d_model": 192, "n_heads": 4, "n_layers": 4, "d_ff": 768, "max_len": 128,
+    "dropout": 0.1, "positions": "learned",
+    "batch": 32, "steps": 1800, "lr": 2e-3, "min_lr": 1e-4, "warmup": 100,
+    "betas": [0.9, 0.99], "clip": 1.0, "seed": 1337,
+    "eval_every": 100, "eval_batches": 8,
+}
+
+
+def text_path():
+    """``data/shakespeare/input.txt``: Tiny Shakespeare, as char-rnn ships it."""
+    return data_dir() / "shakespeare" / "input.txt"
+
+
+def load_text():
+    """The whole text, its sorted character vocabulary, and the train/validation split.
+
+    Returns ``(chars, train_ids, val_ids)``: the first 90% of the characters
+    train and the last 10% validate, as in nanoGPT.
+    """
+    text = text_path().read_text(encoding="utf8")
+    chars = sorted(set(text))
+    lookup = {c: i for i, c in enumerate(chars)}
+    ids = np.fromiter((lookup[c] for c in text), dtype=np.int64, count=len(text))
+    n_train = int(0.9 * len(ids))
+    return chars, ids[:n_train], ids[n_train:]
+
+
+def random_windows(rng, ids, batch, length):
+    """``batch`` windows of ``length + 1`` characters at random offsets: inputs and targets."""
+    starts = rng.integers(0, len(ids) - length - 1, size=batch)
+    windows = ids[starts[:, None] + np.arange(length + 1)]
+    return windows[:, :-1], windows[:, 1:]
+
+
+def mean_loss(model, x, y):
+    logits = model.forward(x)
+    loss, _ = softmax_cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+    return loss
+
+
+def validation_loss(model, val_ids, length, batch=32):
+    """Mean loss (nats per character) over the validation text in consecutive windows.
+
+    The text is cut into ``len // length`` windows of ``length`` characters
+    (each predicting the character after each of its positions); the few
+    characters left over at the end are not scored.
+    """
+    n = (len(val_ids) - 1) // length
+    x = val_ids[: n * length].reshape(n, length)
+    y = val_ids[1: n * length + 1].reshape(n, length)
+    model.train(False)
+    total = 0.0
+    for i in range(0, n, batch):
+        total += mean_loss(model, x[i:i + batch], y[i:i + batch]) * len(x[i:i + batch])
+    return total / n
+
+
+def learning_rate(step, cfg):
+    """Linear warm-up to ``lr``, then a cosine decay to ``min_lr`` at the last step."""
+    if step <= cfg["warmup"]:
+        return cfg["lr"] * step / cfg["warmup"]
+    frac = (step - cfg["warmup"]) / max(1, cfg["steps"] - cfg["warmup"])
+    return cfg["min_lr"] + 0.5 * (cfg["lr"] - cfg["min_lr"]) * (1 + np.cos(np.pi * frac))
+
+
+def named_params(model):
+    """``{name: array}`` for every parameter of a TinyGPT, named by where it sits."""
+    names = {}
+    for name, layer in [("tok", model.tok)] + ([("pos", model.pos)] if hasattr(model, "pos") else []):
+        for k, a in layer.params.items():
+            names[f"{name}.{k}"] = a
+    for i, block in enumerate(model.blocks):
+        parts = [("ln1", block.ln1), ("attn", block.attn)]
+        if not block.attention_only:
+            parts += [("ln2", block.ln2), ("ffn.fc1", block.ffn.fc1), ("ffn.fc2", block.ffn.fc2)]
+        for name, layer in parts:
+            for k, a in layer.params.items():
+                names[f"blocks.{i}.{name}.{k}"] = a
+    for name, layer in [("ln_f", model.ln_f), ("head", model.head)]:
+        for k, a in layer.params.items():
+            names[f"{name}.{k}"] = a
+    return names
+
+
+def build_model(cfg, n_vocab, rng=None):
+    rng = np.random.default_rng(cfg["seed"]) if rng is None else rng
+    model = TinyGPT(n_vocab, cfg["d_model"], cfg["n_heads"], cfg["n_layers"], cfg["d_ff"],
+                    cfg["max_len"], rng, positions=cfg["positions"], dropout=cfg["dropout"])
+    for layer in model.layers():
+        for k in layer.params:
+            layer.params[k] = layer.params[k].astype(np.float32)
+    return model
+
+
+def save_checkpoint(model, cfg, chars, path):
+    arrays = {k: a.astype(np.float16) for k, a in named_params(model).items()}
+    arrays["config"] = np.array(json.dumps({**cfg, "n_vocab": len(chars), "chars": "".join(chars)}))
+    tmp = path.with_suffix(".tmp.npz")
+    np.savez(tmp, **arrays)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path):
+    """A float32 TinyGPT from a checkpoint written by :func:`save_checkpoint`, and its characters."""
+    with np.load(path, allow_pickle=False) as f:
+        cfg = json.loads(str(f["config"]))
+        model = build_model(cfg, cfg["n_vocab"], np.random.default_rng(0))
+        for k, a in named_params(model).items():
+            a[...] = f[k].astype(np.float32)
+    return model.train(False), list(cfg["chars"])
+
+
+def sha256(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def train(cfg, log=sys.stdout):
+    chars, train_ids, val_ids = load_text()
+    model = build_model(cfg, len(chars))
+    layers = model.layers()
+    opt = Adam(layers, lr=cfg["lr"], betas=tuple(cfg["betas"]))
+    data_rng = np.random.default_rng(cfg["seed"] + 1)
+    eval_rng = np.random.default_rng(cfg["seed"] + 2)
+    curve = {"step": [], "train": [], "val": []}
+    recent = []
+    t0 = time.perf_counter()
+    for step in range(1, cfg["steps"] + 1):
+        model.train(True)
+        x, y = random_windows(data_rng, train_ids, cfg["batch"], cfg["max_len"])
+        logits = model.forward(x)
+        loss, dlogits = softmax_cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        model.backward(dlogits.reshape(logits.shape).astype(np.float32))
+        clip_grad_norm(layers, cfg["clip"])
+        opt.lr = learning_rate(step, cfg)
+        opt.step()
+        recent.append(loss)
+        if step % cfg["eval_every"] == 0 or step == cfg["steps"]:
+            model.train(False)
+            val = np.mean([mean_loss(model, *random_windows(eval_rng, val_ids, cfg["batch"],
+                                                            cfg["max_len"]))
+                           for _ in range(cfg["eval_batches"])])
+            curve["step"].append(step)
+            curve["train"].append(round(float(np.mean(recent)), 4))
+            curve["val"].append(round(float(val), 4))
+            recent = []
+            print(f"step {step:5d}  train {curve['train'][-1]:.4f}  val {curve['val'][-1]:.4f}  "
+                  f"lr {opt.lr:.2e}  wall {time.perf_counter() - t0:.0f}s", file=log, flush=True)
+    return model, chars, val_ids, curve, time.perf_counter() - t0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(data_dir() / "checkpoints" / "shakespeare"),
+                        help="output directory")
+    parser.add_argument("--threads", type=int, default=2, help="BLAS threads (default 2)")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with threadpool_limits(limits=args.threads, user_api="blas"):
+        model, chars, val_ids, curve, wall = train(CONFIG)
+        path = out / "shakespeare.npz"
+        save_checkpoint(model, CONFIG, chars, path)
+        loaded, _ = load_checkpoint(path)
+        val = validation_loss(loaded, val_ids, CONFIG["max_len"])
+    n_params = int(sum(a.size for a in named_params(model).values()))
+    manifest = {
+        "command": "python -m attention_lib.models.train_shakespeare",
+        "model": "TinyGPT", "config": CONFIG, "n_vocab": len(chars), "parameters": n_params,
+        "file": path.name, "sha256": sha256(path), "weights_dtype": "float16",
+        "text": "data/shakespeare/input.txt", "text_sha256": sha256(text_path()),
+        "split": "first 90% train, last 10% validation (nanoGPT's)",
+        "threads": args.threads, "wall_seconds": round(wall, 1),
+        "numpy": np.__version__, "curve": curve,
+        "evaluation": {"val_loss": round(float(val), 4),
+                       "measured_on": "last 10% of the text, consecutive windows of max_len"},
+    }
+    tmp = out / "manifest.json.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1) + "\n")
+    os.replace(tmp, out / "manifest.json")
+    print(json.dumps(manifest["evaluation"]), flush=True)
+    return manifest
+
+
+if __name__ == "__main__":
+    main()
