@@ -3,7 +3,7 @@
 The library behind the book *Attention from Scratch*. Each module holds the
 mathematics of one idea, written in the book's notation:
 
-- :mod:`attention_lib.softmax`: the numerically stable softmax.
+- :mod:`attention_lib.softmax`: the numerically stable softmax, log-softmax and log-sum-exp.
 - :mod:`attention_lib.masks`: causal and padding masks.
 - :mod:`attention_lib.interactive`: charts that recompute attention in the
   reader's browser (Altair, imported only when a chart is built).
@@ -40,7 +40,7 @@ from .models import RNNencdec, RNNsearch, TinyGPT
 from .multi_head import MultiHeadAttention
 from .positions import alibi_bias, alibi_slopes, rotary, sinusoidal_positions
 from . import interactive
-from .softmax import softmax, softmax_backward
+from .softmax import log_softmax, logsumexp, softmax, softmax_backward
 from .tables import format_table, print_table
 from .toy_translation import Pair, generate_pairs
 
@@ -64,6 +64,8 @@ __all__ = [
     "generate_pairs",
     "load_embeddings",
     "load_vocab",
+    "log_softmax",
+    "logsumexp",
     "MultiHeadAttention",
     "RNNencdec",
     "RNNsearch",

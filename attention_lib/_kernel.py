@@ -28,6 +28,7 @@ from ._checks import (
     require_ndim,
 )
 from .masks import causal_mask
+from .softmax import softmax_backward, softmax_inplace
 
 
 def advice(dtype, what="pass smaller query or key, or a smaller scale"):
@@ -221,16 +222,7 @@ def attention_weights(q, k, scale, mask=None, normalise=True, check=True):
                 check_masked_scores(scores, mask, q.dtype)
     if scores.shape[-1] == 0:        # no keys at all: nothing to attend to
         return scores, np.ones(scores.shape[:-1] + (1,), scores.dtype)
-    row_max = scores.max(axis=-1, keepdims=True)
-    if mask is not None:             # rows that are all -inf: shift by 0, not -inf
-        row_max[np.isneginf(row_max)] = 0
-    scores -= row_max                                        # in place: no
-    weights = np.exp(scores, out=scores)                     # (L, S) copies
-    total = weights.sum(axis=-1, keepdims=True)
-    total[total == 0] = 1            # fully masked rows stay all-zero
-    if normalise:
-        weights /= total
-    return weights, total
+    return softmax_inplace(scores, normalise=normalise)       # in place: no (L, S) copies
 
 
 def attention_backward(d_out, q, k, v, weights, scale, used=None, dropout=None):
@@ -248,9 +240,7 @@ def attention_backward(d_out, q, k, v, weights, scale, used=None, dropout=None):
     dS = d_out @ np.swapaxes(v, -1, -2)                      # dP, (..., L, S)
     if dropout is not None:
         dS = dropout.backward(dS)
-    # the softmax's backward, in place: no second (L, S) array at long lengths
-    dS -= np.einsum("...ij,...ij->...i", dS, weights)[..., None]
-    dS *= weights
+    dS = softmax_backward(dS, weights, overwrite=True)     # in place: no second (L, S)
     dQ = (dS @ k) * scale                                    # (..., L, E)
     dK = (np.swapaxes(dS, -1, -2) @ q) * scale               # (..., S, E)
     return dQ, dK, dV

@@ -62,6 +62,16 @@ def softmax(x, axis=-1):
     array([[1., 0.],
            [0., 0.]])
     """
+    x, axis = _scores(x, axis)
+    if x.size == 0:
+        return x.copy()
+    if x.ndim == 0:        # one score: weight 1 (0 if it is masked with -inf)
+        return softmax(x.reshape(1)).reshape(())
+    return softmax_inplace(x.copy(), axis)[0]
+
+
+def _scores(x, axis):
+    """``x`` as floats without NaN or ``+inf``, and ``axis`` checked against it."""
     x = as_float(x, "x")
     if np.isnan(x).any() or np.isposinf(x).any():
         raise ValueError("x contains NaN or +inf: softmax needs finite scores or -inf")
@@ -69,20 +79,101 @@ def softmax(x, axis=-1):
         axis = as_axis(axis, x.ndim)
     except ValueError:
         raise ValueError(f"axis {axis} is out of range for x of shape {x.shape}") from None
-    if x.size == 0:
+    return x, axis
+
+
+def softmax_inplace(scores, axis=-1, normalise=True):
+    """The softmax of ``scores`` written over it: no checks, no copies.
+
+    For the attention kernel, whose (L, S) scores are large and already
+    checked (floats, no NaN or ``+inf``). Returns ``(weights, total)``, the
+    row sums kept; with ``normalise=False`` the rows are left unnormalised
+    (``exp(s - max)``) and the caller divides something smaller by ``total``.
+    Rows that are all ``-inf`` give zeros and a total of 1.
+    """
+    row_max = np.max(scores, axis=axis, keepdims=True)
+    row_max[np.isneginf(row_max)] = 0     # all -inf: shift by 0, not by -inf (nan)
+    scores -= row_max
+    weights = np.exp(scores, out=scores)
+    total = np.sum(weights, axis=axis, keepdims=True)
+    total[total == 0] = 1                 # all-masked rows: 0 / 1 = 0, not 0 / 0
+    if normalise:
+        weights /= total
+    return weights, total
+
+
+def logsumexp(x, axis=-1, keepdims=False):
+    """``log(sum(exp(x)))`` along one axis, without overflow.
+
+    Parameters
+    ----------
+    x : array_like
+        Scores; ``-inf`` marks a masked position, as in :func:`softmax`.
+    axis : int, optional
+        The axis summed over (default: the last).
+    keepdims : bool, optional
+        Keep ``axis`` with length 1.
+
+    Returns
+    -------
+    ndarray
+        ``max + log(sum(exp(x - max)))``; ``-inf`` for a slice that is all
+        ``-inf`` (the log of an empty sum), as :func:`scipy.special.logsumexp`.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`softmax`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attention_lib import logsumexp
+    >>> float(logsumexp(np.array([1000.0, 1000.0])))       # 1000 + log 2
+    1000.6931471805599
+    >>> logsumexp(np.array([[0.0, -np.inf], [-np.inf, -np.inf]]))
+    array([  0., -inf])
+    """
+    x, axis = _scores(x, axis)
+    if x.ndim == 0:        # one score: its own log-sum-exp
         return x.copy()
-    if x.ndim == 0:        # one score: weight 1 (0 if it is masked with -inf)
-        return softmax(x.reshape(1)).reshape(())
-    row_max = np.max(x, axis=axis, keepdims=True)
-    # A row that is all -inf has max -inf; shifting by it would give nan.
-    row_max[~np.isfinite(row_max)] = 0.0
-    e = np.exp(x - row_max)
-    total = np.sum(e, axis=axis, keepdims=True)
-    total[total == 0] = 1.0  # all-masked rows: 0 / 1 = 0, not 0 / 0
-    return e / total
+    row_max = np.max(x, axis=axis, keepdims=True, initial=-np.inf)
+    row_max[np.isneginf(row_max)] = 0
+    with np.errstate(divide="ignore"):    # log(0) = -inf for all-masked slices
+        out = row_max + np.log(np.sum(np.exp(x - row_max), axis=axis, keepdims=True))
+    return out if keepdims else np.squeeze(out, axis=axis)
 
 
-def softmax_backward(grad_weights, weights, axis=-1):
+def log_softmax(x, axis=-1):
+    """``log(softmax(x))``, computed as ``x - max - log(sum(exp(x - max)))``.
+
+    Exact where :func:`softmax` underflows to 0 (``log_softmax([0, -1000])``
+    is ``[0, -1000]``). A slice that is all ``-inf`` gives ``-inf`` everywhere,
+    the log of :func:`softmax`'s zeros (:func:`scipy.special.log_softmax`
+    gives NaN there).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attention_lib import log_softmax
+    >>> log_softmax(np.array([0.0, -1000.0]))
+    array([    0., -1000.])
+    >>> log_softmax(np.array([-np.inf, -np.inf]))
+    array([-inf, -inf])
+    """
+    x, axis = _scores(x, axis)
+    if x.ndim == 0:        # one score: log 1 = 0, or -inf if it is masked
+        return log_softmax(x.reshape(1)).reshape(())
+    row_max = np.max(x, axis=axis, keepdims=True, initial=-np.inf)
+    row_max[np.isneginf(row_max)] = 0
+    shifted = x - row_max
+    with np.errstate(divide="ignore"):
+        log_total = np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+    log_total[np.isneginf(log_total)] = 0    # all -inf: stay -inf, not nan
+    return shifted - log_total
+
+
+def softmax_backward(grad_weights, weights, axis=-1, overwrite=False):
     """The gradient through a softmax, from its output and the output's gradient.
 
     With ``P = softmax(S)`` and ``dP = d loss / d P``, the softmax's Jacobian
@@ -98,6 +189,9 @@ def softmax_backward(grad_weights, weights, axis=-1):
         The softmax's output ``P``.
     axis : int, optional
         The axis the softmax normalised (default -1).
+    overwrite : bool, optional
+        Write the result over ``grad_weights`` (a float array, ``axis=-1``):
+        no second array the size of the weights, for attention's long rows.
 
     Returns
     -------
@@ -114,4 +208,8 @@ def softmax_backward(grad_weights, weights, axis=-1):
     >>> softmax_backward(np.full(3, 5.0), P).round(12)
     array([0., 0., 0.])
     """
-    return weights * (grad_weights - (grad_weights * weights).sum(axis=axis, keepdims=True))
+    if not overwrite:
+        return weights * (grad_weights - (grad_weights * weights).sum(axis=axis, keepdims=True))
+    grad_weights -= np.einsum("...ij,...ij->...i", grad_weights, weights)[..., None]
+    grad_weights *= weights
+    return grad_weights

@@ -113,8 +113,9 @@ if torch is not None:
             for _ in range(2):
                 gamma, beta = next(p), next(p)
                 h = F.layer_norm(x, (D,), gamma, beta, 1e-5)
-                W_qkv, b_qkv, W_o, b_o = next(p), next(p), next(p), next(p)
-                q, k, v = (h @ W_qkv + b_qkv).reshape(BATCH, T, 3, 1, D).permute(2, 0, 3, 1, 4)
+                W_q, b_q, W_k, b_k, W_v, b_v, W_o, b_o = (next(p) for _ in range(8))
+                q, k, v = ((h @ W + b).reshape(BATCH, T, 1, D).transpose(1, 2)
+                           for W, b in ((W_q, b_q), (W_k, b_k), (W_v, b_v)))
                 ctx = F.scaled_dot_product_attention(_rotary(q), _rotary(k), v, is_causal=True)
                 x = x + ctx.transpose(1, 2).reshape(BATCH, T, D) @ W_o + b_o
                 if self.full:

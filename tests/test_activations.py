@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
+from attention_lib.gradcheck import TOLERANCE as FD_TOLERANCE
+from attention_lib.gradcheck import numerical_gradient, relative_error
 from attention_lib.nn import GELU
-
-from test_backward import FD_TOLERANCE, numerical_gradient, relative_error
 
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])

@@ -5,39 +5,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attention_lib import (blockwise_attention, blockwise_attention_backward,
-                           scaled_dot_product_attention,
-                           scaled_dot_product_attention_backward)
+from attention_lib import (
+    blockwise_attention,
+    blockwise_attention_backward,
+    scaled_dot_product_attention,
+    scaled_dot_product_attention_backward,
+)
+from attention_lib.gradcheck import TOLERANCE, numerical_gradient, relative_error
 
-FD_STEP = 1e-6          # central differences in float64: error O(h^2) + O(eps / h)
-FD_TOLERANCE = 1e-6     # relative error allowed against finite differences
+FD_TOLERANCE = TOLERANCE   # relative error allowed against central differences (float64)
 TORCH_TOLERANCE = 1e-10
 BLOCKWISE_TOLERANCE = 1e-12
-
-
-def numerical_gradient(f, x, h=FD_STEP):
-    """Central differences of the scalar f() with respect to x (changed in place)."""
-    grad = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        old = x[i]
-        x[i] = old + h
-        up = f()
-        x[i] = old - h
-        down = f()
-        x[i] = old
-        grad[i] = (up - down) / (2 * h)
-    return grad
-
-
-def relative_error(a, b, floor=1e-3):
-    """Largest difference relative to the largest entry (or to ``floor``).
-
-    The floor keeps gradients that are nearly zero everywhere from turning
-    the finite differences' own rounding error (about 1e-10 here) into a
-    large relative error.
-    """
-    scale = max(np.max(np.abs(a), initial=0), np.max(np.abs(b), initial=0), floor)
-    return np.max(np.abs(a - b), initial=0) / scale
 
 
 @st.composite

@@ -259,3 +259,64 @@ def test_the_chapter_names_are_the_same_layer():
     x_kv = rng.normal(size=(2, 6, 8))
     assert one.forward(x, x_kv).shape == (2, 4, 8) and one.weights.shape == (2, 4, 6)
     assert [d.shape for d in one.backward(np.ones((2, 4, 8)))] == [(2, 4, 8), (2, 6, 8)]
+
+
+def test_every_path_gives_the_same_numbers():
+    """The PyTorch-style adapter, the nn layer, the functional attention and the
+    blockwise (online-softmax) attention, forward and backward, on one problem."""
+    import attention_lib as al
+    E, H, d = 8, 2, 4
+    rng = np.random.default_rng(13)
+    mha = al.MultiHeadAttention(E, H, rng=rng)
+    mha.in_proj_bias[:] = rng.normal(size=3 * E)
+    mha.out_proj_bias[:] = rng.normal(size=E)
+    x, g = rng.normal(size=(2, 5, E)), rng.normal(size=(2, 5, E))
+    pad = np.array([[False] * 5, [False] * 3 + [True] * 2])           # PyTorch: True = padding
+    out_adapter, w_adapter = mha(x, x, x, key_padding_mask=pad, is_causal=True,
+                                 average_attn_weights=False)
+    W = np.split(mha.in_proj_weight, 3)
+    b = np.split(mha.in_proj_bias, 3)
+    params = {"W_Q": W[0].T, "W_K": W[1].T, "W_V": W[2].T, "W_O": mha.out_proj_weight.T,
+              "b_Q": b[0], "b_K": b[1], "b_V": b[2], "b_O": mha.out_proj_bias}
+    layer = MultiHeadAttention.from_params({k: a.copy() for k, a in params.items()}, H)
+    allowed = ~pad[:, None, None, :]                                  # the book: True = attend
+    out_layer = layer.forward(x, attn_mask=allowed, is_causal=True)
+    dx_layer = layer.backward(g)
+
+    def heads(y):                                  # (B, T, E) -> (B, H, T, d)
+        return y.reshape(2, 5, H, d).transpose(0, 2, 1, 3)
+
+    def merge(y):                                  # (B, H, T, d) -> (B, T, E)
+        return y.transpose(0, 2, 1, 3).reshape(2, 5, E)
+
+    q, k, v = (heads(x @ params["W_" + n] + params["b_" + n]) for n in "QKV")
+    ctx, w = al.scaled_dot_product_attention(q, k, v, allowed, is_causal=True,
+                                             return_weights=True)
+    ctx_blocks, lse = al.blockwise_attention(q, k, v, allowed, is_causal=True, block_size=2,
+                                             return_logsumexp=True)
+    d_ctx = heads(g @ params["W_O"].T)
+    grads = al.scaled_dot_product_attention_backward(d_ctx, q, k, v, allowed, is_causal=True)
+    grads_blocks = al.blockwise_attention_backward(d_ctx, q, k, v, ctx_blocks, lse, allowed,
+                                                   is_causal=True, block_size=2)
+    for c, (dq, dk, dv) in ((ctx, grads), (ctx_blocks, grads_blocks)):
+        out = merge(c) @ params["W_O"] + params["b_O"]
+        dx = sum(merge(dy) @ params["W_" + n].T for dy, n in zip((dq, dk, dv), "QKV"))
+        assert np.allclose(out, out_layer, rtol=0, atol=1e-12)
+        assert np.allclose(dx, dx_layer, rtol=0, atol=1e-12)
+    assert np.allclose(out_adapter, out_layer, rtol=0, atol=1e-12)
+    assert np.allclose(w_adapter, w, rtol=0, atol=1e-15)
+    assert np.allclose(layer.weights, w, rtol=0, atol=1e-15)
+    assert np.allclose(layer.grads["W_O"], merge(ctx).reshape(-1, E).T @ g.reshape(-1, E),
+                       rtol=0, atol=1e-12)
+
+
+def test_from_params_refuses_weights_that_do_not_fit():
+    eye = np.eye(4)
+    with pytest.raises(ValueError, match="params must hold W_Q, W_K, W_V, W_O"):
+        MultiHeadAttention.from_params({"W_Q": eye, "W_K": eye, "W_V": eye}, 2)
+    with pytest.raises(ValueError, match=r"params\['W_K'\] has shape \(4, 3\)"):
+        MultiHeadAttention.from_params({"W_Q": eye, "W_K": eye[:, :3], "W_V": eye,
+                                        "W_O": eye}, 2)
+    with pytest.raises(ValueError, match=r"params\['W_O'\] must be a matrix"):
+        MultiHeadAttention.from_params({"W_Q": eye, "W_K": eye, "W_V": eye,
+                                        "W_O": np.ones(4)}, 2)

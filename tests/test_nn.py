@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
-from test_backward import FD_TOLERANCE, numerical_gradient, relative_error
 
-from attention_lib.gradcheck import check_gradients
+from attention_lib.gradcheck import TOLERANCE as FD_TOLERANCE
+from attention_lib.gradcheck import check_gradients, numerical_gradient, relative_error
 from attention_lib.nn import Adam, Attention, Embedding, Linear, softmax_cross_entropy
 
 

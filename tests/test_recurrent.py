@@ -3,9 +3,11 @@
 import numpy as np
 import pytest
 
+from attention_lib.gradcheck import TOLERANCE as FD_TOLERANCE
+from attention_lib.gradcheck import numerical_gradient, relative_error
 from attention_lib.nn import GRU, GRUCell, Linear, clip_grad_norm
 
-from test_backward import FD_TOLERANCE, TORCH_TOLERANCE, numerical_gradient, relative_error
+TORCH_TOLERANCE = 1e-10
 
 MASK = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]], bool)
 

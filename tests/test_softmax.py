@@ -3,11 +3,13 @@
 import numpy as np
 import pytest
 import scipy.special
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from numpy.testing import assert_allclose
 
 from attention_lib import softmax
+from attention_lib.gradcheck import numerical_gradient
 
 finite = st.floats(-50, 50, allow_nan=False, allow_infinity=False)
 
@@ -124,12 +126,7 @@ def test_softmax_backward_matches_central_differences():
     from attention_lib import softmax_backward
     rng = np.random.default_rng(0)
     scores, g = rng.normal(size=(3, 5)), rng.normal(size=(3, 5))
-    eps, numeric = 1e-6, np.zeros_like(scores)
-    for idx in np.ndindex(scores.shape):
-        up, down = scores.copy(), scores.copy()
-        up[idx] += eps
-        down[idx] -= eps
-        numeric[idx] = (np.sum(g * softmax(up)) - np.sum(g * softmax(down))) / (2 * eps)
+    numeric = numerical_gradient(lambda: np.sum(g * softmax(scores)), scores)
     np.testing.assert_allclose(softmax_backward(g, softmax(scores)), numeric, atol=1e-9)
 
 
@@ -139,3 +136,50 @@ def test_softmax_backward_along_another_axis():
     scores, g = rng.normal(size=(4, 3)), rng.normal(size=(4, 3))
     by_columns = softmax_backward(g, softmax(scores, axis=0), axis=0)
     np.testing.assert_array_equal(by_columns, softmax_backward(g.T, softmax(scores.T)).T)
+
+
+@given(hnp.arrays(np.float64, hnp.array_shapes(min_dims=1, max_dims=3, min_side=1),
+                  elements=st.floats(-1e300, 1e300)),
+       st.integers(-1, 0), st.booleans())
+def test_logsumexp_and_log_softmax_agree_with_scipy(x, axis, keepdims):
+    from attention_lib import log_softmax, logsumexp
+    assert_allclose(logsumexp(x, axis, keepdims), scipy.special.logsumexp(x, axis, keepdims=keepdims),
+                    rtol=1e-12, atol=0)
+    assert_allclose(log_softmax(x, axis), scipy.special.log_softmax(x, axis), rtol=1e-12,
+                    atol=1e-300)
+
+
+def test_log_softmax_and_logsumexp_follow_softmax_on_fully_masked_rows():
+    from attention_lib import log_softmax, logsumexp
+    x = np.array([[0.0, -np.inf, 1.0], [-np.inf, -np.inf, -np.inf]])
+    assert_allclose(np.exp(log_softmax(x)), softmax(x), rtol=1e-15)
+    assert np.isneginf(log_softmax(x)[1]).all() and not np.isnan(log_softmax(x)).any()
+    assert logsumexp(x)[1] == -np.inf == scipy.special.logsumexp(x, axis=-1)[1]
+    assert_allclose(logsumexp(x, axis=0), scipy.special.logsumexp(x, axis=0))
+
+
+def test_log_softmax_is_exact_where_softmax_underflows():
+    from attention_lib import log_softmax
+    assert log_softmax(np.array([0.0, -2000.0]))[1] == -2000.0
+    assert log_softmax(np.array([0.0, -2000.0], dtype=np.float32)).dtype == np.float32
+
+
+@pytest.mark.parametrize("bad, message", [(np.array([np.nan, 0.0]), "NaN or \\+inf"),
+                                          (np.array([np.inf, 0.0]), "NaN or \\+inf")])
+def test_logsumexp_and_log_softmax_refuse_nan_and_plus_inf(bad, message):
+    from attention_lib import log_softmax, logsumexp
+    for f in (logsumexp, log_softmax):
+        with pytest.raises(ValueError, match=message):
+            f(bad)
+    with pytest.raises(ValueError, match="axis 2 is out of range"):
+        logsumexp(np.zeros((2, 2)), axis=2)
+
+
+def test_softmax_backward_in_place_equals_the_copying_form():
+    from attention_lib import softmax_backward
+    rng = np.random.default_rng(2)
+    P, g = softmax(rng.normal(size=(3, 4, 5))), rng.normal(size=(3, 4, 5))
+    expected = softmax_backward(g, P)
+    out = softmax_backward(g, P, overwrite=True)
+    assert out is g
+    assert_allclose(out, expected, rtol=1e-13, atol=1e-15)

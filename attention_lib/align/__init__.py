@@ -62,7 +62,7 @@ from .cli import CLI_METHODS, main
 from .em import (DEFAULT_ITERATIONS, DEFAULT_NULL_PROB, DEFAULT_PSEUDO_COUNT,
                  DEFAULT_TEMPERATURE, DEFAULT_TENSION, EM_GRID, EM_MAX_ITERATIONS,
                  EMAligner, Model1, tune_em)
-from .scoring import (AlignmentPair, AlignmentScores, Tuning, alignment_scores,
+from .scoring import (AlignmentPair, AlignmentScores, Tuning, aer_from_counts, alignment_scores,
                       format_pharaoh, leave_one_out, load_alignment_dev, read_pharaoh,
                       split_lines)
 
@@ -72,7 +72,7 @@ __all__ = [
     "DEFAULT_ITERATIONS", "DEFAULT_NULL_PROB", "DEFAULT_PSEUDO_COUNT",
     "DEFAULT_TEMPERATURE", "DEFAULT_TENSION", "EM_GRID", "EM_MAX_ITERATIONS",
     "Aligner", "AlignmentPair", "AlignmentScores", "EMAligner", "Model1", "Tuning",
-    "alignment_scores", "cross_attention", "diagonal_links", "format_pharaoh",
+    "aer_from_counts", "alignment_scores", "cross_attention", "diagonal_links", "format_pharaoh",
     "grow_diag", "leave_one_out", "load_alignment_dev", "main", "read_pharaoh",
     "split_lines", "tune_em", "tune_prior",
 ]

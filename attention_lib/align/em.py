@@ -51,7 +51,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..embeddings import load_embeddings, load_vocab, tokenize
-from ..softmax import softmax
+from ..softmax import logsumexp, softmax
 from .attention import grow_diag
 from .scoring import leave_one_out
 
@@ -248,9 +248,7 @@ class Model1:
         logits = -self.tension * np.abs(i - j)
         valid = np.arange(cols - 1)[None, None, :] < m[:, None, None]
         logits = np.where(valid, logits, -np.inf)
-        top = logits.max(axis=-1, keepdims=True)
-        top[~np.isfinite(top)] = 0.0
-        log_norm = top + np.log(np.exp(logits - top).sum(axis=-1, keepdims=True))
+        log_norm = logsumexp(logits, axis=-1, keepdims=True)
         log_norm[~np.isfinite(log_norm)] = 0.0
         with np.errstate(divide="ignore"):
             words = logits - log_norm + np.log1p(-self.null_prob)
@@ -378,11 +376,8 @@ class Model1:
         log_t = self._log_t()
         total = 0.0
         for _, cells, log_prior in self._batches:
-            scores = self._scores(log_t, cells, self._prior(log_prior))
-            top = scores.max(axis=-1)
-            real = np.isfinite(top)
-            shifted = np.exp(scores[real] - top[real][:, None]).sum(axis=-1)
-            total += float(np.sum(top[real] + np.log(shifted)))
+            lse = logsumexp(self._scores(log_t, cells, self._prior(log_prior)), axis=-1)
+            total += float(np.sum(lse[np.isfinite(lse)]))   # padding rows are all -inf
         return total
 
     def log_prior_of_table(self):

@@ -141,6 +141,25 @@ class AlignmentScores(NamedTuple):
     aer: float
 
 
+def aer_from_counts(n_a, n_s, a_and_s, a_and_p):
+    """The alignment error rate from link counts: ``1 - (|A&S| + |A&P|) / (|A| + |S|)``.
+
+    Och & Ney (2003). ``A`` are the predicted links, ``S`` the Sure and ``P``
+    the Possible gold links (``S`` inside ``P``). NaN when ``A`` and ``S`` are
+    both empty. Numbers give a float; arrays (one count per setting, say)
+    give an array.
+
+    Examples
+    --------
+    >>> from attention_lib.align import aer_from_counts
+    >>> aer_from_counts(2, 1, 1, 1)      # |A| = 2, |S| = 1, one link in both
+    0.33333333333333337
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):
+        aer = 1 - np.add(a_and_s, a_and_p) / np.add(n_a, n_s)
+    return float(aer) if np.ndim(aer) == 0 else aer
+
+
 def alignment_scores(predicted, sure, possible):
     """Precision, recall and AER of predicted links, pooled over a corpus.
 
@@ -170,18 +189,7 @@ def alignment_scores(predicted, sure, possible):
     if not len(predicted) == len(sure) == len(possible):
         raise ValueError(f"predicted has {len(predicted)} sentence pairs, sure "
                          f"{len(sure)} and possible {len(possible)}: they must match")
-    n_a = n_s = a_and_s = a_and_p = 0
-    for a, s, p in zip(predicted, sure, possible):
-        a, s = set(a), set(s)
-        p = set(p) | s
-        n_a += len(a)
-        n_s += len(s)
-        a_and_s += len(a & s)
-        a_and_p += len(a & p)
-    precision = a_and_p / n_a if n_a else float("nan")
-    recall = a_and_s / n_s if n_s else float("nan")
-    aer = 1 - (a_and_s + a_and_p) / (n_a + n_s) if n_a + n_s else float("nan")
-    return AlignmentScores(precision, recall, aer)
+    return _scores_from_counts(_counts(predicted, sure, possible).sum(axis=0))
 
 
 class Tuning(NamedTuple):
@@ -202,17 +210,12 @@ def _counts(links, sure, possible):
     return np.array(rows, dtype=np.int64).reshape(-1, 4)
 
 
-def _aer(counts):
-    return 1 - (counts[..., 2] + counts[..., 3]) / (counts[..., 0] + counts[..., 1])
-
-
 def _scores_from_counts(c):
     """:class:`AlignmentScores` from pooled ``(|A|, |S|, |A & S|, |A & P|)``."""
     n_a, n_s, a_and_s, a_and_p = (int(x) for x in c)
     precision = a_and_p / n_a if n_a else float("nan")
     recall = a_and_s / n_s if n_s else float("nan")
-    aer = 1 - (a_and_s + a_and_p) / (n_a + n_s) if n_a + n_s else float("nan")
-    return AlignmentScores(precision, recall, aer)
+    return AlignmentScores(precision, recall, aer_from_counts(n_a, n_s, a_and_s, a_and_p))
 
 
 def leave_one_out(candidates, sure, possible):
@@ -254,10 +257,9 @@ def leave_one_out(candidates, sure, possible):
     if counts.shape[1] != len(sure):
         raise ValueError(f"each candidate needs {len(sure)} link sets, one per pair")
     total = counts.sum(axis=1)                                   # (settings, 4)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        best = settings[int(np.nanargmin(_aer(total)))]
-        chosen = [settings[int(np.nanargmin(_aer(total - counts[:, k])))]
-                  for k in range(len(sure))]
+    best = settings[int(np.nanargmin(aer_from_counts(*total.T)))]
+    chosen = [settings[int(np.nanargmin(aer_from_counts(*(total - counts[:, k]).T)))]
+              for k in range(len(sure))]
     scores = {s: _scores_from_counts(c) for s, c in zip(settings, total)}
     held_out = [candidates[c][k] for k, c in enumerate(chosen)]
     return Tuning(best, scores, alignment_scores(held_out, sure, possible), chosen)

@@ -13,6 +13,7 @@
 
 import numpy as np
 
+from ..align.scoring import aer_from_counts
 from ..toy_translation import CONTENT_CLASSES, WORD_CLASSES, encode_batch, generate_pairs
 
 #: The length buckets of the test sets (source words, inclusive), as in the paper's Figure 2.
@@ -100,7 +101,7 @@ def alignment_error_rate(pairs, weights, classes=None):
         n_gold += len(gold)
     if n_pred + n_gold == 0:
         raise ValueError("no target word of these classes: nothing to score")
-    return 1.0 - 2.0 * hits / (n_pred + n_gold)
+    return aer_from_counts(n_pred, n_gold, hits, hits)   # every gold link is Sure
 
 
 def evaluate(model, tests, src_vocab, tgt_vocab, alignment=True):

@@ -3,6 +3,8 @@
 import numpy as np
 
 from .._checks import as_numeric
+from ..softmax import log_softmax
+
 
 def softmax_cross_entropy(logits, targets):
     """Mean cross-entropy of a softmax over the last axis, and its gradient.
@@ -46,8 +48,7 @@ def softmax_cross_entropy(logits, targets):
                          f"(one class per row of logits), got {t.dtype} {t.shape}")
     if t.size and (t.min() < 0 or t.max() >= z.shape[-1]):
         raise ValueError(f"targets must lie in [0, {z.shape[-1]})")
-    shifted = z - z.max(axis=-1, keepdims=True)
-    log_p = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    log_p = log_softmax(z, axis=-1)
     picked = np.take_along_axis(log_p, t[..., None], axis=-1)
     n = t.size
     grad = np.exp(log_p)

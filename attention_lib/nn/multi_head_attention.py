@@ -12,8 +12,8 @@ True where a query *may attend*, a float mask is added to the scores.
 
 import numpy as np
 
-from .._checks import as_bool, as_int, as_mask, as_numeric
-from .._kernel import attention_backward, attention_weights
+from .._checks import as_bool, as_int, as_mask, as_numeric, max_abs, overflow_bound
+from .._kernel import attention_backward, attention_weights, float_mask
 from ..positions import rotary as rotate
 from .dropout import Dropout
 from .layers import _init, _sum_to_matrix
@@ -209,6 +209,58 @@ class MultiHeadAttention:
                 self.params["b_" + name] = np.zeros(W.shape[1], dtype)
         self.grads, self._saved = {}, None
 
+    @classmethod
+    def from_params(cls, params, n_heads, n_kv_heads=None, rotary=None,
+                    rotary_base=10000.0):
+        """A layer around existing weights (the arrays themselves, not copies).
+
+        ``params`` holds ``W_Q, W_K, W_V, W_O`` in the layout of
+        :attr:`params` and, for a layer with biases, all of ``b_Q, b_K, b_V,
+        b_O``; the sizes are read from the shapes. The layer has no dropout.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from attention_lib.nn import MultiHeadAttention
+        >>> eye = np.eye(4)
+        >>> att = MultiHeadAttention.from_params(
+        ...     {"W_Q": eye, "W_K": eye[:, :2], "W_V": eye[:, :2], "W_O": eye}, n_heads=2,
+        ...     n_kv_heads=1)
+        >>> att.d_head, att.bias, att.forward(np.ones((1, 3, 4))).shape
+        (2, False, (1, 3, 4))
+        """
+        H = as_int(n_heads, "n_heads", 1)
+        H_kv = H if n_kv_heads is None else as_int(n_kv_heads, "n_kv_heads", 1)
+        names = [n + x for n in ("W_", "b_") for x in "QKVO"]
+        arrays = {k: as_numeric(params[k], f"params[{k!r}]") for k in names if k in params}
+        if set(params) - set(names) or not set(names[:4]) <= set(arrays) or len(arrays) not in (4, 8):
+            raise ValueError(f"params must hold W_Q, W_K, W_V, W_O and either all or none of "
+                             f"b_Q, b_K, b_V, b_O; got {sorted(params)}")
+        for k in names[:4]:
+            if arrays[k].ndim != 2:
+                raise ValueError(f"params[{k!r}] must be a matrix (inputs, outputs), got "
+                                 f"shape {arrays[k].shape}")
+        W_Q, W_K, W_V = (arrays["W_" + x] for x in "QKV")
+        d_head, d_v = W_Q.shape[-1] // H, W_V.shape[-1] // max(H_kv, 1)
+        shapes = {"W_Q": (W_Q.shape[0], H * d_head), "W_K": (W_K.shape[0], H_kv * d_head),
+                  "W_V": (W_V.shape[0], H_kv * d_v), "W_O": (H * d_v, W_Q.shape[0]),
+                  "b_Q": (H * d_head,), "b_K": (H_kv * d_head,), "b_V": (H_kv * d_v,),
+                  "b_O": (W_Q.shape[0],)}
+        for k, a in arrays.items():
+            if a.shape != shapes[k] or a.dtype.kind != "f" or d_head == 0 or H % H_kv:
+                raise ValueError(f"params[{k!r}] has shape {a.shape} and dtype {a.dtype}; "
+                                 f"{n_heads} heads sharing {H_kv} key/value heads need "
+                                 f"floats of shape {shapes[k]}")
+        layer = cls.__new__(cls)
+        layer.n_heads, layer.n_kv_heads, layer.d_head = H, H_kv, d_head
+        if rotary not in _ROTARY or (rotary and d_head % 2):
+            raise ValueError(f"rotary must be one of {_ROTARY} (with an even head size), "
+                             f"got {rotary!r} for d_head = {d_head}")
+        layer.rotary, layer.rotary_base = rotary, float(rotary_base)
+        layer.bias, layer.dropout = len(arrays) == 8, Dropout(0.0)
+        layer.params, layer.grads, layer._saved = arrays, {}, None
+        return layer
+
     def _draw(self, rng, d_model, d_kv, q_cols, kv_cols):
         """``W_Q, W_K, W_V, W_O``, each with variance ``1 / fan-in``."""
         if d_kv == d_model:     # one draw: the numbers of the fused W_QKV of earlier versions
@@ -228,7 +280,7 @@ class MultiHeadAttention:
         y = x @ self.params["W_" + name]
         return y + self.params["b_" + name] if self.bias else y
 
-    def _mask(self, attn_mask, is_causal, B, T, S, offset, dtype):
+    def _mask(self, attn_mask, is_causal, B, T, S, offset, dtype, scores_bound):
         """One mask for the kernel, broadcastable to (B, H_kv, G, T, S), or None."""
         H, H_kv = self.n_heads, self.n_kv_heads
         mask = None
@@ -244,7 +296,7 @@ class MultiHeadAttention:
             if mask.dtype.kind == "f":
                 if np.isnan(mask).any() or np.isposinf(mask).any():
                     raise ValueError("attn_mask contains NaN or +inf; use -inf or False to mask")
-                mask = mask.astype(dtype, copy=False)
+                mask = float_mask(mask, dtype, scores_bound())
             m = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
             heads = (H_kv, H // H_kv) if m.shape[1] == H else (1, 1)
             mask = m.reshape(m.shape[:1] + heads + m.shape[2:])
@@ -323,10 +375,11 @@ class MultiHeadAttention:
         if cache is not None:
             cache.position += T
         S, G = k.shape[-2], H // H_kv
-        mask = self._mask(attn_mask, is_causal, B, T, S, offset, q.dtype)
+        scale = q.dtype.type(1 / np.sqrt(q.shape[-1]))
+        mask = self._mask(attn_mask, is_causal, B, T, S, offset, q.dtype, lambda: overflow_bound(
+            max_abs(q), scale, max_abs(k), q.shape[-1]))
         q5 = q.reshape(B, H_kv, G, T, q.shape[-1])         # query heads grouped by key head
         k5, v5 = k[:, :, None], v[:, :, None]
-        scale = q.dtype.type(1 / np.sqrt(q.shape[-1]))
         P, _ = attention_weights(q5, k5, scale, mask)                     # (B, H_kv, G, T, S)
         dropping = self.dropout.training and self.dropout.p > 0
         used = self.dropout.forward(P) if dropping else P
