@@ -1,0 +1,17 @@
+/* Attention from Scratch: accessible names for widgets the book's tools write.
+ *
+ * myst-nb writes every folded code cell's toggle as
+ *   <summary aria-label="Toggle hidden content">Show code cell source</summary>
+ * so a speech-input user who says what they see ("show code cell source")
+ * reaches nothing (axe-core: label-content-name-mismatch). Without the label
+ * the summary's name is its visible text, which says what it does.
+ */
+(() => {
+  "use strict";
+  const fix = () => {
+    for (const summary of document.querySelectorAll("summary[aria-label]"))
+      if (summary.textContent.trim()) summary.removeAttribute("aria-label");
+  };
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", fix);
+  else fix();
+})();
