@@ -207,12 +207,17 @@ async (width) => {
   const clips = el => { const o = getComputedStyle(el).overflowX; return o !== 'visible'; };
   const clipped = el => { for (let a = el.parentElement; a && a !== document.body; a = a.parentElement)
                             if (clips(a)) return true; return false; };
-  // What sticks out of the screen and is not inside a box that scrolls or clips.
+  // What sticks out of the screen to the right (the page cannot scroll to the
+  // left) and is not inside a box that scrolls or clips, nor fixed to the
+  // screen (the theme's sidebars wait off-screen until they are opened).
+  const fixed = el => { for (let a = el; a && a !== document.body; a = a.parentElement)
+                          if (getComputedStyle(a).position === 'fixed') return true; return false; };
   const out = new Set();
   for (const el of document.body.querySelectorAll('*')) {
-    if (el.closest('.figure-zoom-overlay, script, style, noscript') || !shown(el)) continue;
+    if (el.closest('.figure-zoom-overlay, script, style, noscript')) continue;
+    if (!el.checkVisibility({visibilityProperty: true})) continue;
     const r = el.getBoundingClientRect();
-    if (r.width > 0 && (r.right > width + 1 || r.left < -1) && !clipped(el)) out.add(el);
+    if (r.width > 0 && r.right > width + 1 && !clipped(el) && !fixed(el)) out.add(el);
   }
   const outermost = [...out].filter(el => !out.has(el.parentElement)).map(describe);
   const tables = [...article.querySelectorAll('table')].filter(shown).map(t => {
@@ -236,7 +241,9 @@ async (width) => {
       const set = /px$/.test(img.style.width) ? parseFloat(img.style.width)
                                               : parseFloat(img.getAttribute('width'));
       const button = img.figureZoomButton;
-      return {src: img.currentSrc || img.src, rendered: img.getBoundingClientRect().width,
+      const box = img.getBoundingClientRect();
+      return {src: img.currentSrc || img.src, rendered: box.width,
+              aspect: (box.width / box.height) / (img.naturalWidth / img.naturalHeight),
               natural: img.naturalWidth, intended: set > 0 ? set : img.naturalWidth,
               zoomable: !!(button && shown(button) && !button.hidden)};
     });
@@ -266,7 +273,9 @@ async () => {
   // every rule, the experimental ones too (label-content-name-mismatch is one)
   const rules = Object.fromEntries(axe.getRules(['experimental'])
                                    .map(r => [r.ruleId, {enabled: true}]));
-  const result = await axe.run(document, {resultTypes: ['violations'], rules});
+  // preload: false: no stylesheets fetched again (axe resolves their @imports
+  // against the wrong base and asks the server for /basic.css)
+  const result = await axe.run(document, {resultTypes: ['violations'], rules, preload: false});
   return result.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
       nodes: v.nodes.length, target: v.nodes.slice(0, 3).map(n => n.target.join(' '))}));
 }
@@ -395,6 +404,9 @@ def check_figure_text(page, figures, site, base, label, problems):
     for f in figures:
         src = f["src"]
         name = src.split("/")[-1] if not src.startswith("data:") else src[:30] + "..."
+        if abs(f["aspect"] - 1) > 0.03:
+            problems.append(("figure-distorted", f"{label}: {name} is shown "
+                             f"{f['aspect']:.2f} times as wide, for its height, as drawn"))
         if not src.startswith(base):
             continue
         measured = figure_text(Path(site) / src[len(base):].split("?")[0].split("#")[0])
@@ -624,7 +636,8 @@ def check_page(context, url, base, is_chapter, is_notebook, screenshot=None,
 
 
 LAYOUT_KINDS = {"overflow", "figure-shrunk", "figure-blurry", "long-cell", "sideways-scroll",
-                "table-cut-off", "chart-too-wide", "figure-text-small", "figure-text-unknown"}
+                "table-cut-off", "chart-too-wide", "figure-text-small", "figure-text-unknown",
+                "figure-distorted"}
 
 
 def check_site(site, pages, chromium, screenshots=None, timeout=60.0, verbose=True,
@@ -813,6 +826,9 @@ SELF_TEST_PAGES = {
     "figure_text_zoom.html": (False, '<script src="figure-zoom.js"></script><figure>'
                               '<img src="small_text.png" style="width: 600px; max-width: 100%" '
                               'alt="A ramp with labels too small on a phone"></figure>', set()),
+    "figure_distorted.html": (False, '<figure><img src="fig2x.png" style="width: 120px; '
+                              'height: 120px" alt="A ramp drawn twice as high as it is"></figure>',
+                              {"figure-distorted"}),
     "figure_text_unknown.html": (False, '<figure><img src="unknown_text.png" '
                                  'style="width: 120px" alt="A ramp that records no text size">'
                                  '</figure>', {"figure-text-unknown"}),
