@@ -22,11 +22,14 @@ mathematics of one idea, written in the book's notation:
 - :mod:`attention_lib.toy_translation`: chapter 3's toy English-French grammar, with
   the gold word alignment of every pair.
 - :mod:`attention_lib.tables`: plain-text tables for printed results.
+- ``glue``: numbers for the prose (myst-nb's ``glue`` when it is installed, else
+  the value is displayed), so a downloaded chapter runs in a plain Jupyter.
 - :mod:`attention_lib.embeddings`: aligned English/French word vectors from ``data/``.
 - :mod:`attention_lib.align`: word alignment from attention weights, IBM Model 1
   trained by EM, how to score them, and the command line.
 """
 
+from ._glue import glue
 from .additive import additive_attention, additive_scores
 from .backward import (blockwise_attention_backward,
                        scaled_dot_product_attention_backward)
@@ -62,6 +65,7 @@ __all__ = [
     "embed",
     "format_table",
     "generate_pairs",
+    "glue",
     "load_embeddings",
     "load_vocab",
     "log_softmax",

@@ -125,6 +125,11 @@ def _labels(labels, n, name):
 LABEL_CHAR_WIDTH = 0.62 * FONT_SIZE   # CSS px per character, roughly (DejaVu Sans)
 
 
+def _heat_map_width(n_keys, step, row_labels):
+    """A heat map's width on a wide screen: its cells, the row labels, the colour legend."""
+    return n_keys * step + max(len(w) for w in row_labels) * LABEL_CHAR_WIDTH + 30 + 80
+
+
 def _axis(alt, labels, title, step=None):
     """An ordinal axis over indices whose labels are the words (repeats stay apart).
 
@@ -139,6 +144,25 @@ def _axis(alt, labels, title, step=None):
     return alt.Axis(title=title, labelExpr=f"{json.dumps(labels)}[datum.value]",
                     labelAngle=angle, orient="top" if title == "key" else "left",
                     **({"labelAlign": "left"} if angle else {}))
+
+
+def _fit_column(chart, max_width, axes=0):
+    """Make ``chart`` as wide as the text column, up to ``max_width`` CSS px.
+
+    The width is Vega-Lite's ``"container"``: the chart takes the width of the
+    element it is drawn in, and redraws when the window is resized, so it fits
+    a phone's column as well as a desktop's. A single or layered chart fits
+    whole (``autosize`` fit-x, axes and legend included); a concatenation
+    cannot, so its panels take the column less ``axes`` px for the axes beside
+    them. :func:`chart_html` reads both numbers from the spec's ``usermeta``.
+    """
+    if axes:   # a concatenation: every panel as wide as the container
+        chart.vconcat = [panel.properties(width="container") for panel in chart.vconcat]
+    else:
+        chart = chart.properties(width="container",
+                                 autosize={"type": "fit-x", "contains": "padding"})
+    return chart.properties(usermeta={"attention_lib": {"max_width": int(max_width),
+                                                        "axes": int(axes)}})
 
 
 def _finish(chart, description):
@@ -268,7 +292,8 @@ def attention_heatmap_chart(scores, query_labels, key_labels, *, temperature=1.0
                  alt.Tooltip("weight:Q", format=".4f"),
                  alt.Tooltip("score:Q", format=".4f")])
     chart = (alt.layer(cells, data=alt.Data(values=rows)).add_params(temp, scale)
-             .properties(title=title, width=alt.Step(step), height=alt.Step(step)))
+             .properties(title=title, height=alt.Step(step)))
+    chart = _fit_column(chart, _heat_map_width(S, step, queries))
     description = description or (
         f"Interactive heat map of attention weights, {L} query words (rows) by {S} key "
         "words (columns), darker for smaller weights. A temperature slider recomputes "
@@ -346,7 +371,8 @@ def saturation_chart(n_keys=8, log2_dk=range(1, 11), *, seed=0, title=None, desc
                  alt.Tooltip("score:Q", title="score q·k", format=".3f"),
                  alt.Tooltip("used:Q", title="score used", format=".3f"),
                  alt.Tooltip("weight:Q", format=".4f")],
-    ).add_params(dk, divide).properties(title=title, width=420, height=220)
+    ).add_params(dk, divide).properties(title=title, height=220)
+    chart = _fit_column(chart, 420 + 80)   # the bars, and the weight axis beside them
     description = description or (
         f"Interactive bar chart of one query's softmax weights over {n_keys} keys. A "
         "slider sets the key width d_k from "
@@ -521,7 +547,8 @@ def mask_explorer_chart(words, *, pad_token="<pad>", d=8, seed=0, masks=MASK_EXP
     crosses = base.transform_filter("!datum.allowed").mark_text(
         text="×", fontSize=18, color="#555555")
     chart = (alt.layer(cells, crosses, data=alt.Data(values=rows)).add_params(mode)
-             .properties(title=title, width=alt.Step(step), height=alt.Step(step)))
+             .properties(title=title, height=alt.Step(step)))
+    chart = _fit_column(chart, _heat_map_width(L, step, words))
     description = description or (
         f"Interactive heat map of self-attention weights for the {L} words "
         f"'{' '.join(words)}', queries as rows and keys as columns. A radio choice of "
@@ -604,7 +631,8 @@ def online_softmax_chart(scores=None, block_size=4, *, n=16, seed=0,
     bars = base.mark_bar().encode(
         x=xj, y=alt.Y("x:Q", title="score e_j"), tooltip=tooltip,
         color=alt.Color("status:N", title=None, scale=alt.Scale(
-            domain=["seen", "not yet seen"], range=[OKABE_ITO_BLUE, GREY])))
+            domain=["seen", "not yet seen"], range=[OKABE_ITO_BLUE, GREY]),
+            legend=alt.Legend(orient="bottom")))
     first = base.transform_filter("datum.j == 0")
     rule = first.mark_rule(color=OKABE_ITO_ORANGE, strokeDash=[6, 3], strokeWidth=2).encode(y="m:Q")
     label = first.mark_text(align="left", baseline="bottom", color="#333333",
@@ -612,12 +640,13 @@ def online_softmax_chart(scores=None, block_size=4, *, n=16, seed=0,
         x=alt.value(0), y=alt.value(-6), text=alt.Text("label:N")).transform_calculate(
         label="'running max m = ' + format(datum.m, '.4f') + ',  running sum ℓ = '"
               " + format(datum.l, '.4f')")
-    top = alt.layer(bars, rule, label).properties(width=440, height=170)
+    top = alt.layer(bars, rule, label).properties(height=170)
     weights = base.mark_bar(color=OKABE_ITO_BLUE).encode(
         x=xj, y=alt.Y("weight:Q", title="exp(e_j − m) / ℓ", scale=alt.Scale(domain=[0, 1])),
-        tooltip=tooltip).properties(width=440, height=120)
+        tooltip=tooltip).properties(height=120)
     chart = (alt.vconcat(top, weights, data=alt.Data(values=rows)).add_params(seen)
              .properties(title=alt.Title(title, offset=22)))
+    chart = _fit_column(chart, 440, axes=70)   # 440-px panels, their axes to the left
     description = description or (
         f"Interactive chart of the online softmax over {x.size} scores in {n_blocks} "
         f"blocks of {block_size}. A slider sets how many blocks have been seen; the top "
@@ -719,6 +748,12 @@ def chart_html(chart, *, caption=None, description=None, static_path="../_static
                            "local": _script_safe(json.dumps(local)),
                            "cdn": _script_safe(json.dumps(cdn))}
     esc = html.escape
+    fit = (spec.get("usermeta") or {}).get("attention_lib", {})
+    view_style = ""
+    if fit.get("max_width"):   # a chart as wide as the column (_fit_column)
+        axes = int(fit.get("axes", 0))
+        view_style = (f' style="width: calc(100% - {axes}px); max-width: {int(fit["max_width"])}px"'
+                      if axes else f' style="width: 100%; max-width: {int(fit["max_width"])}px"')
     caption_html = (f'<p class="attention-chart-caption" style="font-size:0.9em">'
                     f"{esc(caption)}</p>") if caption else ""
     style = (f"<style>#{chart_id} .vega-bind {{margin: 0.2em 0}} "
@@ -730,7 +765,7 @@ def chart_html(chart, *, caption=None, description=None, static_path="../_static
             f'aria-label="{esc(label)}" aria-describedby="{chart_id}-description">'
             f'<p id="{chart_id}-description" style="position:absolute;width:1px;height:1px;'
             f'overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap">{esc(description)}</p>'
-            f'<div class="attention-chart-view"></div>{caption_html}'
+            f'<div class="attention-chart-view"{view_style}></div>{caption_html}'
             f"<noscript>This interactive chart needs JavaScript; the figure above shows "
             f"the same data.</noscript></div>\n<script>{script}</script>")
 

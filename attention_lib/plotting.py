@@ -278,6 +278,70 @@ def hatch_masked(ax, mask, label="masked"):
 #: figure resolution below (100 dpi: one inch is 100 CSS pixels on the page).
 COLUMN_WIDTH_IN = 7.2
 
+#: The PNG text chunk in which a figure records the height of its smallest text,
+#: in image pixels; scripts/browser_check.py reads it to check that every figure
+#: stays readable on a phone, where it is shown smaller (or enlarged on a tap).
+PNG_SMALLEST_TEXT_KEY = "Smallest text px"
+
+
+def smallest_font_size(fig):
+    """The size, in points, of the smallest text a figure draws (None if it has none).
+
+    Only what is drawn counts: visible text that is not empty, and no tick
+    labels of an axis that is switched off.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig, ax = plt.subplots()
+    >>> _ = ax.set_xticks([0, 1], labels=["a", "b"], fontsize=12)
+    >>> _ = ax.set_yticks([])
+    >>> _ = ax.text(0.5, 0.5, "small", fontsize=7)
+    >>> smallest_font_size(fig)
+    7.0
+    >>> plt.close(fig)
+    """
+    from matplotlib.axes import Axes
+    from matplotlib.axis import Axis
+    from matplotlib.text import Text
+
+    fig.draw_without_rendering()   # tick labels get their text when drawn
+    sizes = []
+
+    def walk(artist):
+        if not artist.get_visible():
+            return
+        if isinstance(artist, Text) and artist.get_text().strip():
+            sizes.append(float(artist.get_fontsize()))
+        for child in artist.get_children():
+            if not (isinstance(artist, Axes) and isinstance(child, Axis) and not artist.axison):
+                walk(child)
+
+    walk(fig)
+    return min(sizes) if sizes else None
+
+
+def _record_smallest_text(png_formatter):
+    """Wrap IPython's PNG formatter so that each PNG records its smallest text.
+
+    The value is the font size in image pixels (points / 72 x the PNG's dots
+    per inch: twice the figure's for a retina PNG), in the text chunk
+    :data:`PNG_SMALLEST_TEXT_KEY`.
+    """
+    from IPython.core.pylabtools import retina_figure
+
+    keywords = getattr(png_formatter, "keywords", {})
+    retina = getattr(png_formatter, "func", None) is retina_figure
+
+    def png(fig):
+        size = smallest_font_size(fig)
+        if size is None:
+            return png_formatter(fig)
+        dpi = keywords.get("dpi") or fig.dpi * (2 if retina else 1)
+        return png_formatter(fig, metadata={PNG_SMALLEST_TEXT_KEY: f"{size * dpi / 72:.1f}"})
+
+    return png
+
 
 def use_book_style():
     """Draw figures as the book prints them: sharp, and sized for its column.
@@ -287,7 +351,9 @@ def use_book_style():
     column (at most :data:`COLUMN_WIDTH_IN` inches wide) and constrained
     layout; in a Jupyter kernel, figures are also sent as ``retina`` PNGs
     (twice the pixels, shown at half size), so they stay sharp on HiDPI
-    screens. Call it once, after the imports of a chapter.
+    screens, and each PNG records the size of its smallest text
+    (:data:`PNG_SMALLEST_TEXT_KEY`, :func:`smallest_font_size`). Call it
+    once, after the imports of a chapter.
 
     Examples
     --------
@@ -314,7 +380,11 @@ def use_book_style():
         from IPython import get_ipython
     except ImportError:  # pragma: no cover - IPython is always there in the book
         return
-    if get_ipython() is not None:
+    shell = get_ipython()
+    if shell is not None:
+        from matplotlib.figure import Figure
         from matplotlib_inline.backend_inline import set_matplotlib_formats
 
         set_matplotlib_formats("retina")
+        formatter = shell.display_formatter.formatters["image/png"]
+        formatter.for_type(Figure, _record_smallest_text(formatter.lookup_by_type(Figure)))

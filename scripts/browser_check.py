@@ -28,7 +28,27 @@ A page fails when:
   cell has more than 20 lines;
 * (interactive charts: containers ``.attention-chart`` or ``.vega-embed``) a
   chart draws nothing, shows no tooltip when a mark is hovered, or does not
-  redraw when its first control is moved from the keyboard.
+  redraw when its first control is moved from the keyboard;
+* the browser console logs an error (a failed request is reported once, above);
+* axe-core (``scripts/check-browser.sh`` installs npm's ``axe-core``) finds a
+  critical or serious accessibility violation, at 1280 px or on a phone.
+
+Every page is also opened on an emulated phone (390 px wide, device scale 3,
+touch, mobile viewport) and every check above runs again there, except the
+1280/1920-px layout checks, which are replaced by what a phone needs (on every
+page, not just notebooks):
+
+* the page scrolls sideways (its content is wider than the screen; the
+  outermost elements that stick out are named);
+* a table is cut off or sticks out of the text column, instead of fitting or
+  scrolling inside its own box;
+* an interactive chart is wider than the text column;
+* text in a figure is smaller than 8 CSS px as shown (the smallest text of a
+  matplotlib PNG is written into it by ``attention_lib.plotting``; of an SVG,
+  read from its glyphs), unless the figure can be enlarged (the "Enlarge
+  figure" button of book/_static/figure-zoom.js) to a size where it is not.
+  A PNG figure that does not record its smallest text fails: re-execute its
+  chapter.
 
 For each page it also prints what the page offers a reader, the bytes it loads,
 and the layout measurements, and saves a full-page screenshot.
@@ -39,12 +59,16 @@ Usage::
 
     python scripts/browser_check.py --site _build/html --toc _toc.yml --screenshots _build/screenshots
     python scripts/browser_check.py --self-test   # prove the checker catches each fault
+
+``--axe PATH`` names axe-core's ``axe.min.js`` (default ``$AXE_JS``, else
+``build/axe/node_modules/axe-core/axe.min.js``, where check-browser.sh puts it).
 """
 
 import argparse
 import functools
 import http.server
 import os
+import re
 import shutil
 import struct
 import sys
@@ -77,6 +101,15 @@ MIN_SIZE_RATIO = 0.8         # rendered / intended width of a figure
 MIN_PIXEL_DENSITY = 1.9      # image pixels per CSS pixel of a PNG figure
 MAX_CELL_LINES = 20          # lines of a visible code cell
 CHART_SELECTOR = ".attention-chart, .vega-embed:not(.attention-chart .vega-embed)"
+PHONE = {"viewport": {"width": 390, "height": 844}, "device_scale_factor": 3,
+         "is_mobile": True, "has_touch": True}
+PHONE_WIDTH = PHONE["viewport"]["width"]
+MIN_FIGURE_TEXT_PX = 8       # CSS px of the smallest text in a figure, as shown
+AXE_IMPACTS = ("critical", "serious")   # axe-core findings that fail a page
+DEFAULT_AXE = os.environ.get("AXE_JS", str(Path(__file__).resolve().parents[1] / "build" / "axe"
+                                           / "node_modules" / "axe-core" / "axe.min.js"))
+# The PNG text chunk in which attention_lib.plotting records a figure's smallest text.
+PNG_TEXT_KEY = "Smallest text px"
 
 # Runs in the page once it has loaded: makes lazy images load, waits (bounded)
 # for images and for MathJax's first typeset, then describes the page.
@@ -159,6 +192,95 @@ async () => {
 }
 """
 
+# Measures what a phone shows (run at PHONE_WIDTH): what sticks out of the
+# screen, tables, charts and figures against the text column.
+PHONE_LAYOUT_JS = r"""
+async (width) => {
+  await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  const article = document.querySelector('.bd-article') || document.body;
+  const column = article.getBoundingClientRect();
+  const shown = el => el.checkVisibility();
+  const snippet = el => (el.textContent || '').trim().replace(/\s+/g, ' ').slice(0, 50);
+  const describe = el => el.tagName.toLowerCase()
+    + (el.id ? '#' + el.id : '') + (el.classList.length ? '.' + [...el.classList].join('.') : '')
+    + (snippet(el) ? ' ' + JSON.stringify(snippet(el)) : '');
+  const clips = el => { const o = getComputedStyle(el).overflowX; return o !== 'visible'; };
+  const clipped = el => { for (let a = el.parentElement; a && a !== document.body; a = a.parentElement)
+                            if (clips(a)) return true; return false; };
+  // What sticks out of the screen to the right (the page cannot scroll to the
+  // left) and is not inside a box that scrolls or clips, nor fixed to the
+  // screen (the theme's sidebars wait off-screen until they are opened).
+  const fixed = el => { for (let a = el; a && a !== document.body; a = a.parentElement)
+                          if (getComputedStyle(a).position === 'fixed') return true; return false; };
+  const out = new Set();
+  for (const el of document.body.querySelectorAll('*')) {
+    if (el.closest('.figure-zoom-overlay, script, style, noscript')) continue;
+    if (!el.checkVisibility({visibilityProperty: true})) continue;
+    const r = el.getBoundingClientRect();
+    if (r.width > 0 && r.right > width + 1 && !clipped(el) && !fixed(el)) out.add(el);
+  }
+  const outermost = [...out].filter(el => !out.has(el.parentElement)).map(describe);
+  const tables = [...article.querySelectorAll('table')].filter(shown).map(t => {
+    let box = t.parentElement;
+    while (box && box !== article && !clips(box)) box = box.parentElement;
+    const b = (box && box !== article ? box : t).getBoundingClientRect();
+    const scrolls = box && box !== article && ['auto', 'scroll'].includes(getComputedStyle(box).overflowX);
+    return {text: snippet(t), width: t.getBoundingClientRect().width, boxLeft: b.left,
+            boxRight: b.right, inBox: !!(box && box !== article), scrolls: !!scrolls,
+            cutOff: !!(box && box !== article && !scrolls && t.scrollWidth > box.clientWidth + 1)};
+  });
+  const charts = [...article.querySelectorAll('.attention-chart, .vega-embed')]
+    .filter(c => shown(c) && !c.parentElement.closest('.attention-chart, .vega-embed')).map(c => {
+      const view = c.querySelector('canvas, svg.marks') || c;
+      const r = view.getBoundingClientRect();
+      return {name: c.id || snippet(c), left: r.left, right: r.right, width: r.width};
+    });
+  const figures = [...article.querySelectorAll('.cell_output img, figure img')]
+    .filter(img => shown(img) && img.naturalWidth >= 50 && !img.closest('.attention-chart'))
+    .map(img => {
+      const set = /px$/.test(img.style.width) ? parseFloat(img.style.width)
+                                              : parseFloat(img.getAttribute('width'));
+      const button = img.figureZoomButton;
+      const box = img.getBoundingClientRect();
+      return {src: img.currentSrc || img.src, rendered: box.width,
+              aspect: (box.width / box.height) / (img.naturalWidth / img.naturalHeight),
+              natural: img.naturalWidth, intended: set > 0 ? set : img.naturalWidth,
+              zoomable: !!(button && shown(button) && !button.hidden)};
+    });
+  return {scrollWidth: document.documentElement.scrollWidth, outermost, tables, charts, figures,
+          column: {left: column.left, right: column.right}};
+}
+"""
+
+# Opens the figure-zoom overlay of the n-th zoomable figure and measures its image.
+ZOOM_JS = r"""
+async (src) => {
+  const img = [...document.querySelectorAll('.bd-article .cell_output img, .bd-article figure img')]
+    .find(i => (i.currentSrc || i.src) === src && i.figureZoomButton && !i.figureZoomButton.hidden);
+  if (!img) return null;
+  img.figureZoomButton.click();
+  await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  const big = document.querySelector('.figure-zoom-overlay img');
+  const width = big ? big.getBoundingClientRect().width : 0;
+  const pageWidth = document.documentElement.scrollWidth;
+  document.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape'}));
+  return {width, pageWidth, closed: !document.querySelector('.figure-zoom-overlay')};
+}
+"""
+
+AXE_RUN_JS = r"""
+async () => {
+  // every rule, the experimental ones too (label-content-name-mismatch is one)
+  const rules = Object.fromEntries(axe.getRules(['experimental'])
+                                   .map(r => [r.ruleId, {enabled: true}]));
+  // preload: false: no stylesheets fetched again (axe resolves their @imports
+  // against the wrong base and asks the server for /basic.css)
+  const result = await axe.run(document, {resultTypes: ['violations'], rules, preload: false});
+  return result.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
+      nodes: v.nodes.length, target: v.nodes.slice(0, 3).map(n => n.target.join(' '))}));
+}
+"""
+
 
 # --------------------------------------------------------------------------
 # The site: which pages, and a local server for them
@@ -206,12 +328,16 @@ def serve(directory):
 # Checking one page
 
 
-def check_layout(page, problems):
+def check_layout(page, problems, site=None, base=None):
     """Layout checks at each of LAYOUT_WIDTHS; return one summary line per width."""
     lines = []
     for width in LAYOUT_WIDTHS:
         page.set_viewport_size({"width": width, "height": 900})
         m = page.evaluate(LAYOUT_JS)
+        text = ""
+        if site is not None and width == LAYOUT_WIDTHS[0]:
+            figures = page.evaluate(PHONE_LAYOUT_JS, width)["figures"]
+            text = "; " + check_figure_text(page, figures, site, base, f"{width} px", problems)
         for text in m["preOver"]:
             problems.append(("overflow", f"{width} px: pre wider than its box: {text!r}"))
         for text in m["eqOver"]:
@@ -233,9 +359,123 @@ def check_layout(page, problems):
         lines.append(f"{width} px: pre {m['pres']} checked, {len(m['preOver'])} overflow; "
                      f"equations {m['equations']} checked, {len(m['eqOver'])} overflow; "
                      f"figures {len(m['figures'])} (size ratio/px density: {ratios or '-'}); "
-                     f"longest visible cell {longest['lines'] if longest else 0} lines")
+                     f"longest visible cell {longest['lines'] if longest else 0} lines{text}")
     page.set_viewport_size({"width": LAYOUT_WIDTHS[0], "height": 900})
     return lines
+
+# --------------------------------------------------------------------------
+# Figures' smallest text, read from the files the site serves
+
+
+def figure_text(path):
+    """Return ``(smallest text, full width)`` of a figure file in the same units, or None.
+
+    A PNG drawn by ``attention_lib.plotting`` records its smallest text, in
+    image pixels, in a text chunk (``PNG_TEXT_KEY``); the full width is the
+    image's. A matplotlib SVG draws text as glyphs scaled by font size / 100
+    (or names a font-size); the full width is its viewBox's.
+    """
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return None
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        width, pos, size = struct.unpack(">I", data[16:20])[0], 8, None
+        while pos + 8 <= len(data):
+            length, tag = struct.unpack(">I4s", data[pos:pos + 8])
+            if tag == b"tEXt":
+                key, _, value = data[pos + 8:pos + 8 + length].partition(b"\0")
+                if key.decode("latin-1") == PNG_TEXT_KEY:
+                    size = float(value)
+            if tag == b"IEND":
+                break
+            pos += 12 + length
+        return (size, width) if size else None
+    text = data.decode("utf-8", "replace")
+    view = re.search(r'viewBox="\s*[-\d.]+[\s,]+[-\d.]+[\s,]+([\d.]+)', text)
+    sizes = [float(s) * 100 for s in re.findall(r"scale\(([\d.]+) -[\d.]+\)", text)]
+    sizes += [float(s) for s in re.findall(r'font-size[:=]\s*"?([\d.]+)(?:px)?', text)]
+    return (min(sizes), float(view.group(1))) if view and sizes else None
+
+
+def check_figure_text(page, figures, site, base, label, problems):
+    """Smallest text of each figure as shown (or, if it can be enlarged, as enlarged)."""
+    smallest, unknown = [], 0
+    for f in figures:
+        src = f["src"]
+        name = src.split("/")[-1] if not src.startswith("data:") else src[:30] + "..."
+        if abs(f["aspect"] - 1) > 0.03:
+            problems.append(("figure-distorted", f"{label}: {name} is shown "
+                             f"{f['aspect']:.2f} times as wide, for its height, as drawn"))
+        if not src.startswith(base):
+            continue
+        measured = figure_text(Path(site) / src[len(base):].split("?")[0].split("#")[0])
+        if measured is None:
+            if name.lower().endswith(".png"):
+                unknown += 1
+                problems.append(("figure-text-unknown", f"{label}: {name} does not record its "
+                                 "smallest text: re-execute its chapter (attention_lib.plotting"
+                                 ".use_book_style writes it)"))
+            continue
+        size, full = measured
+        shown = size * f["rendered"] / full
+        if shown >= MIN_FIGURE_TEXT_PX:
+            smallest.append(shown)
+            continue
+        zoom = page.evaluate(ZOOM_JS, src) if f["zoomable"] else None
+        if zoom is None:
+            problems.append(("figure-text-small", f"{label}: {name}: smallest text "
+                             f"{shown:.1f} CSS px (< {MIN_FIGURE_TEXT_PX}) and it cannot be "
+                             "enlarged"))
+            smallest.append(shown)
+            continue
+        enlarged = size * zoom["width"] / full
+        smallest.append(enlarged)
+        if enlarged < MIN_FIGURE_TEXT_PX or not zoom["closed"] or zoom["pageWidth"] > page.viewport_size["width"] + 1:
+            problems.append(("figure-text-small", f"{label}: {name}: smallest text {shown:.1f} "
+                             f"CSS px, enlarged {enlarged:.1f} CSS px (needs {MIN_FIGURE_TEXT_PX}); "
+                             f"overlay closed by Escape: {zoom['closed']}, page width while "
+                             f"open {zoom['pageWidth']} px"))
+    return (f"figure text >= {min(smallest):.1f} CSS px" if smallest else "no figure text measured") \
+        + (f", {unknown} unknown" if unknown else "")
+
+
+def check_phone_layout(page, site, base, problems):
+    """What a phone shows at PHONE_WIDTH; returns one summary line."""
+    label = f"{PHONE_WIDTH} px"
+    m = page.evaluate(PHONE_LAYOUT_JS, PHONE_WIDTH)
+    if m["scrollWidth"] > PHONE_WIDTH + 1:
+        problems.append(("sideways-scroll", f"{label}: the page is {m['scrollWidth']} px wide; "
+                         "sticking out: " + "; ".join(m["outermost"][:5])))
+    col = m["column"]
+    for t in m["tables"]:
+        if t["cutOff"] or (t["inBox"] and t["boxRight"] > PHONE_WIDTH + 1) or (
+                not t["inBox"] and (t["boxRight"] > col["right"] + 1 or t["boxLeft"] < col["left"] - 1)):
+            problems.append(("table-cut-off", f"{label}: table {t['text']!r} ({t['width']:.0f} px) "
+                             "neither fits the column nor scrolls inside its own box"))
+    for c in m["charts"]:
+        if c["right"] > col["right"] + 1 or c["left"] < col["left"] - 1:
+            problems.append(("chart-too-wide", f"{label}: chart {c['name']!r} is {c['width']:.0f} "
+                             f"px wide, the column {col['right'] - col['left']:.0f} px"))
+    text = check_figure_text(page, m["figures"], site, base, label, problems)
+    scrolling = sum(t["scrolls"] and t["width"] > col["right"] - col["left"] + 1 for t in m["tables"])
+    return (f"{label}: page {m['scrollWidth']} px wide; {len(m['tables'])} tables "
+            f"({scrolling} scroll in their box); {len(m['charts'])} charts; "
+            f"{len(m['figures'])} figures, {text}")
+
+
+def run_axe(page, axe_source, label, problems):
+    """axe-core's violations on the page; critical and serious ones are problems."""
+    page.add_script_tag(content=axe_source)
+    found = page.evaluate(AXE_RUN_JS)
+    for v in found:
+        if v["impact"] in AXE_IMPACTS:
+            problems.append((f"axe-{v['impact']}", f"{label}: {v['id']} on {v['nodes']} "
+                             f"element(s): {v['help']} (e.g. {v['target'][0] if v['target'] else '?'})"))
+    minor = sorted({f"{v['id']} ({v['impact']})" for v in found if v["impact"] not in AXE_IMPACTS})
+    return (f"{label}: axe {sum(v['impact'] in AXE_IMPACTS for v in found)} critical/serious"
+            + (f", other: {', '.join(minor)}" if minor else ""))
+
 
 
 def check_charts(page, problems):
@@ -293,18 +533,23 @@ def check_charts(page, problems):
 
 
 def check_page(context, url, base, is_chapter, is_notebook, screenshot=None,
-               timeout=60.0, layout=True):
+               timeout=60.0, layout=True, phone=False, site=None, axe_source=None):
     """Load ``url`` in a fresh tab; return ``(problems, report)``.
 
     ``problems`` is a list of ``(kind, detail)``; ``report`` describes the page.
+    With ``phone`` the context is the emulated phone (PHONE) and the phone's
+    layout checks replace the desktop ones.
     """
     started = time.monotonic()
-    problems, finished, exceptions = [], [], []
+    problems, finished, exceptions, console = [], [], [], []
     page = context.new_page()
     page.set_default_timeout(timeout * 1000)
     local = lambda u: u.startswith(base)
     where = lambda u: u.replace(base, "/", 1)
     page.on("pageerror", lambda e: exceptions.append(str(e).splitlines()[0]))
+    # A failed request logs "Failed to load resource"; it is reported once, below.
+    page.on("console", lambda m: console.append(m.text.splitlines()[0] if m.text else "")
+            if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
     page.on("requestfinished", lambda r: finished.append(r))
 
     def on_response(r):
@@ -326,13 +571,20 @@ def check_page(context, url, base, is_chapter, is_notebook, screenshot=None,
         except PlaywrightError:
             problems.append(("timeout", f"the network was still busy {timeout / 2:.0f} s after load"))
         info = page.evaluate(INSPECT_PAGE_JS, min(20000, int(timeout * 1000 / 3)))
+        viewport = page.viewport_size
         if screenshot is not None:   # before the checks below resize, hover and type
             height = page.evaluate("document.documentElement.scrollHeight")
             screenshot.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=screenshot, full_page=True, clip={
-                "x": 0, "y": 0, "width": LAYOUT_WIDTHS[0],
-                "height": min(max(height, 900), MAX_SCREENSHOT_HEIGHT)})
-        report["layout"] = check_layout(page, problems) if layout and is_notebook else []
+                "x": 0, "y": 0, "width": viewport["width"],
+                "height": min(max(height, viewport["height"]), MAX_SCREENSHOT_HEIGHT)})
+        label = f"{viewport['width']} px"
+        report["axe"] = [run_axe(page, axe_source, label, problems)] if axe_source else []
+        if phone:
+            report["layout"] = [check_phone_layout(page, site, base, problems)] if layout else []
+        else:
+            report["layout"] = (check_layout(page, problems, site, base)
+                                if layout and is_notebook else [])
         report["charts"] = check_charts(page, problems)
         report["bytes"] = sum(max(r.sizes()["responseBodySize"], 0) for r in finished)
     except PlaywrightError as exc:
@@ -357,6 +609,7 @@ def check_page(context, url, base, is_chapter, is_notebook, screenshot=None,
                          "equations not rendered by MathJax"))
     problems += [("math-error", err) for err in info["mathErrors"]]
     problems += [("script-error", exc) for exc in exceptions]
+    problems += [("console-error", text) for text in console]
     figures = [i for i in info["images"]
                if i["figure"] and i["inArticle"] and i["width"] >= MIN_FIGURE_WIDTH]
     if is_chapter and not figures:
@@ -382,15 +635,19 @@ def check_page(context, url, base, is_chapter, is_notebook, screenshot=None,
     return problems, report
 
 
-LAYOUT_KINDS = {"overflow", "figure-shrunk", "figure-blurry", "long-cell"}
+LAYOUT_KINDS = {"overflow", "figure-shrunk", "figure-blurry", "long-cell", "sideways-scroll",
+                "table-cut-off", "chart-too-wide", "figure-text-small", "figure-text-unknown",
+                "figure-distorted"}
 
 
 def check_site(site, pages, chromium, screenshots=None, timeout=60.0, verbose=True,
-               layout=True, report_only=False):
+               layout=True, report_only=False, axe=DEFAULT_AXE, phone=True):
     """Check ``pages`` (``[(html path, is_chapter, is_notebook)]``) of the site in ``site``.
 
-    Returns ``{page: problems}``; with ``report_only`` layout problems are
-    printed but not returned.
+    Each page is checked at 1280 px (and 1920 px) and, with ``phone``, again
+    on the emulated phone. Returns ``{page: problems}``; with ``report_only``
+    layout problems are printed but not returned. ``axe`` is the path of
+    axe-core's ``axe.min.js`` (None: no accessibility check).
     """
     site = Path(site)
     missing = [p for p, _, _ in pages if not (site / p).is_file()]
@@ -401,6 +658,12 @@ def check_site(site, pages, chromium, screenshots=None, timeout=60.0, verbose=Tr
         raise SystemExit(f"no Chromium at {chromium}: install Debian's package `chromium` "
                          "(apt-get install chromium; scripts/check-browser.sh does it), "
                          "or pass --chromium PATH")
+    axe_source = None
+    if axe:
+        if not Path(axe).is_file():
+            raise SystemExit(f"no axe-core at {axe}: npm install --prefix build/axe "
+                             "axe-core (scripts/check-browser.sh does it), or pass --axe PATH")
+        axe_source = Path(axe).read_text(encoding="utf-8")
     server, base = serve(site)
     results = {}
     blocked = {}          # page -> URLs outside the local server it asked for
@@ -418,15 +681,40 @@ def check_site(site, pages, chromium, screenshots=None, timeout=60.0, verbose=Tr
                                          timeout=30000)
             context = browser.new_context(viewport={"width": LAYOUT_WIDTHS[0], "height": 900})
             context.route("**/*", route)
+            contexts = [(context, False, "")]
+            if phone:
+                phone_context = browser.new_context(**PHONE)
+                phone_context.route("**/*", route)
+                contexts.append((phone_context, True, f"@{PHONE_WIDTH}"))
             if verbose:
-                print(f"serving {site} at {base}; Chromium {browser.version}")
+                print(f"serving {site} at {base}; Chromium {browser.version}; "
+                      f"axe-core {'on' if axe_source else 'OFF'}; "
+                      f"phone {'on' if phone else 'OFF'}")
             for current, is_chapter, is_notebook in pages:
-                shot = (Path(screenshots) / (current.replace("/", "__").removesuffix(".html")
-                                             + ".png")) if screenshots else None
-                problems, report = check_page(context, base + current, base, is_chapter,
-                                              is_notebook, shot, timeout, layout)
+                problems, reports = [], []
+                for ctx, on_phone, suffix in contexts:
+                    shot = (Path(screenshots) / (current.replace("/", "__").removesuffix(".html")
+                                                 + suffix + ".png")) if screenshots else None
+                    found, rep = check_page(ctx, base + current, base, is_chapter, is_notebook,
+                                            shot, timeout, layout, on_phone, site, axe_source)
+                    # the phone's findings that the desktop already reported are left out
+                    seen = {(k, re.sub(r"^\d+ px: ", "", d)) for k, d in problems}
+                    where = f"{PHONE_WIDTH} px: " if on_phone else ""
+                    problems += [(k, d if d.startswith(f"{PHONE_WIDTH} px") else where + d)
+                                 for k, d in found
+                                 if (k, re.sub(r"^\d+ px: ", "", d)) not in seen]
+                    reports.append(rep)
+                # one report: the desktop's, with the phone's lines added
+                report = reports[0]
+                if report and len(reports) > 1 and reports[1]:
+                    report["seconds"] += reports[1]["seconds"]
+                    for key in ("axe", "layout", "charts"):
+                        report[key] = report[key] + [f"{PHONE_WIDTH} px: {line}" if not
+                                                     line.startswith(f"{PHONE_WIDTH} px") else line
+                                                     for line in reports[1][key]]
+                problems = list(dict.fromkeys(problems))
                 problems += [("needs-network", f"blocked request for {u}")
-                             for u in blocked.get(current, [])]
+                             for u in dict.fromkeys(blocked.get(current, []))]
                 shown = [(k, d, report_only and k in LAYOUT_KINDS) for k, d in problems]
                 results[current] = [(k, d) for k, d, warn in shown if not warn]
                 if verbose:
@@ -438,7 +726,7 @@ def check_site(site, pages, chromium, screenshots=None, timeout=60.0, verbose=Tr
                           + ("ok" if not bad else f"{bad} problem(s)"))
                     if report:
                         print(f"    offers: {report['offers']}")
-                        for line in report["layout"] + report["charts"]:
+                        for line in report["axe"] + report["layout"] + report["charts"]:
                             print(f"    {line}")
                     for kind, detail, warn in shown:
                         print(f"    {'REPORT' if warn else 'FAIL'} [{kind}] {detail}")
@@ -453,8 +741,11 @@ def check_site(site, pages, chromium, screenshots=None, timeout=60.0, verbose=Tr
 # Self-test: a hand-made site with one fault per page
 
 
-def png_bytes(width, height):
-    """A small valid greyscale PNG (a horizontal ramp), made with the standard library."""
+def png_bytes(width, height, smallest_text=None):
+    """A small valid greyscale PNG (a horizontal ramp), made with the standard library.
+
+    ``smallest_text`` (image px) is recorded as attention_lib.plotting records it.
+    """
     rows = b"".join(b"\x00" + bytes((x * 255 // max(width - 1, 1)) for x in range(width))
                     for _ in range(height))
 
@@ -462,8 +753,10 @@ def png_bytes(width, height):
         return (struct.pack(">I", len(data)) + tag + data
                 + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF))
 
+    text = (chunk(b"tEXt", PNG_TEXT_KEY.encode("latin-1") + b"\0" + f"{smallest_text}".encode())
+            if smallest_text else b"")
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+            + text + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
 
 
 # Everything a chapter must offer besides a figure (see check_page).
@@ -513,6 +806,32 @@ SELF_TEST_PAGES = {
     "blurry_figure.html": (True, CHAPTER_PARTS + '<figure><img src="fig.png" '
                            'alt="A ramp with one pixel per CSS pixel"></figure>', {"figure-blurry"}),
     "long_cell.html": (True, CHAPTER_PARTS + FIGURE + CELL.format("x = 1\n" * 25), {"long-cell"}),
+    "console_error.html": (False, "<script>console.error('Got invalid theme mode');</script>",
+                           {"console-error"}),
+    "axe_critical.html": (False, "<p>A button without a name:</p><button></button>",
+                          {"axe-critical"}),
+    "axe_serious.html": (False, '<p>A control whose name hides its visible text:</p>'
+                         '<button aria-label="Colour">Theme</button>', {"axe-serious"}),
+    "sideways.html": (False, '<p><code style="white-space: nowrap">' + "x" * 80
+                      + "</code></p>", {"sideways-scroll"}),
+    "table_scrolls.html": (False, '<div style="overflow-x: auto"><table><tr>'
+                           + "<td>a_wide_cell_that_does_not_break</td>" * 4
+                           + "</tr></table></div>", set()),
+    "table_cut_off.html": (False, '<div style="overflow: hidden"><table><tr>'
+                           + "<td>a_wide_cell_that_does_not_break</td>" * 4
+                           + "</tr></table></div>", {"table-cut-off"}),
+    "figure_text_small.html": (False, '<figure><img src="small_text.png" style="width: 600px; '
+                               'max-width: 100%" alt="A ramp with tiny labels"></figure>',
+                               {"figure-text-small"}),
+    "figure_text_zoom.html": (False, '<script src="figure-zoom.js"></script><figure>'
+                              '<img src="small_text.png" style="width: 600px; max-width: 100%" '
+                              'alt="A ramp with labels too small on a phone"></figure>', set()),
+    "figure_distorted.html": (False, '<figure><img src="fig2x.png" style="width: 120px; '
+                              'height: 120px" alt="A ramp drawn twice as high as it is"></figure>',
+                              {"figure-distorted"}),
+    "figure_text_unknown.html": (False, '<figure><img src="unknown_text.png" '
+                                 'style="width: 120px" alt="A ramp that records no text size">'
+                                 '</figure>', {"figure-text-unknown"}),
 }
 
 
@@ -544,18 +863,24 @@ CHART_PAGES = {
     "chart_static.html": (chart_spec(height="datum.v"), "_static/vendor/", {"chart-static"}),
     "chart_not_vendored.html": (chart_spec(), "_static/missing/",
                                 {"failed-request", "needs-network", "chart-not-rendered"}),
+    "chart_too_wide.html": (dict(chart_spec(), width=600), "_static/vendor/",
+                            {"chart-too-wide", "sideways-scroll"}),
 }
 
 
-def self_test(chromium):
+def self_test(chromium, axe=DEFAULT_AXE):
     """Build a tiny site with one fault per page and check that exactly those faults are found."""
     mathjax = REPO / "book" / "_static" / "mathjax"
     with tempfile.TemporaryDirectory(prefix="browser-check-site-") as tmp:
         site = Path(tmp)
-        (site / "fig.png").write_bytes(png_bytes(120, 60))
-        (site / "fig2x.png").write_bytes(png_bytes(240, 120))
-        (site / "wide2x.png").write_bytes(png_bytes(2000, 100))
-        (site / "lazy.png").write_bytes(png_bytes(80, 40))
+        (site / "fig.png").write_bytes(png_bytes(120, 60, smallest_text=12))
+        (site / "fig2x.png").write_bytes(png_bytes(240, 120, smallest_text=24))
+        (site / "wide2x.png").write_bytes(png_bytes(2000, 100, smallest_text=200))
+        (site / "lazy.png").write_bytes(png_bytes(80, 40, smallest_text=12))
+        # 600 px wide, 9-px text: about 5 px in a phone's column, 9 px enlarged
+        (site / "small_text.png").write_bytes(png_bytes(1200, 100, smallest_text=18))
+        (site / "unknown_text.png").write_bytes(png_bytes(240, 120))
+        shutil.copy(REPO / "book" / "_static" / "figure-zoom.js", site / "figure-zoom.js")
         (site / "corrupt.png").write_bytes(b"this is not a PNG file")
         (site / "style.css").write_text("body { font-family: sans-serif; }\n")
         (site / "app.js").write_text("document.documentElement.dataset.ok = '1';\n")
@@ -567,11 +892,12 @@ def self_test(chromium):
             SELF_TEST_PAGES[name] = (False, chart_page(spec, vendor), expected)
         for name, (_, body, _) in SELF_TEST_PAGES.items():
             head = mathjax_tags if "math" in body and name != "math_unrendered.html" else ""
-            (site / name).write_text(f"<!doctype html><html><head><meta charset='utf-8'>"
-                                     f"<title>{name}</title>{head}</head><body>"
+            (site / name).write_text(f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+                                     "<meta name='viewport' content='width=device-width, "
+                                     f"initial-scale=1'><title>{name}</title>{head}</head><body>"
                                      f"<article class='bd-article'>{body}</article></body></html>")
         pages = [(name, chapter, chapter) for name, (chapter, _, _) in SELF_TEST_PAGES.items()]
-        results = check_site(site, pages, chromium, verbose=False, timeout=60)
+        results = check_site(site, pages, chromium, verbose=False, timeout=60, axe=axe)
 
     wrong = []
     for name, (_, _, expected) in SELF_TEST_PAGES.items():
@@ -600,6 +926,10 @@ def main(argv=None):
     parser.add_argument("--chromium", default=DEFAULT_CHROMIUM,
                         help="Chromium executable (default $CHROMIUM or /usr/bin/chromium)")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds allowed per page")
+    parser.add_argument("--axe", default=DEFAULT_AXE,
+                        help="axe-core's axe.min.js (default $AXE_JS or build/axe/...)")
+    parser.add_argument("--no-phone", action="store_true",
+                        help="skip the second pass on an emulated 390-px phone")
     parser.add_argument("--no-layout", action="store_true",
                         help="skip the layout checks (overflow, figure size, cell length)")
     parser.add_argument("--report-only", action="store_true",
@@ -609,13 +939,14 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     if args.self_test:
-        self_test(args.chromium)
+        self_test(args.chromium, args.axe)
         return 0
 
     started = time.monotonic()
     pages = toc_pages(args.toc)
     results = check_site(args.site, pages, args.chromium, args.screenshots, args.timeout,
-                         layout=not args.no_layout, report_only=args.report_only)
+                         layout=not args.no_layout, report_only=args.report_only, axe=args.axe,
+                         phone=not args.no_phone)
     failed = [p for p, problems in results.items() if problems]
     print(f"checked {len(pages)} pages ({sum(ch for _, ch, _ in pages)} chapters, "
           f"{sum(nb for _, _, nb in pages)} notebooks) in {time.monotonic() - started:.1f} s"

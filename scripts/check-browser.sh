@@ -3,14 +3,19 @@
 # driven by Playwright: scripts/browser_check.py lists every check) and fail
 # when a page has a broken local image, script, stylesheet or font, asks the
 # network for anything, lacks a figure or the chapter template, when something
-# overflows, a figure is shrunk or blurry, a visible code cell is too long, or
-# an interactive chart does not draw, show a tooltip or redraw. Needs a built _build/html
+# overflows, a figure is shrunk or blurry, a visible code cell is too long, an
+# interactive chart does not draw, show a tooltip or redraw, the console logs an
+# error, or axe-core finds a critical or serious accessibility problem; then
+# again on an emulated 390-px phone, where nothing may scroll sideways, tables
+# fit or scroll in their own box, charts fit the column and figure text is at
+# least 8 CSS px (or enlarged to it on a tap). Needs a built _build/html
 # (scripts/build-book.sh); writes one screenshot per page to _build/screenshots/.
 #
 #   bash scripts/check-browser.sh              # self-test of the checker, then the site
 #   bash scripts/check-browser.sh --site DIR   # check another built site
 #
-# Installs Debian's chromium with apt-get when /usr/bin/chromium is missing.
+# Installs Debian's chromium with apt-get when /usr/bin/chromium is missing,
+# and npm's axe-core into build/axe.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$SECONDS
@@ -25,6 +30,17 @@ if [ ! -x "$CHROMIUM" ]; then
         chromium fonts-dejavu-core > /dev/null
     echo "==> installed $("$CHROMIUM" --version 2>/dev/null) ($((SECONDS - t0)) s)"
 fi
+
+# axe-core (npm), which browser_check.py injects into every page for the
+# accessibility check: installed once into build/axe (git-ignored), pinned.
+AXE_VERSION=4.11.0
+axe_dir=build/axe/node_modules/axe-core
+if ! grep -qs "\"version\": \"$AXE_VERSION\"" "$axe_dir/package.json"; then
+    echo "==> installing axe-core $AXE_VERSION with npm into build/axe"
+    npm install --silent --no-save --no-audit --no-fund --no-package-lock \
+        --prefix build/axe "axe-core@$AXE_VERSION" > /dev/null
+fi
+export AXE_JS="$PWD/$axe_dir/axe.min.js"
 
 # run-tests.sh puts .venv/bin first on PATH; the checker needs playwright
 # (requirements-test.txt), which drives the Chromium above, never a browser

@@ -20,6 +20,10 @@ stage "GitHub workflows lint (actionlint)" \
     bash scripts/lint-workflows.sh
 stage "library tests (unit, property, golden, doctests)" \
     python -m pytest tests attention_lib
+# A chapter as a reader downloads it runs in a plain Jupyter with only the
+# project installed (no Jupyter Book, no myst-nb): a fresh venv from pip's cache.
+stage "a downloaded chapter runs without Jupyter Book (fresh venv: the project and a kernel)" \
+    bash scripts/check-download.sh
 # nbval runs with one core kept busy allocating and freeing memory: an output
 # that depends on timing, load or the allocator fails here, not in a reader's
 # CI. (NBVAL_REPEAT=10 for the long stability run.) It runs on the CPU's own

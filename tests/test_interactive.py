@@ -188,6 +188,38 @@ def test_chart_text_is_readable_and_titles_are_the_body_size(build):
     assert spec["config"]["title"]["fontSize"] == 16
 
 
+CHARTS = [lambda: attention_heatmap_chart([[1.0, 2.0]], ["q"], ["a", "b"]),
+          lambda: saturation_chart(n_keys=3, log2_dk=[1, 2]),
+          lambda: mask_explorer_chart(["a", "b"]),
+          lambda: online_softmax_chart([1.0, 2.0, 3.0], block_size=2)]
+
+
+def numeric_widths(spec):
+    """Every fixed width in a spec (numbers or steps), which would not fit a phone."""
+    if isinstance(spec, dict):
+        for key, value in spec.items():
+            if key == "width" and value != "container":
+                yield value
+            yield from numeric_widths(value)
+    elif isinstance(spec, list):
+        for value in spec:
+            yield from numeric_widths(value)
+
+
+@pytest.mark.parametrize("build", CHARTS, ids=["heatmap", "saturation", "masks", "online"])
+def test_charts_take_the_width_of_the_column_up_to_their_own(build):
+    from attention_lib.interactive import chart_html
+
+    chart = build()
+    spec = chart.to_dict()
+    assert list(numeric_widths({k: v for k, v in spec.items() if k != "config"})) == []
+    fit = spec["usermeta"]["attention_lib"]
+    assert 100 <= fit["max_width"] <= 700   # no wider than the desktop column
+    view = chart_html(chart).split('class="attention-chart-view"')[1].split(">")[0]
+    assert f"max-width: {fit['max_width']}px" in view
+    assert ("width: 100%" in view) if not fit["axes"] else (f"calc(100% - {fit['axes']}px)" in view)
+
+
 def test_charts_write_the_symbols_of_the_notation_page():
     """tau for the temperature; e_j and ell in the online softmax (not T, x_j, l)."""
     heat = json.dumps(attention_heatmap_chart([[1.0, 2.0]], ["q"], ["a", "b"]).to_dict(),

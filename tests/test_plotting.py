@@ -89,3 +89,61 @@ def test_hatch_masked_refuses_a_mask_of_another_shape_than_the_heat_map(ax):
 def test_mark_cells_refuses_cells_outside_the_heat_map(ax, cell):
     with pytest.raises(ValueError, match=r"outside the heat map of shape \(3, 4\)"):
         mark_cells(ax, [(0, 0), cell])
+
+
+def _png_text_chunks(data):
+    import struct
+
+    chunks, pos = {}, 8
+    while pos + 8 <= len(data):
+        length, tag = struct.unpack(">I4s", data[pos:pos + 8])
+        if tag == b"tEXt":
+            key, _, value = data[pos + 8:pos + 8 + length].partition(b"\0")
+            chunks[key.decode("latin-1")] = value.decode("latin-1")
+        pos += 12 + length
+    return chunks
+
+
+def test_smallest_font_size_counts_only_drawn_text():
+    from attention_lib.plotting import smallest_font_size
+
+    fig, (left, right) = plt.subplots(1, 2)
+    left.set_title("title", fontsize=14)
+    left.tick_params(labelsize=11)
+    right.axis("off")                   # its tick labels are not drawn
+    right.tick_params(labelsize=3)
+    hidden = left.text(0, 0, "hidden", fontsize=2)
+    hidden.set_visible(False)
+    left.text(0, 0, "   ", fontsize=1)  # nothing to read
+    assert smallest_font_size(fig) == 11
+    left.text(0.5, 0.5, "note", fontsize=6.5)
+    assert smallest_font_size(fig) == 6.5
+    plt.close(fig)
+    empty = plt.figure()
+    assert smallest_font_size(empty) is None
+    plt.close(empty)
+
+
+def test_retina_pngs_record_their_smallest_text_in_image_pixels():
+    pytest.importorskip("IPython")
+    from functools import partial
+
+    from IPython.core.pylabtools import retina_figure
+
+    from attention_lib.plotting import PNG_SMALLEST_TEXT_KEY, _record_smallest_text
+
+    fig, ax = plt.subplots(figsize=(3, 2), dpi=100)
+    ax.tick_params(labelsize=9)
+    ax.text(0.5, 0.5, "note", fontsize=7.2)
+    png = _record_smallest_text(partial(retina_figure, base64=False))
+    data, size = png(fig)
+    plt.close(fig)
+    # 7.2 pt at 200 dots per inch (a retina PNG of a 100-dpi figure) is 20 px
+    assert _png_text_chunks(data)[PNG_SMALLEST_TEXT_KEY] == "20.0"
+    assert size["width"] * 2 == struct_width(data)
+
+
+def struct_width(data):
+    import struct
+
+    return struct.unpack(">I", data[16:20])[0]

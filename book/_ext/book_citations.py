@@ -107,6 +107,21 @@ sphinxcontrib.bibtex.plugin.register_plugin(
     RoundAuthorYearReferenceStyle)
 
 
+def _list_items_for_screen_readers(app, pagename, templatename, context, doctree):
+    """Give each entry of a reference list the role its list needs.
+
+    Sphinx writes a list of citations as ``<div role="list">`` whose entries
+    have the role ``doc-biblioentry``, which ARIA 1.2 deprecates and which a
+    list may not hold: screen readers then announce an empty list (axe-core:
+    aria-required-children, critical; aria-deprecated-role on every entry).
+    As ``listitem`` s the entries are read as the list's items.
+    """
+    body = context.get("body")
+    if body and 'role="doc-biblioentry"' in body:
+        context["body"] = body.replace('role="doc-biblioentry"', 'role="listitem"')
+
+
 def setup(app):
-    """Nothing to set up: importing the module registers the styles."""
+    """Importing the module registers the styles; the reference list gets list items."""
+    app.connect("html-page-context", _list_items_for_screen_readers)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
