@@ -10,7 +10,9 @@ projected ``(N, L, E)`` arrays are reshaped to ``(N, L, H, d)`` and transposed
 to ``(N, H, L, d)``, and :func:`~attention_lib.scaled_dot_product_attention`
 treats ``N`` and ``H`` as batch axes.
 
-The layer mirrors ``torch.nn.MultiheadAttention(batch_first=True)`` with
+This class is an adapter: the attention itself is computed by the library's
+one layer, :class:`attention_lib.nn.MultiHeadAttention`, around views of the
+weights kept here. It mirrors ``torch.nn.MultiheadAttention(batch_first=True)`` with
 dropout 0: the same arguments, the same parameter names and layouts (PyTorch
 stores a weight as ``(out_features, in_features)`` and computes
 ``x @ W.T + b``; the book's ``W_Q`` is ``in_proj_weight[:E].T``), and the same
@@ -21,8 +23,8 @@ mask conventions, which are the *opposite* of
 import numpy as np
 
 from ._checks import as_int, as_numeric, max_abs
-from .dot_product import scaled_dot_product_attention
 from .masks import causal_mask
+from .nn.multi_head_attention import MultiHeadAttention as _Layer
 
 _FUSED = ("in_proj_weight",)
 _SEPARATE = ("q_proj_weight", "k_proj_weight", "v_proj_weight")
@@ -150,10 +152,11 @@ class MultiHeadAttention:
     (2.13 checked) gives NaN there whenever it returns weights, and also
     without weights when it has more than one head.
 
-    For self-attention (``query is key is value``) the three input
-    projections are one matrix product with ``in_proj_weight``. The heads are
-    one batch axis of :func:`~attention_lib.scaled_dot_product_attention`;
-    the sequences of a large batch are taken a few at a time (about ``2**21``
+    The computation is :class:`attention_lib.nn.MultiHeadAttention`'s, the
+    library's one attention layer, given views of these weights in its
+    layout (``W_Q = in_proj_weight[:E].T``, ``W_O = out_proj_weight.T``);
+    the masks are turned into its convention (True = may attend). The
+    sequences of a large batch are taken a few at a time (about ``2**21``
     scores per step), which bounds the memory of the ``(N, H, L, S)`` scores
     and keeps the softmax's passes over them in cache.
 
@@ -359,23 +362,16 @@ class MultiHeadAttention:
         return layer
 
     # -- the forward pass -------------------------------------------------
-    def _project(self, x, rows, bias_rows):
-        """``x @ W.T + b`` for the rows ``rows`` of the packed projection."""
-        if self._packed:
-            w = self.in_proj_weight[rows]
-        else:
-            w = {0: self.q_proj_weight, 1: self.k_proj_weight,
-                 2: self.v_proj_weight}[bias_rows]
+    def _layer(self):
+        """The library's attention layer around views of these weights (no copies)."""
         E = self.embed_dim
-        y = x @ w.T
-        if self.in_proj_bias is not None:
-            y += self.in_proj_bias[bias_rows * E:(bias_rows + 1) * E]
-        return y
-
-    def _split_heads(self, y):
-        """``(N, T, E)`` -> ``(N, H, T, d)``: a reshape and a transpose."""
-        N, T, _ = y.shape
-        return y.reshape(N, T, self.num_heads, self.head_dim).transpose(0, 2, 1, 3)
+        w = ((self.in_proj_weight[:E], self.in_proj_weight[E:2 * E], self.in_proj_weight[2 * E:])
+             if self._packed else (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight))
+        params = {"W_Q": w[0].T, "W_K": w[1].T, "W_V": w[2].T, "W_O": self.out_proj_weight.T}
+        if self.bias:
+            b = self.in_proj_bias
+            params.update(b_Q=b[:E], b_K=b[E:2 * E], b_V=b[2 * E:], b_O=self.out_proj_bias)
+        return _Layer.from_params(params, self.num_heads)
 
     def _inputs(self, query, key, value):
         q, k, v = (as_numeric(a, name).astype(self.dtype, copy=False)
@@ -505,7 +501,7 @@ class MultiHeadAttention:
         need_weights = _flag(need_weights, "need_weights")
         average = _flag(average_attn_weights, "average_attn_weights")
         is_causal = _flag(is_causal, "is_causal")
-        self_attention = query is key and key is value
+        self_attention = query is key and key is value and self._packed
         q_in, k_in, v_in, batched = self._inputs(query, key, value)
         N, L, _ = q_in.shape
         S = k_in.shape[1]
@@ -513,45 +509,28 @@ class MultiHeadAttention:
         mask = self._mask(key_padding_mask, attn_mask, is_causal, N, L, S,
                           batched)
 
-        if self_attention and self._packed:
-            # One (N L, E) @ (E, 3E) product for Q, K and V together.
-            qkv = q_in @ self.in_proj_weight.T                 # (N, L, 3E)
-            if self.in_proj_bias is not None:
-                qkv += self.in_proj_bias
-            qkv = qkv.reshape(N, L, 3, self.num_heads, self.head_dim)
-            q, k, v = qkv.transpose(2, 0, 3, 1, 4)            # (N, H, L, d) each
-        else:
-            q = self._split_heads(self._project(q_in, slice(0, E), 0))
-            k = self._split_heads(self._project(k_in, slice(E, 2 * E), 1))
-            v = self._split_heads(self._project(v_in, slice(2 * E, 3 * E), 2))
-
-        H, d = self.num_heads, self.head_dim
-        # The heads are a batch axis of scaled_dot_product_attention. The
-        # sequences are taken a few at a time, so that the scores, (n, H, L, S)
-        # for n sequences, stay near _SCORES_PER_STEP elements: bounded memory,
-        # and the softmax's passes over them run in cache.
+        # The heads are a batch axis of the layer. The sequences are taken a
+        # few at a time, so that the scores, (n, H, L, S) for n sequences, stay
+        # near _SCORES_PER_STEP elements: bounded memory, and the softmax's
+        # passes over them run in cache.
+        layer, H = self._layer(), self.num_heads
         step = max(1, _SCORES_PER_STEP // max(1, H * L * S))
-        concat = np.empty((N, L, H, d), dtype=self.dtype)    # heads, side by side
+        out = np.empty((N, L, E), dtype=self.dtype)
         weights = None
         if need_weights:
-            weights = np.empty((N, L, S) if average else (N, H, L, S),
-                               dtype=self.dtype)
+            weights = np.empty((N, L, S) if average else (N, H, L, S), dtype=self.dtype)
         for n in range(0, N, step):
             part = slice(n, n + step)
-            result = scaled_dot_product_attention(
-                q[part], k[part], v[part], attn_mask=_rows(mask, part),
-                return_weights=need_weights)
-            heads = result[0] if need_weights else result     # (n, H, L, d)
-            concat[part] = heads.transpose(0, 2, 1, 3)         # (n, L, H, d)
+            if self_attention:
+                out[part] = layer.forward(q_in[part], attn_mask=_rows(mask, part))
+            else:
+                out[part] = layer.forward(q_in[part], k_in[part], attn_mask=_rows(mask, part),
+                                          x_v=v_in[part])
             if need_weights and average:   # the mean over heads, written in place
-                np.add.reduce(result[1], axis=1, out=weights[part])
+                np.add.reduce(layer.weights, axis=1, out=weights[part])
                 weights[part] /= H
             elif need_weights:
-                weights[part] = result[1]
-        # (N, L, H, d) -> (N, L, E): concatenate the heads, then project.
-        out = concat.reshape(N, L, E) @ self.out_proj_weight.T
-        if self.out_proj_bias is not None:
-            out += self.out_proj_bias
+                weights[part] = layer.weights
         if not batched:
             out = out[0]
             weights = None if weights is None else weights[0]
