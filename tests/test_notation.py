@@ -2,8 +2,8 @@
 
 ``book/notation.md`` gives each symbol one meaning across the book and names,
 beside many of them, what they are *never* used for. This test reads the
-mathematics of every chapter (``$...$`` and ``$$...$$`` in markdown cells,
-and the notation page's own examples are left alone) and fails, naming the
+mathematics of every chapter (``$...$`` and ``$$...$$`` in markdown cells and
+in figure captions) and fails, naming the
 chapter and the formula, on the symbols the page forbids or reserves:
 
 - the loss is $\\mathcal{L}$, never $\\ell$ (a row sum of exponentials);
@@ -56,11 +56,14 @@ RULES = [
 
 
 def formulas(path):
-    """Every formula in the markdown cells of a notebook, in order."""
+    """Every formula of a notebook's markdown cells and figure captions, in order."""
     for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
-        if cell["cell_type"] != "markdown":
-            continue
-        text = CODE.sub(" ", "".join(cell["source"]))
+        if cell["cell_type"] == "markdown":
+            text = "".join(cell["source"])
+        else:
+            figure = cell.get("metadata", {}).get("mystnb", {}).get("figure", {})
+            text = figure.get("caption") or ""
+        text = CODE.sub(" ", text)
         for match in MATH.finditer(text):
             yield " ".join((match.group(1) or match.group(2)).split())
 
