@@ -51,12 +51,12 @@ def encoder(ax):
     for a, b in zip(XS, XS[1:]):
         arrow(ax, (a + BOX_W / 2, y_fwd), (b - BOX_W / 2, y_fwd), colour=BLUE)
         arrow(ax, (b - BOX_W / 2, y_bwd), (a + BOX_W / 2, y_bwd), colour=ORANGE, dashed=True)
-    ax.text(XS[-1] + 0.45, y_fwd, "forward GRU  (B, S, H)", ha="left", va="center",
+    ax.text(XS[-1] + 0.45, y_fwd, "forward GRU  (B, K, n)", ha="left", va="center",
             fontsize=FONT - 1, color=BLUE)
-    ax.text(XS[-1] + 0.45, y_bwd, "backward GRU  (B, S, H)", ha="left", va="center",
+    ax.text(XS[-1] + 0.45, y_bwd, "backward GRU  (B, K, n)", ha="left", va="center",
             fontsize=FONT - 1, color=ORANGE)
     ax.text(XS[-1] + 0.45, y_h, r"$h_j = [\overrightarrow{h}_j ; \overleftarrow{h}_j]$"
-            "  (B, S, 2H)", ha="left", va="center", fontsize=FONT - 1, color=INK)
+            "  (B, K, 2n)", ha="left", va="center", fontsize=FONT - 1, color=INK)
     return y_h
 
 
@@ -68,10 +68,10 @@ def decoder(ax, y_h):
     arrow(ax, (x_prev + 0.4, y_s), (x_new - 0.4, y_s), colour=VERMILLION, width=1.6)
     ax.text((x_prev + x_new) / 2, y_s + 0.2, "GRU", ha="center", va="bottom",
             fontsize=FONT - 1, color=VERMILLION)
-    ax.text(x_prev - 0.45, y_s, "(B, H)", ha="right", va="center", fontsize=FONT - 1, color=GREY)
+    ax.text(x_prev - 0.45, y_s, "(B, n)", ha="right", va="center", fontsize=FONT - 1, color=GREY)
     ax.add_patch(Circle((x_c, y_c), 0.2, facecolor=FILL[GREEN], edgecolor=GREEN, linewidth=1.4))
     ax.text(x_c, y_c, "$c_i$", ha="center", va="center", fontsize=FONT)
-    ax.text(x_c - 0.3, y_c, "(B, 2H)", ha="right", va="center", fontsize=FONT - 1, color=GREY)
+    ax.text(x_c - 0.3, y_c, "(B, 2n)", ha="right", va="center", fontsize=FONT - 1, color=GREY)
     arrow(ax, (x_c + 0.18, y_c + 0.1), (x_new - 0.2, y_s - BOX_H / 2), colour=GREEN, width=1.4)
     arrow(ax, (x_prev + 0.1, y_s - BOX_H / 2), (x_c - 0.12, y_c + 0.16), colour=GREY,
           dashed=True)

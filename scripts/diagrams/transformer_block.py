@@ -8,7 +8,7 @@ embedding plus position), which flow up a residual stream (the thick line);
 each of the block's two halves reads the stream through a LayerNorm and adds
 its result back at a circled plus: first masked multi-head self-attention,
 then the feed-forward layer. Dropout sits where each branch rejoins the
-stream (and, inside attention, on the weights). After N blocks a final
+stream (and, inside attention, on the weights). After n_layers blocks a final
 LayerNorm and a linear layer give one score per vocabulary token.
 
 Deterministic (fixed hash salt, no date), opaque white background, Okabe-Ito
@@ -93,7 +93,7 @@ def draw():
                 VERMILLION, True, "feed-forward")
     ax.add_patch(Rectangle((0.2, y_in), WIDTH - 0.4, y2 + 0.3 - y_in, facecolor="none",
                            edgecolor=GREY, lw=1.0, ls=":"))
-    ax.text(0.3, y2 + 0.12, "block (x N)", ha="left", va="center",
+    ax.text(0.3, y2 + 0.12, "block (x n_layers)", ha="left", va="center",
             fontsize=FONT, color=GREY)
     # The residual stream itself: a thick line from the embedding to the top.
     for a, b in ((0.72 + BOX_H / 2, y1 - 0.13), (y1 + 0.13, y2 - 0.13)):
