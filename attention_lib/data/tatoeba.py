@@ -20,6 +20,7 @@ SRC.tsv`` runs both.
 """
 
 import hashlib
+import itertools
 import json
 import sys
 import unicodedata
@@ -138,7 +139,7 @@ def learn_bpe(words, n_merges):
     for _ in range(n_merges):
         pairs = Counter()
         for w, symbols in corpus.items():
-            for pair in zip(symbols, symbols[1:]):
+            for pair in itertools.pairwise(symbols):
                 pairs[pair] += counts[w]
         if not pairs:
             break
