@@ -52,11 +52,11 @@ from ..nn import Adam, clip_grad_norm
 CONFIGS = {
     "transformer": {
         "d_model": 128, "n_heads": 4, "d_ff": 512, "n_layers": 3, "max_len": 64,
-        "batch": 96, "steps": 2600, "lr": 2e-3, "warmup": 400, "betas": [0.9, 0.98],
+        "batch": 96, "steps": 1400, "lr": 2e-3, "warmup": 400, "betas": [0.9, 0.98],
         "smoothing": 0.1, "clip": 1.0, "seed": 1, "data_seed": 101, "threads": 2,
     },
     "rnnsearch": {
-        "emb": 128, "hidden": 192, "attn": 128, "batch": 64, "steps": 1500, "lr": 1e-3,
+        "emb": 128, "hidden": 192, "attn": 128, "batch": 64, "steps": 1000, "lr": 1e-3,
         "clip": 1.0, "seed": 2, "data_seed": 102, "threads": 1,
     },
 }
@@ -143,7 +143,7 @@ def learning_rate(step, config):
     return config["lr"] * min(step / w, (w / step) ** 0.5)
 
 
-def train(model, name, config, steps, src, tgt, log_every=50, log=sys.stdout, callback=None):
+def train(model, name, config, steps, src, tgt, log_every=25, log=sys.stdout, callback=None):
     """Train with Adam; returns the log (a list of dicts, one per ``log_every`` steps)."""
     rng = np.random.default_rng(config["data_seed"])
     opt = Adam(model.layers(), lr=config["lr"], betas=tuple(config.get("betas", (0.9, 0.999))))
@@ -210,12 +210,62 @@ def write_manifest(out, name, entry):
     os.replace(tmp, path)
 
 
+def save_checkpoint(model, name, path, steps):
+    """float16 parameters and the config (JSON), written atomically."""
+    arrays = {k: a.astype(np.float16) for k, a in model.state_dict().items()}
+    arrays["config"] = np.array(json.dumps({**model.config, "train_steps": steps},
+                                           sort_keys=True))
+    tmp = path.with_name(path.stem + ".tmp.npz")
+    np.savez(tmp, **arrays)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(name, path, dtype=np.float32):
+    if name == "transformer":
+        from .transformer import load
+    else:
+        from .seq2seq import load
+    return load(path, dtype=dtype)
+
+
+def validation_loss(model, name, tok, n=512):
+    """Mean cross-entropy (no smoothing) on the first ``n`` validation pairs."""
+    src, tgt = encode_pairs(tok, load_pairs("valid")[:n])
+    losses = []
+    for i in range(0, len(src), 64):
+        batch = pad_batch(src[i:i + 64], tgt[i:i + 64])
+        losses.append(model.loss(*batch) if name != "transformer"
+                      else model.loss(*batch, smoothing=0.0))
+    return round(float(np.mean(losses)), 4)
+
+
+def evaluate_checkpoint(name, out, tok, entry):
+    """Greedy (and, for the Transformer, beam) scores of the saved checkpoint, into ``entry``."""
+    model = load_checkpoint(name, out / f"{name}.npz")
+    t1 = time.perf_counter()
+    table, hyps = evaluate(model, tok)
+    greedy_s = time.perf_counter() - t1
+    (out / f"{name}_test_greedy.txt").write_text("\n".join(hyps) + "\n", encoding="utf8")
+    entry["evaluation"] = {"greedy": table, "greedy_test_seconds": round(greedy_s, 1)}
+    if name == "transformer":
+        beam_table, beam_hyps = evaluate(model, tok, beam=BEAM)
+        (out / f"{name}_test_beam.txt").write_text("\n".join(beam_hyps) + "\n",
+                                                   encoding="utf8")
+        entry["evaluation"]["beam"] = {"beam": BEAM, "length_penalty": LENGTH_PENALTY,
+                                       **beam_table}
+    write_manifest(out, name, entry)
+    print(json.dumps(entry["evaluation"], indent=1), flush=True)
+    return entry
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, choices=sorted(CONFIGS))
     parser.add_argument("--steps", type=int, help="override the configured step count")
     parser.add_argument("--threads", type=int, help="BLAS threads (default: the config's)")
     parser.add_argument("--out", default=str(checkpoint_dir()), help="output directory")
+    parser.add_argument("--evaluate-only", action="store_true",
+                        help="evaluate the checkpoint in --out and update the manifest")
     args = parser.parse_args(argv)
     name, config = args.model, dict(CONFIGS[args.model])
     if args.steps:
@@ -226,52 +276,36 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     tok = Tokenizer.load()
     with threadpool_limits(config["threads"]):
+        if args.evaluate_only:
+            manifest = json.loads((out / "manifest.json").read_text(encoding="utf8"))
+            return evaluate_checkpoint(name, out, tok, manifest["models"][name])
         src, tgt = encode_pairs(tok, load_pairs("train"))
         model = build_model(name, len(tok), config)
         print(f"== {name}: {model.n_params()} parameters, {len(src)} training pairs, "
               f"{config['steps']} steps", flush=True)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         history = train(model, name, config, config["steps"], src, tgt)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        path = out / f"{name}.npz"
+        save_checkpoint(model, name, path, config["steps"])
         (out / f"{name}_log.json").write_text(json.dumps(history) + "\n", encoding="utf8")
-        f32_table, _ = evaluate(model, tok)
-        if name == "transformer":
-            from .transformer import load, save
-            save(model, out / f"{name}.npz", train_steps=config["steps"])
-            model = load(out / f"{name}.npz")
-        else:
-            from .seq2seq import load
-            arrays = {k: a.astype(np.float16) for k, a in model.state_dict().items()}
-            arrays["config"] = np.array(json.dumps({**model.config, "train_steps": config["steps"]},
-                                                   sort_keys=True))
-            np.savez(out / f"{name}.tmp.npz", **arrays)
-            os.replace(out / f"{name}.tmp.npz", out / f"{name}.npz")
-            model = load(out / f"{name}.npz")
-        t1 = time.perf_counter()
-        table, hyps = evaluate(model, tok)
-        greedy_s = time.perf_counter() - t1
-        (out / f"{name}_test_greedy.txt").write_text("\n".join(hyps) + "\n", encoding="utf8")
-        entry = {"file": f"{name}.npz", "sha256": sha256(out / f"{name}.npz"),
+        entry = {"file": path.name, "sha256": sha256(path),
                  "tokenizer_sha256": sha256(tatoeba_dir() / "bpe.json"),
                  "parameters": int(model.n_params()), "config": config,
                  "steps": config["steps"], "wall_seconds": round(wall, 1),
-                 "tokens_seen": history[-1]["tokens"],
+                 "cpu_seconds": round(cpu, 1), "tokens_seen": history[-1]["tokens"],
                  "tokens_per_s": round(history[-1]["tokens"] / wall, 1),
+                 "tokens_per_cpu_s": round(history[-1]["tokens"] / cpu, 1),
                  "epochs": round(config["steps"] * config["batch"] / len(src), 3),
                  "final_loss": history[-1]["loss"], "numpy": np.__version__,
+                 "validation_loss_float32": validation_loss(model, name, tok),
+                 "validation_loss_float16": validation_loss(load_checkpoint(name, path),
+                                                            name, tok),
                  "command": f"python -m attention_lib.models.train_translation --model {name}"
-                            + (f" --steps {args.steps}" if args.steps else ""),
-                 "evaluation": {"greedy": table, "greedy_float32_bleu": f32_table["all"]["bleu"],
-                                "greedy_test_seconds": round(greedy_s, 1)}}
-        if name == "transformer":
-            beam_table, beam_hyps = evaluate(model, tok, beam=BEAM)
-            (out / f"{name}_test_beam.txt").write_text("\n".join(beam_hyps) + "\n",
-                                                       encoding="utf8")
-            entry["evaluation"]["beam"] = {"beam": BEAM, "length_penalty": LENGTH_PENALTY,
-                                           **beam_table}
+                            + (f" --steps {args.steps}" if args.steps else "")}
         write_manifest(out, name, entry)
-        print(json.dumps(entry["evaluation"], indent=1), flush=True)
-    return entry
+        print(json.dumps(entry), flush=True)
+        return evaluate_checkpoint(name, out, tok, entry)
 
 
 if __name__ == "__main__":
