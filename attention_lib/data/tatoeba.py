@@ -114,8 +114,9 @@ def learn_bpe(words, n_merges):
     A short teaching version of what ``tokenizers`` does (Sennrich et al., 2016):
     start from characters, count every adjacent pair of symbols over the
     corpus (each word weighted by its count), merge the most frequent pair
-    everywhere, repeat. Ties go to the pair seen first in the corpus, as in
-    ``tokenizers``.
+    everywhere, repeat. Ties go, as in ``tokenizers``, to the pair whose
+    symbols have the smaller ids (characters numbered in sorted order, each
+    new symbol numbered after them in the order it was made).
 
     Parameters
     ----------
@@ -135,6 +136,7 @@ def learn_bpe(words, n_merges):
     """
     counts = Counter(words)
     corpus = {w: list(w) for w in counts}          # each word as its current symbols
+    ids = {c: i for i, c in enumerate(sorted(set("".join(counts))))}
     merges = []
     for _ in range(n_merges):
         pairs = Counter()
@@ -144,8 +146,10 @@ def learn_bpe(words, n_merges):
         if not pairs:
             break
         best = max(pairs.values())
-        pair = min((p for p, c in pairs.items() if c == best))   # ties: alphabetical
+        pair = min((p for p, c in pairs.items() if c == best),
+                   key=lambda p: (ids[p[0]], ids[p[1]]))
         merges.append(pair)
+        ids.setdefault(pair[0] + pair[1], len(ids))
         for w, symbols in corpus.items():
             i, merged = 0, []
             while i < len(symbols):
