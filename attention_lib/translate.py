@@ -25,8 +25,11 @@ def translate_ids(model, src_ids, beam=None, length_penalty=0.6, batch=64):
         src = np.zeros((len(idx), lengths.max()), np.int64)
         for b, i in enumerate(idx):
             src[b, :lengths[b]] = src_ids[i]
-        if beam is not None and beam > 1:
+        if beam is not None and beam > 1 and hasattr(model, "beam_search"):
             ids = model.beam_search(src, lengths, beam=beam, length_penalty=length_penalty)
+        elif beam is not None and beam > 1:
+            from .models.decoding import rnnsearch_beam_search
+            ids = rnnsearch_beam_search(model, src, lengths, beam, length_penalty)
         elif hasattr(model, "greedy"):
             ids = model.greedy(src, lengths)
         else:
@@ -141,8 +144,6 @@ def main(argv=None, stdin=None, stdout=None, stderr=None):
     args = parser.parse_args(argv)
     if not np.isfinite(args.length_penalty) or args.length_penalty < 0:
         parser.error(f"--length-penalty must be a finite number >= 0, got {args.length_penalty}")
-    if args.beam > 1 and args.model != "transformer":
-        parser.error("--beam applies to --model transformer only (RNNsearch decodes greedily)")
     name = "standard input" if args.file == "-" else args.file
     try:
         if args.file == "-":

@@ -174,3 +174,14 @@ def test_too_long_input_is_a_clear_error():
         model.encode(np.ones((1, 20), int), [20])
     with pytest.raises(ValueError, match="beam must be at least 1"):
         model.beam_search(np.ones((1, 2), int), [2], beam=0)
+
+
+def test_rnnsearch_beam_of_one_is_its_greedy_decoding():
+    from attention_lib.models import RNNsearch
+    from attention_lib.models.decoding import rnnsearch_beam_search
+    model = RNNsearch(13, 13, emb=6, hidden=8, attn=5, seed=2, dtype=np.float64)
+    src, lengths, _, _ = batch(np.random.default_rng(5))
+    greedy = model.translate(src, lengths, max_len=8)[0]
+    assert rnnsearch_beam_search(model, src, lengths, beam=1, length_penalty=0.0,
+                                 max_len=8) == greedy
+    assert len(rnnsearch_beam_search(model, src, lengths, beam=3, max_len=8)) == len(src)

@@ -11,7 +11,7 @@ evaluates it on ``test.tsv`` and writes into ``DIR`` (default
   committed is what is evaluated (the float32 weights' greedy BLEU is recorded
   beside it);
 - ``<model>_log.json``: the training curve (loss, tokens, wall time every ``log_every`` steps);
-- ``<model>_test_greedy.txt`` (and ``_beam.txt`` for the Transformer): the test
+- ``<model>_test_greedy.txt`` and ``<model>_test_beam.txt``: the test
   translations, one per English test sentence;
 - ``manifest.json``: for each model the configuration, seeds, steps, measured
   wall time, tokens per second, sha256 of the checkpoint and of the tokenizer,
@@ -247,12 +247,11 @@ def evaluate_checkpoint(name, out, tok, entry):
     greedy_s = time.perf_counter() - t1
     (out / f"{name}_test_greedy.txt").write_text("\n".join(hyps) + "\n", encoding="utf8")
     entry["evaluation"] = {"greedy": table, "greedy_test_seconds": round(greedy_s, 1)}
-    if name == "transformer":
-        beam_table, beam_hyps = evaluate(model, tok, beam=BEAM)
-        (out / f"{name}_test_beam.txt").write_text("\n".join(beam_hyps) + "\n",
-                                                   encoding="utf8")
-        entry["evaluation"]["beam"] = {"beam": BEAM, "length_penalty": LENGTH_PENALTY,
-                                       **beam_table}
+    beam_table, beam_hyps = evaluate(model, tok, beam=BEAM)
+    (out / f"{name}_test_beam.txt").write_text("\n".join(beam_hyps) + "\n",
+                                               encoding="utf8")
+    entry["evaluation"]["beam"] = {"beam": BEAM, "length_penalty": LENGTH_PENALTY,
+                                   **beam_table}
     write_manifest(out, name, entry)
     print(json.dumps(entry["evaluation"], indent=1), flush=True)
     return entry

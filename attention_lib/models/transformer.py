@@ -36,6 +36,7 @@ from ..nn.layers import _init, _sum_to_matrix
 from ..nn.norm import LayerNorm
 from ..positions import sinusoidal_positions
 from ..softmax import softmax_backward
+from .decoding import beam_search
 
 PAD, BOS, EOS = 0, 1, 2
 
@@ -451,63 +452,19 @@ class Transformer:
         B, S = src.shape
         max_len = self._max_out(S, max_len)
         memory, mask, cross = self._start(src, lengths)
-        rows = np.repeat(np.arange(B), K)                            # beam rows -> sentence
+        rows = np.repeat(np.arange(B), K)                  # K rows per sentence
         memory, mask = memory[rows], mask[rows]
-        cross = [(k[rows], v[rows]) for k, v in cross]
+        cross = [(k[rows], v[rows]) for k, v in cross]     # computed once, repeated
         caches = [{} for _ in self.decoder]
-        scores = np.tile(np.r_[0.0, np.full(K - 1, -np.inf)], B)     # (B K,) one live beam at first
-        seqs = np.full((B * K, 1), BOS)
-        finished = [[] for _ in range(B)]
-        active = np.ones(B, bool)
 
-        def lp(n):
-            return ((5.0 + n) / 6.0) ** length_penalty
+        def step(y, t):
+            return self._step(y, t, memory, mask, caches, cross)
 
-        for t in range(max_len):
-            logp = self._step(seqs[:, -1], t, memory, mask, caches, cross)   # (B K, V)
-            V = logp.shape[1]
-            cand = (scores[:, None] + logp).reshape(B, K * V)
-            top = np.argsort(-cand, axis=1, kind="stable")[:, :2 * K]
-            new_rows, new_tok, new_scores = [], [], []
-            for b in range(B):
-                kept = 0
-                for c in top[b]:
-                    k, tok, sc = c // V, c % V, cand[b, c]
-                    if not np.isfinite(sc):
-                        break
-                    if tok == EOS:
-                        if active[b]:
-                            finished[b].append((sc / lp(t + 1), seqs[b * K + k, 1:].tolist()))
-                        continue
-                    new_rows.append(b * K + k)
-                    new_tok.append(tok)
-                    new_scores.append(sc if active[b] else -np.inf)
-                    kept += 1
-                    if kept == K:
-                        break
-                while kept < K:                                     # pad with dead beams
-                    new_rows.append(b * K)
-                    new_tok.append(PAD)
-                    new_scores.append(-np.inf)
-                    kept += 1
-                if active[b] and len(finished[b]) >= K:
-                    best_live = max(new_scores[-K:]) / lp(max_len)
-                    if best_live < min(s for s, _ in sorted(finished[b])[-K:]):
-                        active[b] = False
-            idx = np.array(new_rows)
-            seqs = np.concatenate([seqs[idx], np.array(new_tok)[:, None]], axis=1)
-            scores = np.array(new_scores)
+        def reorder(idx):                                  # self-attention caches follow
             for cache in caches:
                 cache["k"], cache["v"] = cache["k"][idx], cache["v"][idx]
-            if not active.any():
-                break
-        out = []
-        for b in range(B):
-            if not finished[b]:                                   # nothing ended: best live beam
-                k = int(np.argmax(scores[b * K:(b + 1) * K]))
-                finished[b].append((0.0, seqs[b * K + k, 1:].tolist()))
-            out.append(max(finished[b], key=lambda s: s[0])[1])
-        return out
+
+        return beam_search(step, reorder, B, K, max_len, length_penalty)
 
 
 def _until_eos(row):
