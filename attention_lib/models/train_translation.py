@@ -52,11 +52,11 @@ from ..nn import Adam, clip_grad_norm
 CONFIGS = {
     "transformer": {
         "d_model": 128, "n_heads": 4, "d_ff": 512, "n_layers": 3, "max_len": 64,
-        "batch": 96, "steps": 1400, "lr": 2e-3, "warmup": 400, "betas": [0.9, 0.98],
-        "smoothing": 0.1, "clip": 1.0, "seed": 1, "data_seed": 101, "threads": 2,
+        "batch": 96, "steps": 600, "lr": 2e-3, "warmup": 100, "betas": [0.9, 0.98],
+        "smoothing": 0.1, "clip": 1.0, "seed": 1, "data_seed": 101, "threads": 1,
     },
     "rnnsearch": {
-        "emb": 128, "hidden": 192, "attn": 128, "batch": 64, "steps": 1000, "lr": 1e-3,
+        "emb": 128, "hidden": 192, "attn": 128, "batch": 64, "steps": 400, "lr": 2e-3,
         "clip": 1.0, "seed": 2, "data_seed": 102, "threads": 1,
     },
 }
@@ -301,7 +301,8 @@ def main(argv=None):
                  "validation_loss_float16": validation_loss(load_checkpoint(name, path),
                                                             name, tok),
                  "command": f"python -m attention_lib.models.train_translation --model {name}"
-                            + (f" --steps {args.steps}" if args.steps else "")}
+                            + (f" --steps {args.steps}" if args.steps else "")
+                            + (f" --threads {args.threads}" if args.threads else "")}
         write_manifest(out, name, entry)
         print(json.dumps(entry), flush=True)
         return evaluate_checkpoint(name, out, tok, entry)
