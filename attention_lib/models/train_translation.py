@@ -52,11 +52,11 @@ from ..nn import Adam, clip_grad_norm
 CONFIGS = {
     "transformer": {
         "d_model": 128, "n_heads": 4, "d_ff": 512, "n_layers": 3, "max_len": 64,
-        "batch": 96, "steps": 600, "lr": 2e-3, "warmup": 100, "betas": [0.9, 0.98],
+        "batch": 96, "steps": 1400, "lr": 2e-3, "warmup": 100, "betas": [0.9, 0.98],
         "smoothing": 0.1, "clip": 1.0, "seed": 1, "data_seed": 101, "threads": 1,
     },
     "rnnsearch": {
-        "emb": 128, "hidden": 192, "attn": 128, "batch": 64, "steps": 400, "lr": 2e-3,
+        "emb": 128, "hidden": 192, "attn": 128, "batch": 64, "steps": 1000, "lr": 2e-3,
         "clip": 1.0, "seed": 2, "data_seed": 102, "threads": 1,
     },
 }
@@ -143,12 +143,18 @@ def learning_rate(step, config):
     return config["lr"] * min(step / w, (w / step) ** 0.5)
 
 
-def train(model, name, config, steps, src, tgt, log_every=25, log=sys.stdout, callback=None):
-    """Train with Adam; returns the log (a list of dicts, one per ``log_every`` steps)."""
+def train(model, name, config, steps, src, tgt, log_every=25, log=sys.stdout, callback=None,
+          history=None):
+    """Train with Adam; returns the log (a list of dicts, one per ``log_every`` steps).
+
+    ``callback(step, loss)`` runs after each step; ``history``, if given, is the
+    list the log rows are appended to as they come (the callback can read it).
+    """
     rng = np.random.default_rng(config["data_seed"])
     opt = Adam(model.layers(), lr=config["lr"], betas=tuple(config.get("betas", (0.9, 0.999))))
     stream = batches(rng, src, tgt, config["batch"])
-    history, losses, tokens, t0 = [], [], 0, time.perf_counter()
+    rows = [] if history is None else history
+    losses, tokens, t0 = [], 0, time.perf_counter()
     for step in range(1, steps + 1):
         S, lengths, tin, tout = next(stream)
         if name == "transformer":
@@ -161,16 +167,16 @@ def train(model, name, config, steps, src, tgt, log_every=25, log=sys.stdout, ca
         opt.step()
         losses.append(loss)
         tokens += int(lengths.sum() + (tout != PAD).sum())
-        if callback is not None:
-            callback(step, loss)
         if step % log_every == 0 or step == steps:
             wall = time.perf_counter() - t0
-            history.append({"step": step, "loss": round(float(np.mean(losses[-log_every:])), 4),
-                            "tokens": tokens, "wall_s": round(wall, 1)})
+            rows.append({"step": step, "loss": round(float(np.mean(losses[-log_every:])), 4),
+                         "tokens": tokens, "wall_s": round(wall, 1)})
             if log is not None:
-                print(f"step {step:5d}  loss {history[-1]['loss']:.4f}  "
+                print(f"step {step:5d}  loss {rows[-1]['loss']:.4f}  "
                       f"{tokens / wall:7.0f} tokens/s  {wall:7.1f}s", file=log, flush=True)
-    return history
+        if callback is not None:
+            callback(step, loss)
+    return rows
 
 
 def evaluate(model, tok, beam=None, split="test"):
@@ -257,12 +263,45 @@ def evaluate_checkpoint(name, out, tok, entry):
     return entry
 
 
+def record(model, name, config, out, history, wall, cpu, n_pairs, tok):
+    """Write the checkpoint, the log and the training half of the manifest entry.
+
+    The learning rate depends on the step only (not on the total), so the
+    checkpoint written after ``k`` steps is exactly what ``--steps k`` trains.
+    """
+    steps = history[-1]["step"]
+    path = out / f"{name}.npz"
+    save_checkpoint(model, name, path, steps)
+    np.savez(FLOAT32_COPY.format(name=name), **model.state_dict())
+    (out / f"{name}_log.json").write_text(json.dumps(history) + "\n", encoding="utf8")
+    entry = {"file": path.name, "sha256": sha256(path),
+             "tokenizer_sha256": sha256(tatoeba_dir() / "bpe.json"),
+             "parameters": int(model.n_params()), "config": {**config, "steps": steps},
+             "steps": steps, "wall_seconds": round(wall, 1), "cpu_seconds": round(cpu, 1),
+             "tokens_seen": history[-1]["tokens"],
+             "tokens_per_s": round(history[-1]["tokens"] / wall, 1),
+             "tokens_per_cpu_s": round(history[-1]["tokens"] / cpu, 1),
+             "epochs": round(steps * config["batch"] / n_pairs, 3),
+             "final_loss": history[-1]["loss"], "numpy": np.__version__,
+             "command": f"python -m attention_lib.models.train_translation --model {name}"
+                        f" --steps {steps} --threads {config['threads']}"}
+    write_manifest(out, name, entry)
+    return entry
+
+
+#: Where each snapshot's float32 weights go (not committed): the float16
+#: checkpoint's validation loss is compared with theirs.
+FLOAT32_COPY = "/tmp/translation_{name}_float32.npz"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, choices=sorted(CONFIGS))
     parser.add_argument("--steps", type=int, help="override the configured step count")
     parser.add_argument("--threads", type=int, help="BLAS threads (default: the config's)")
     parser.add_argument("--out", default=str(checkpoint_dir()), help="output directory")
+    parser.add_argument("--save-every", type=int, default=50,
+                        help="write the checkpoint and manifest entry every N steps")
     parser.add_argument("--evaluate-only", action="store_true",
                         help="evaluate the checkpoint in --out and update the manifest")
     args = parser.parse_args(argv)
@@ -277,34 +316,33 @@ def main(argv=None):
     with threadpool_limits(config["threads"]):
         if args.evaluate_only:
             manifest = json.loads((out / "manifest.json").read_text(encoding="utf8"))
-            return evaluate_checkpoint(name, out, tok, manifest["models"][name])
+            entry = manifest["models"][name]
+            model32 = build_model(name, len(tok), CONFIGS[name])
+            with np.load(FLOAT32_COPY.format(name=name), allow_pickle=False) as f:
+                model32.load_state_dict({k: f[k] for k in f.files})
+            entry["validation_loss_float32"] = validation_loss(model32, name, tok)
+            entry["validation_loss_float16"] = validation_loss(
+                load_checkpoint(name, out / f"{name}.npz"), name, tok)
+            return evaluate_checkpoint(name, out, tok, entry)
         src, tgt = encode_pairs(tok, load_pairs("train"))
         model = build_model(name, len(tok), config)
         print(f"== {name}: {model.n_params()} parameters, {len(src)} training pairs, "
               f"{config['steps']} steps", flush=True)
         t0, c0 = time.perf_counter(), time.process_time()
-        history = train(model, name, config, config["steps"], src, tgt)
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-        path = out / f"{name}.npz"
-        save_checkpoint(model, name, path, config["steps"])
-        (out / f"{name}_log.json").write_text(json.dumps(history) + "\n", encoding="utf8")
-        entry = {"file": path.name, "sha256": sha256(path),
-                 "tokenizer_sha256": sha256(tatoeba_dir() / "bpe.json"),
-                 "parameters": int(model.n_params()), "config": config,
-                 "steps": config["steps"], "wall_seconds": round(wall, 1),
-                 "cpu_seconds": round(cpu, 1), "tokens_seen": history[-1]["tokens"],
-                 "tokens_per_s": round(history[-1]["tokens"] / wall, 1),
-                 "tokens_per_cpu_s": round(history[-1]["tokens"] / cpu, 1),
-                 "epochs": round(config["steps"] * config["batch"] / len(src), 3),
-                 "final_loss": history[-1]["loss"], "numpy": np.__version__,
-                 "validation_loss_float32": validation_loss(model, name, tok),
-                 "validation_loss_float16": validation_loss(load_checkpoint(name, path),
-                                                            name, tok),
-                 "command": f"python -m attention_lib.models.train_translation --model {name}"
-                            + (f" --steps {args.steps}" if args.steps else "")
-                            + (f" --threads {args.threads}" if args.threads else "")}
-        write_manifest(out, name, entry)
-        print(json.dumps(entry), flush=True)
+        history = []
+
+        def snapshot(step, loss):
+            if step % args.save_every == 0 and step < config["steps"]:
+                record(model, name, config, out, history, time.perf_counter() - t0,
+                       time.process_time() - c0, len(src), tok)
+
+        train(model, name, config, config["steps"], src, tgt, callback=snapshot,
+                         history=history)
+        entry = record(model, name, config, out, history, time.perf_counter() - t0,
+                       time.process_time() - c0, len(src), tok)
+        entry["validation_loss_float32"] = validation_loss(model, name, tok)
+        entry["validation_loss_float16"] = validation_loss(
+            load_checkpoint(name, out / f"{name}.npz"), name, tok)
         return evaluate_checkpoint(name, out, tok, entry)
 
 
