@@ -3,7 +3,6 @@
 import io
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -108,11 +107,19 @@ def test_a_closed_pipe_is_a_quiet_exit():
 
 
 @needs_models
-def test_1500_short_sentences_take_under_60_seconds():
-    from attention_lib.data.tatoeba import load_references
-    sources, _ = load_references("test", 1, 10)
-    data = "".join(s + "\n" for s in (sources * 2)[:1500]).encode()
-    t0 = time.perf_counter()
-    code, out, _ = run(["-"], data)
-    assert code == 0 and out.count("\n") == 1500
-    assert time.perf_counter() - t0 < 60
+def test_many_lines_are_translated_in_batches_in_input_order(monkeypatch):
+    from attention_lib import translate
+
+    calls = []
+    real = translate.translate_ids
+
+    def counting(model, src_ids, *args, **kwargs):
+        calls.append(len(src_ids))
+        return real(model, src_ids, *args, **kwargs)
+
+    monkeypatch.setattr(translate, "translate_ids", counting)
+    lines = ["Hello.", "Tom is here.", "I am cold."] * 30
+    code, out, _ = run(["-"], "".join(s + "\n" for s in lines).encode())
+    outs = out.split("\n")[:-1]
+    assert code == 0 and len(outs) == 90 and calls == [90]
+    assert outs[0::3] == [outs[0]] * 30 and outs[1::3] == [outs[1]] * 30
