@@ -1,9 +1,11 @@
 """The translation Transformer: gradients, PyTorch's nn.Transformer, decoding and checkpoints."""
 
+import warnings
+
 import numpy as np
 import pytest
-from gradcheck import check_all_gradients
 
+from attention_lib.gradcheck import check_gradients
 from attention_lib.models.transformer import (
     EOS,
     Transformer,
@@ -40,7 +42,7 @@ def test_every_parameter_matches_central_differences_float64():
         model.backward()
         return ()
 
-    check_all_gradients(model.layers(), loss, run_backward)
+    check_gradients(model.layers(), loss, run_backward)
 
 
 def test_label_smoothing_matches_torch():
@@ -61,11 +63,13 @@ def torch_copy(model):
     """``torch.nn.Transformer`` (pre-LN, GELU, no dropout) with ``model``'s weights."""
     torch = pytest.importorskip("torch")
     c = model.config
-    net = torch.nn.Transformer(d_model=c["d_model"], nhead=c["n_heads"],
-                               num_encoder_layers=c["n_layers"], num_decoder_layers=c["n_layers"],
-                               dim_feedforward=c["d_ff"], dropout=0.0, activation="gelu",
-                               batch_first=True, norm_first=True,
-                               enable_nested_tensor=False).double()
+    with warnings.catch_warnings():          # "enable_nested_tensor is True, but ...": harmless
+        warnings.simplefilter("ignore", UserWarning)
+        net = torch.nn.Transformer(d_model=c["d_model"], nhead=c["n_heads"],
+                                   num_encoder_layers=c["n_layers"],
+                                   num_decoder_layers=c["n_layers"], dim_feedforward=c["d_ff"],
+                                   dropout=0.0, activation="gelu", batch_first=True,
+                                   norm_first=True).double()
     t = lambda a: torch.tensor(np.asarray(a, dtype=np.float64))
 
     def attn(mha, ours):

@@ -29,116 +29,29 @@ import os
 
 import numpy as np
 
-from ..dot_product import scaled_dot_product_attention
 from ..masks import padding_mask
 from ..nn.block import FeedForward
 from ..nn.layers import _init, _sum_to_matrix
+from ..nn.multi_head_attention import KVCache, MultiHeadAttention
 from ..nn.norm import LayerNorm
 from ..positions import sinusoidal_positions
-from ..softmax import softmax_backward
 from .decoding import beam_search
 
 PAD, BOS, EOS = 0, 1, 2
 
 
-class Attention:
-    """Multi-head attention whose keys and values come from ``x`` (self) or from a memory (cross).
+def attention_layer(d_model, n_heads, rng, dtype=np.float64):
+    """The library's :class:`~attention_lib.nn.MultiHeadAttention`, with this model's initial weights.
 
-    ``Q = x W_Q + b_Q``, ``K = m W_K + b_K``, ``V = m W_V + b_V`` with ``m = x``
-    for self-attention and ``m`` the encoder's output for cross-attention, split
-    into ``n_heads`` heads of ``d_model / n_heads`` features; each head computes
-    :func:`~attention_lib.scaled_dot_product_attention` (masks: True = may
-    attend); the heads are concatenated and mixed by ``W_O``.
-
-    Parameters
-    ----------
-    d_model, n_heads : int
-    rng : numpy.random.Generator
-    causal : bool
-        Query ``i`` sees keys ``j <= i`` only (decoder self-attention).
-
-    Attributes
-    ----------
-    weights : ndarray, shape (B, H, L, S)
-        The attention weights of the last forward pass.
+    ``W_Q, W_K, W_V, W_O`` are drawn one after the other from ``rng`` (variance
+    ``1 / d_model``), biases start at zero: the draws the committed checkpoints
+    were trained from, so that ``train_translation`` reproduces them.
     """
-
-    def __init__(self, d_model, n_heads, rng, causal=False):
-        if d_model % n_heads:
-            raise ValueError(f"n_heads = {n_heads} does not divide d_model = {d_model}")
-        self.n_heads, self.causal = n_heads, causal
-        self.params = {}
-        for name in ("Q", "K", "V", "O"):
-            self.params[f"W_{name}"] = _init(rng, d_model, d_model)
-            self.params[f"b_{name}"] = np.zeros(d_model)
-        self.grads = {}
-
-    def _split(self, x):                        # (B, T, d) -> (B, H, T, d_head)
-        B, T, d = x.shape
-        return x.reshape(B, T, self.n_heads, d // self.n_heads).transpose(0, 2, 1, 3)
-
-    def keys_values(self, memory):
-        """``K, V`` (B, H, S, d_head) of a memory: computed once per sentence when decoding."""
-        p = self.params
-        return (self._split(memory @ p["W_K"] + p["b_K"]),
-                self._split(memory @ p["W_V"] + p["b_V"]))
-
-    def forward(self, x, memory=None, mask=None, cache=None, kv=None):
-        """Attend from ``x`` (B, L, d) to ``memory`` (B, S, d), or to ``x`` itself if None.
-
-        ``mask`` broadcasts to (B, H, L, S). ``cache`` (a dict) keeps a decoder's
-        self-attention keys and values across steps, appending the new ones;
-        ``kv`` gives precomputed cross-attention keys and values.
-        """
-        p = self.params
-        m = x if memory is None else memory
-        self.x, self.m = x, m
-        q = self._split(x @ p["W_Q"] + p["b_Q"])
-        k, v = kv if kv is not None else self.keys_values(m)
-        start = 0
-        if cache is not None:
-            if "k" in cache:
-                start = cache["k"].shape[2]
-                k = np.concatenate([cache["k"], k], axis=2)
-                v = np.concatenate([cache["v"], v], axis=2)
-            cache["k"], cache["v"] = k, v
-        if self.causal and start > 0:           # new queries see the whole prefix
-            L = q.shape[2]
-            causal = np.arange(k.shape[2]) <= np.arange(start, start + L)[:, None]
-            mask = causal if mask is None else mask & causal
-        is_causal = self.causal and start == 0
-        context, self.weights = scaled_dot_product_attention(
-            q, k, v, mask, is_causal, return_weights=True)
-        self.q, self.k, self.v = q, k, v
-        B, H, L, dh = context.shape
-        self.context = context.transpose(0, 2, 1, 3).reshape(B, L, H * dh)
-        return self.context @ p["W_O"] + p["b_O"]
-
-    def backward(self, grad):
-        """``dx`` for self-attention; ``(dx, dmemory)`` for cross-attention."""
-        p, g = self.params, self.grads
-        _B, _L, d = grad.shape
-        g["W_O"] = _sum_to_matrix(self.context, grad)
-        g["b_O"] = grad.reshape(-1, d).sum(axis=0)
-        d_ctx = self._split(grad @ p["W_O"].T)                       # (B, H, L, dh)
-        P = self.weights
-        dv = np.swapaxes(P, -1, -2) @ d_ctx                           # (B, H, S, dh)
-        dS = softmax_backward(d_ctx @ np.swapaxes(self.v, -1, -2), P)
-        scale = 1.0 / np.sqrt(self.q.shape[-1])
-        dq, dk = (dS @ self.k) * scale, (np.swapaxes(dS, -1, -2) @ self.q) * scale
-
-        def merge(t):                                                 # (B, H, T, dh) -> (B, T, d)
-            return t.transpose(0, 2, 1, 3).reshape(t.shape[0], t.shape[2], d)
-
-        dq, dk, dv = merge(dq), merge(dk), merge(dv)
-        for name, inp, dt in (("Q", self.x, dq), ("K", self.m, dk), ("V", self.m, dv)):
-            g[f"W_{name}"] = _sum_to_matrix(inp, dt)
-            g[f"b_{name}"] = dt.reshape(-1, d).sum(axis=0)
-        dx = dq @ p["W_Q"].T
-        dm = dk @ p["W_K"].T + dv @ p["W_V"].T
-        if self.m is self.x:
-            return dx + dm
-        return dx, dm
+    att = MultiHeadAttention(d_model, n_heads, np.random.default_rng(0), dtype=dtype)
+    for name in "QKVO":
+        att.params[f"W_{name}"] = _init(rng, d_model, d_model).astype(dtype)
+        att.params[f"b_{name}"] = np.zeros(d_model, dtype)
+    return att
 
 
 class Composite:
@@ -164,7 +77,7 @@ class EncoderLayer(Composite):
     """``x + SelfAttn(LN(x))`` with a key-padding mask, then ``x + FFN(LN(x))``."""
 
     def __init__(self, d_model, n_heads, d_ff, rng):
-        self.ln1, self.self_attn = LayerNorm(d_model), Attention(d_model, n_heads, rng)
+        self.ln1, self.self_attn = LayerNorm(d_model), attention_layer(d_model, n_heads, rng)
         self.ln2, self.ffn = LayerNorm(d_model), FeedForward(d_model, d_ff, rng)
 
     def named_layers(self):
@@ -172,7 +85,7 @@ class EncoderLayer(Composite):
             _ffn_named(self.ffn)
 
     def forward(self, x, mask):
-        x = x + self.self_attn.forward(self.ln1.forward(x), mask=mask)
+        x = x + self.self_attn.forward(self.ln1.forward(x), attn_mask=mask)
         return x + self.ffn.forward(self.ln2.forward(x))
 
     def backward(self, grad):
@@ -184,17 +97,20 @@ class DecoderLayer(Composite):
     """Causal ``SelfAttn``, then ``CrossAttn`` over the encoder's output, then ``FFN``; pre-LN."""
 
     def __init__(self, d_model, n_heads, d_ff, rng):
-        self.ln1, self.self_attn = LayerNorm(d_model), Attention(d_model, n_heads, rng, causal=True)
-        self.ln2, self.cross_attn = LayerNorm(d_model), Attention(d_model, n_heads, rng)
+        self.ln1, self.self_attn = LayerNorm(d_model), attention_layer(d_model, n_heads, rng)
+        self.ln2, self.cross_attn = LayerNorm(d_model), attention_layer(d_model, n_heads, rng)
         self.ln3, self.ffn = LayerNorm(d_model), FeedForward(d_model, d_ff, rng)
 
     def named_layers(self):
         return [("ln1", self.ln1), ("self_attn", self.self_attn), ("ln2", self.ln2),
                 ("cross_attn", self.cross_attn), ("ln3", self.ln3)] + _ffn_named(self.ffn)
 
-    def forward(self, y, memory, src_mask, cache=None, cross_kv=None):
-        y = y + self.self_attn.forward(self.ln1.forward(y), cache=cache)
-        y = y + self.cross_attn.forward(self.ln2.forward(y), memory, src_mask, kv=cross_kv)
+    def forward(self, y, memory, src_mask, caches=None):
+        """``caches``: a (self-attention, cross-attention) pair of :class:`~attention_lib.nn.KVCache`."""
+        self_cache, cross_cache = (None, None) if caches is None else caches
+        y = y + self.self_attn.forward(self.ln1.forward(y), is_causal=True, cache=self_cache)
+        y = y + self.cross_attn.forward(self.ln2.forward(y), memory, attn_mask=src_mask,
+                                        cache=cross_cache)
         return y + self.ffn.forward(self.ln3.forward(y))
 
     def backward(self, grad):
@@ -392,16 +308,20 @@ class Transformer:
         self.emb.grads["E"] = dE
 
     # -- decoding --------------------------------------------------------
-    def _start(self, src, lengths):
-        memory, mask = self.encode(src, lengths)
-        cross = [layer.cross_attn.keys_values(memory) for layer in self.decoder]
-        return memory, mask, cross
+    def _caches(self):
+        """One (self-attention, cross-attention) cache pair per decoder layer.
 
-    def _step(self, y, t, memory, mask, caches, cross):
+        The self-attention cache gains a row of keys and values per step; the
+        cross-attention cache computes the encoder's keys and values at the first
+        step and reuses them after.
+        """
+        return [(KVCache(), KVCache()) for _ in self.decoder]
+
+    def _step(self, y, t, memory, mask, caches):
         """Log-probabilities (N, V) of the next token after ``y`` (N,) at position ``t``."""
         h = self._embed(y[:, None], start=t)
-        for layer, cache, kv in zip(self.decoder, caches, cross):
-            h = layer.forward(h, memory, mask, cache=cache, cross_kv=kv)
+        for layer, pair in zip(self.decoder, caches):
+            h = layer.forward(h, memory, mask, caches=pair)
         logits = self.dec_ln.forward(h)[:, 0] @ self.emb.params["E"].T
         z = logits - logits.max(axis=-1, keepdims=True)
         return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
@@ -417,13 +337,13 @@ class Transformer:
         src = np.asarray(src)
         B, S = src.shape
         max_len = self._max_out(S, max_len)
-        memory, mask, cross = self._start(src, lengths)
-        caches = [{} for _ in self.decoder]
+        memory, mask = self.encode(src, lengths)
+        caches = self._caches()
         y = np.full(B, BOS)
         out, done = [y], np.zeros(B, bool)
         for t in range(max_len):
             if cache:
-                logp = self._step(out[-1], t, memory, mask, caches, cross)
+                logp = self._step(out[-1], t, memory, mask, caches)
             else:
                 logits = self.decode(np.stack(out, axis=1), memory, mask)[:, -1]
                 logp = logits
@@ -451,18 +371,20 @@ class Transformer:
         src, K = np.asarray(src), int(beam)
         B, S = src.shape
         max_len = self._max_out(S, max_len)
-        memory, mask, cross = self._start(src, lengths)
+        memory, mask = self.encode(src, lengths)
         rows = np.repeat(np.arange(B), K)                  # K rows per sentence
         memory, mask = memory[rows], mask[rows]
-        cross = [(k[rows], v[rows]) for k, v in cross]     # computed once, repeated
-        caches = [{} for _ in self.decoder]
+        caches = self._caches()
 
         def step(y, t):
-            return self._step(y, t, memory, mask, caches, cross)
+            return self._step(y, t, memory, mask, caches)
 
-        def reorder(idx):                                  # self-attention caches follow
-            for cache in caches:
-                cache["k"], cache["v"] = cache["k"][idx], cache["v"][idx]
+        def reorder(idx):
+            # Self-attention caches follow the surviving hypotheses. The cross-attention
+            # keys and values are the same for the K rows of a sentence, and idx never
+            # leaves a sentence's rows, so they need no reordering.
+            for self_cache, _ in caches:
+                self_cache.k, self_cache.v = self_cache.k[idx], self_cache.v[idx]
 
         return beam_search(step, reorder, B, K, max_len, length_penalty)
 
