@@ -189,7 +189,7 @@ def as_probability(p, name, high_open=True):
     interval = "[0, 1)" if high_open else "[0, 1]"
     if isinstance(p, (bool, np.bool_)) or not isinstance(p, (int, float, np.integer,
                                                              np.floating)):
-        raise ValueError(f"{name} must be a probability in {interval}, a real number, "
+        raise ValueError(f"{name} must be a probability in {interval}, a real number, "  # noqa: TRY004 (one error type for every bad p, as Dropout always raised)
                          f"got {p!r}")
     value = float(p)
     if not (0 <= value < 1 if high_open else 0 <= value <= 1):

@@ -18,8 +18,11 @@ stage() {
 
 stage "GitHub workflows lint (actionlint)" \
     bash scripts/lint-workflows.sh
-stage "library tests (unit, property, golden, doctests)" \
-    python -m pytest tests attention_lib
+# ATTENTION_REQUIRE_TORCH=1: the PyTorch cross-checks must run here (torch is
+# in requirements-test.txt); a missing torch fails this stage instead of
+# quietly skipping them (tests/conftest.py).
+stage "library tests (unit, property, golden, doctests; PyTorch cross-checks required)" \
+    env ATTENTION_REQUIRE_TORCH=1 python -m pytest tests attention_lib
 # nbval runs with one core kept busy allocating and freeing memory: an output
 # that depends on timing, load or the allocator fails here, not in a reader's
 # CI. (NBVAL_REPEAT=10 for the long stability run.) It runs on the CPU's own

@@ -5,12 +5,12 @@ import numbers
 import numpy as np
 
 from .._checks import as_bool, as_int, as_int_array, as_numeric, as_probability, as_rng
-from ..positions import sinusoidal_positions
-from ..softmax import softmax
 from ..nn.block import Composite, TransformerBlock
 from ..nn.layers import Embedding, Linear
 from ..nn.norm import LayerNorm
 from ..nn.self_attention import KVCache
+from ..positions import sinusoidal_positions
+from ..softmax import softmax
 
 _POSITIONS = ("learned", "sinusoidal", "rotary", None)
 

@@ -160,13 +160,14 @@ class RNNencdec:
 
     @staticmethod
     def _check_source(src, lengths):
-        src, lengths = as_int_array(src, "src"), as_int_array(lengths, "lengths")
+        src = as_int_array(src, "src")
+        if src.ndim == 2 and (src.shape[0] == 0 or src.shape[1] == 0):
+            raise ValueError(f"src must hold at least one sentence of at least one word, "
+                             f"got shape {src.shape}")
+        lengths = as_int_array(lengths, "lengths")
         if src.ndim != 2 or lengths.shape != (src.shape[:1]):
             raise ValueError(f"src must be (B, S) and lengths (B,), got {src.shape} "
                              f"and {lengths.shape}")
-        if src.shape[0] == 0 or src.shape[1] == 0:
-            raise ValueError(f"src must hold at least one sentence of at least one word, "
-                             f"got shape {src.shape}")
         if lengths.min() < 1 or lengths.max() > src.shape[1]:
             raise ValueError(f"lengths must lie in [1, {src.shape[1]}] (every sentence "
                              f"needs a word, and src has {src.shape[1]} columns), got "
@@ -469,7 +470,7 @@ def load(path, dtype=np.float32, model=None):
         with np.load(path, allow_pickle=False) as f:
             config = json.loads(str(f["config"]))
         if not isinstance(config, dict):
-            raise ValueError("the config is not a JSON object")
+            raise TypeError("the config is not a JSON object")
         name = config.get("model")
         if name not in MODELS:
             raise ValueError(f"its config names model {name!r}, not one of {sorted(MODELS)}")

@@ -124,7 +124,7 @@ def read_manifest(path):
     try:
         manifest = json.loads(text)
         if not isinstance(manifest, dict) or not isinstance(manifest.get("models"), dict):
-            raise ValueError("it has no 'models' table")
+            raise ValueError("it has no 'models' table")  # noqa: TRY004 (reported as ValueError)
         for name, entry in manifest["models"].items():
             if not isinstance(entry, dict) or not all(
                     isinstance(entry.get(k), str) for k in ("file", "sha256", "model")):
