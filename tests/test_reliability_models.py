@@ -479,3 +479,25 @@ def test_top_p_must_be_a_probability(top_p):
     with pytest.raises(ValueError, match=r"top_p must be a probability in \[0, 1\]"):
         gpt().generate(np.array([1]), 1, temperature=1.0, top_p=top_p,
                        rng=np.random.default_rng(0))
+
+
+# -- evaluation: lists that zip would cut short -------------------------------------
+
+def test_evaluation_refuses_lists_of_different_lengths():
+    from attention_lib.models.evaluation import (
+        alignment_error_rate,
+        exact_accuracy,
+        make_test_sets,
+    )
+    from attention_lib.toy_translation import Pair
+    with pytest.raises(ValueError, match="same length"):
+        exact_accuracy([["a"], ["b"]], [["a"]])
+    with pytest.raises(ValueError, match="non-empty"):
+        exact_accuracy([], [])
+    p = Pair(("a", "b"), ("x", "y"), ((1, 0), (0, 1)), ("noun", "verb"))
+    with pytest.raises(ValueError, match="same length"):
+        alignment_error_rate([p, p], [np.eye(2)])
+    with pytest.raises(ValueError, match=r"weights\[0\] must have shape"):
+        alignment_error_rate([p], [np.eye(3)])
+    with pytest.raises(ValueError, match="n_per_bucket must be a positive integer"):
+        make_test_sets(0)
