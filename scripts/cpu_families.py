@@ -23,6 +23,7 @@ Usage::
 
     python scripts/cpu_families.py                 # what this CPU can run, and the native pass
     python scripts/cpu_families.py --describe Prescott --narrow-numpy
+    NPY_DISABLE_CPU_FEATURES="$(python scripts/cpu_families.py --npy-disable)" ...
 """
 
 import argparse
@@ -121,11 +122,36 @@ def family_env(python, family, narrow_numpy=False, base=None):
     if family:
         env["OPENBLAS_CORETYPE"] = family
     if narrow_numpy:
-        # only those this CPU has: older NumPy refuses to disable the others
-        enabled = probe(python, env)["enabled"]
-        if enabled:
-            env["NPY_DISABLE_CPU_FEATURES"] = " ".join(enabled)
+        disable = npy_disable(python, env)
+        if disable:
+            env["NPY_DISABLE_CPU_FEATURES"] = disable
     return env
+
+
+def npy_disable(python, env=None):
+    """The ``NPY_DISABLE_CPU_FEATURES`` value that narrows NumPy to its baseline on this CPU.
+
+    Every SIMD target NumPy dispatches to at run time and this CPU has:
+    ``X86_V3`` on an AVX2 CPU, and on an AVX-512 CPU also ``X86_V4``,
+    ``AVX512_ICL``, ``AVX512_SPR`` (NumPy 2.x's names; NumPy 1.x lists
+    ``AVX512F``, ``AVX512_SKX``, ... and is handled the same way). Disabling
+    ``X86_V3`` alone leaves the AVX-512 loops on where the CPU has them, so an
+    AVX-512 machine would run other kernels than an AVX2 one. Only targets this
+    CPU has are named: older NumPy refuses to disable the others. Afterwards
+    the narrowing is checked: if NumPy still dispatches to any target, this
+    raises ``SystemExit`` rather than let a pass claim a baseline it does not run.
+    """
+    env = dict(os.environ if env is None else env)
+    env.pop("NPY_DISABLE_CPU_FEATURES", None)
+    enabled = probe(python, env)["enabled"]
+    if not enabled:
+        return ""
+    value = " ".join(enabled)
+    left = probe(python, dict(env, NPY_DISABLE_CPU_FEATURES=value))["enabled"]
+    if left:
+        raise SystemExit(f"cpu_families: NPY_DISABLE_CPU_FEATURES={value!r} leaves NumPy "
+                         f"dispatching to {' '.join(left)}: cannot narrow it to the baseline")
+    return value
 
 
 def describe(python, env):
@@ -148,7 +174,13 @@ def main(argv=None):
                         help="print what a pass forced onto FAMILY runs on ('native': nothing forced)")
     parser.add_argument("--narrow-numpy", action="store_true",
                         help="with --describe: narrow NumPy's SIMD to its baseline")
+    parser.add_argument("--npy-disable", action="store_true",
+                        help="print the NPY_DISABLE_CPU_FEATURES value that narrows NumPy "
+                             "to its baseline on this CPU (AVX-512 targets included)")
     args = parser.parse_args(argv)
+    if args.npy_disable:
+        print(npy_disable(args.python))
+        return
     if args.describe:
         family = None if args.describe == "native" else pick(args.describe)
         print(describe(args.python, family_env(args.python, family, args.narrow_numpy)))

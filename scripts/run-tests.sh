@@ -18,8 +18,11 @@ stage() {
 
 stage "GitHub workflows lint (actionlint)" \
     bash scripts/lint-workflows.sh
-stage "library tests (unit, property, golden, doctests)" \
-    python -m pytest tests attention_lib
+# ATTENTION_REQUIRE_TORCH=1: the PyTorch cross-checks must run here (torch is
+# in requirements-test.txt); a missing torch fails this stage instead of
+# quietly skipping them (tests/conftest.py).
+stage "library tests (unit, property, golden, doctests; PyTorch cross-checks required)" \
+    env ATTENTION_REQUIRE_TORCH=1 python -m pytest tests attention_lib
 # A chapter as a reader downloads it runs in a plain Jupyter with only the
 # project installed (no Jupyter Book, no myst-nb): a fresh venv from pip's cache.
 stage "a downloaded chapter runs without Jupyter Book (fresh venv: the project and a kernel)" \
