@@ -119,7 +119,8 @@ def test_a_missing_checkpoint_is_status_1_without_a_traceback(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "attention_lib.generate", "--model", "shakespeare",
          "--prompt", "a", "--max-new-tokens", "3"],
-        capture_output=True, text=True, env={**os.environ, "ATTENTION_DATA_DIR": str(tmp_path)})
+        check=False, capture_output=True, text=True,
+        env={**os.environ, "ATTENTION_DATA_DIR": str(tmp_path)})
     assert result.returncode == 1 and result.stdout == ""
     assert "shakespeare.npz is missing" in result.stderr and "Traceback" not in result.stderr
 

@@ -14,9 +14,16 @@ import pytest
 from attention_lib import DataFileError
 from attention_lib.models import CharTokenizer, TinyGPT, load_pretrained
 from attention_lib.models.pretrained import shakespeare_dir
-from attention_lib.models.train_shakespeare import (CONFIG, load_checkpoint, load_text,
-                                                    mean_loss, named_params,
-                                                    save_checkpoint, sha256, text_path)
+from attention_lib.models.train_shakespeare import (
+    CONFIG,
+    load_checkpoint,
+    load_text,
+    mean_loss,
+    named_params,
+    save_checkpoint,
+    sha256,
+    text_path,
+)
 
 #: The project's bound on the validation loss, nats per character (issue 29;
 #: the goal is 1.45).

@@ -175,7 +175,7 @@ def load_pretrained(name, path=None):
         return load_shakespeare(path)
     if name == "stories260k":
         try:
-            from .llama import load_stories260k    # imported only when asked for
+            from .llama import load_stories260k  # imported only when asked for
         except ModuleNotFoundError as err:
             if err.name != f"{__package__}.llama":
                 raise
