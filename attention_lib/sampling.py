@@ -11,11 +11,15 @@ probabilities first, in this order (as PyTorch's and Hugging Face's samplers do)
   whose probabilities add up to at least ``p`` (always at least one).
 
 The kept tokens' probabilities are renormalised to sum to 1.
+:func:`sampling_probabilities` gives the distribution ``TinyGPT.generate`` draws
+from (it uses the same :func:`~attention_lib.models.gpt.filter_logits`), for any
+batch shape, with its arguments checked.
 """
 
 import numpy as np
 
 from ._checks import as_float, as_int
+from .models.gpt import filter_logits
 from .softmax import softmax
 
 
@@ -70,22 +74,10 @@ def sampling_probabilities(logits, temperature=1.0, top_k=None, top_p=None):
             raise ValueError(f"top_p must be in (0, 1], got {top_p}")
     if temperature == 0:
         return np.eye(z.shape[-1], dtype=z.dtype)[z.argmax(axis=-1)]
-    z = z / np.asarray(temperature, dtype=z.dtype)
-    if top_k is not None and top_k < z.shape[-1]:
-        kth = -np.partition(-z, top_k - 1, axis=-1)[..., top_k - 1:top_k]
-        z = np.where(z < kth, -np.inf, z)
-    p = softmax(z, axis=-1)
-    if top_p is not None and top_p < 1:
-        order = np.argsort(-p, axis=-1, kind="stable")
-        sorted_p = np.take_along_axis(p, order, axis=-1)
-        before = np.cumsum(sorted_p, axis=-1) - sorted_p     # mass of the likelier tokens
-        drop_sorted = before >= top_p
-        drop_sorted[..., 0] = False                          # always keep the likeliest
-        drop = np.empty_like(drop_sorted)
-        np.put_along_axis(drop, order, drop_sorted, axis=-1)
-        p = np.where(drop, 0, p)
-        p = p / p.sum(axis=-1, keepdims=True)
-    return p
+    flat = z.reshape(-1, z.shape[-1]) / np.asarray(temperature, dtype=z.dtype)
+    # The same filter TinyGPT.generate samples through.
+    p = softmax(filter_logits(flat, top_k, top_p), axis=-1)
+    return p.reshape(z.shape)
 
 
 def entropy(p, axis=-1):
