@@ -3,6 +3,7 @@
     PYTHONPATH=. python benchmarks/bench_training.py              # one thread each
     PYTHONPATH=. python benchmarks/bench_training.py --threads 2
     PYTHONPATH=. python benchmarks/bench_training.py --full       # with feed-forward halves
+    PYTHONPATH=. python benchmarks/bench_training.py --shakespeare --threads 2   # chapter 11's
 
 A step is what chapter 10's training loop does once: a forward pass of a
 batch of 32 sequences of 24 tokens through ``TinyGPT`` (V = 32, d_model = 32,
@@ -150,11 +151,18 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", default="1",
                         help="threads for NumPy's BLAS and for torch (default 1)")
-    parser.add_argument("--steps", type=int, default=300, help="timed steps (default 300)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="timed steps (default 300; 10 with --shakespeare)")
     parser.add_argument("--full", action="store_true",
                         help="blocks with their feed-forward halves (d_ff = 128)")
+    parser.add_argument("--shakespeare", action="store_true",
+                        help="chapter 11's model instead (benchmarks/_shakespeare_step.py)")
     args = parser.parse_args(argv)
     print(describe_machine(torch))
+    if args.shakespeare:
+        import _shakespeare_step
+        return _shakespeare_step.run(torch, args.steps or 10, THREADS, GOAL)
+    args.steps = args.steps or 300
     kind = "full blocks (d_ff = 128)" if args.full else "attention-only blocks"
     print(f"TinyGPT: V = {V}, T = {T}, batch {BATCH}, d_model = {D}, 1 head, 2 layers, "
           f"rotary, {kind}, float64; one step = forward, loss, backward, Adam")

@@ -6,10 +6,13 @@ every layer that has parameters (each once), the list :class:`~attention_lib.nn.
 
 - :mod:`attention_lib.models.seq2seq`: RNNencdec and RNNsearch, the encoder-decoders
   of chapter 3;
-- :mod:`attention_lib.models.gpt`: TinyGPT, the decoder-only Transformer of chapter 10.
+- :mod:`attention_lib.models.gpt`: TinyGPT, the decoder-only Transformer of chapter 10;
+- :mod:`attention_lib.models.pretrained`: ``load_pretrained(name)``, the book's trained
+  language models (chapter 11's Shakespeare, chapter 12's stories260K) and their tokenizers.
 """
 
 from .gpt import TinyGPT
+from .pretrained import CharTokenizer, load_pretrained
 from .seq2seq import RNNencdec, RNNsearch
 
-__all__ = ["RNNencdec", "RNNsearch", "TinyGPT"]
+__all__ = ["CharTokenizer", "RNNencdec", "RNNsearch", "TinyGPT", "load_pretrained"]

@@ -1,0 +1,95 @@
+"""The distribution a language model samples its next token from: temperature, top-k, top-p.
+
+A model gives one score (logit) per token of its vocabulary; ``generate`` turns
+them into probabilities and draws the next token. Three knobs reshape those
+probabilities first, in this order (as PyTorch's and Hugging Face's samplers do):
+
+- **temperature** :math:`\\tau`: ``softmax(z / tau)``; below 1 sharper, above 1
+  flatter, and 0 means "always the most likely token" (greedy);
+- **top-k**: keep the ``k`` most likely tokens;
+- **top-p** (nucleus sampling): keep the smallest set of most likely tokens
+  whose probabilities add up to at least ``p`` (always at least one).
+
+The kept tokens' probabilities are renormalised to sum to 1.
+:func:`sampling_probabilities` gives the distribution ``TinyGPT.generate`` draws
+from (it uses the same :func:`~attention_lib.models.gpt.filter_logits`), for any
+batch shape, with its arguments checked.
+"""
+
+import numpy as np
+
+from ._checks import as_float, as_int
+from .models.gpt import filter_logits
+from .softmax import softmax
+
+
+def sampling_probabilities(logits, temperature=1.0, top_k=None, top_p=None):
+    """The probabilities of the next token after temperature, top-k and top-p.
+
+    Parameters
+    ----------
+    logits : array_like, shape (..., V)
+        One score per token of a vocabulary of V tokens (last axis).
+    temperature : float, optional
+        ``tau >= 0``: the logits are divided by it (default 1); 0 puts all the
+        probability on the largest logit (the first, in a tie).
+    top_k : int, optional
+        Keep only the ``top_k >= 1`` most likely tokens (ties at the k-th
+        value are all kept, as in PyTorch).
+    top_p : float, optional
+        Keep only the smallest set of most likely tokens whose probability
+        (after temperature and top-k) reaches ``top_p``, in (0, 1].
+
+    Returns
+    -------
+    ndarray, shape (..., V)
+        Probabilities summing to 1 along the last axis; 0 for dropped tokens.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attention_lib.sampling import sampling_probabilities
+    >>> z = np.log([0.5, 0.3, 0.15, 0.05])
+    >>> sampling_probabilities(z).round(3)
+    array([0.5 , 0.3 , 0.15, 0.05])
+    >>> sampling_probabilities(z, top_k=2).round(3)
+    array([0.625, 0.375, 0.   , 0.   ])
+    >>> sampling_probabilities(z, top_p=0.9).round(3)      # 0.5 + 0.3 < 0.9: three kept
+    array([0.526, 0.316, 0.158, 0.   ])
+    >>> sampling_probabilities(z, temperature=0)
+    array([1., 0., 0., 0.])
+    """
+    z = as_float(logits, "logits")
+    if z.ndim < 1 or z.shape[-1] < 1:
+        raise ValueError(f"logits must have at least one token on the last axis, "
+                         f"got shape {z.shape}")
+    temperature = float(temperature)
+    if not np.isfinite(temperature) or temperature < 0:
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
+    if top_k is not None:
+        top_k = as_int(top_k, "top_k", 1)
+    if top_p is not None:
+        top_p = float(top_p)
+        if not 0 < top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+    if temperature == 0:
+        return np.eye(z.shape[-1], dtype=z.dtype)[z.argmax(axis=-1)]
+    flat = z.reshape(-1, z.shape[-1]) / np.asarray(temperature, dtype=z.dtype)
+    # The same filter TinyGPT.generate samples through.
+    p = softmax(filter_logits(flat, top_k, top_p), axis=-1)
+    return p.reshape(z.shape)
+
+
+def entropy(p, axis=-1):
+    """Entropy in nats, ``-sum p log p`` over ``axis`` (0 log 0 counts as 0).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attention_lib.sampling import entropy
+    >>> float(entropy(np.full(4, 0.25))) == float(np.log(4))
+    True
+    """
+    p = as_float(p, "p")
+    logp = np.log(np.where(p > 0, p, 1))
+    return -(p * logp).sum(axis=axis)
