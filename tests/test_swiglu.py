@@ -3,9 +3,8 @@
 import numpy as np
 import pytest
 
+from attention_lib.gradcheck import check_gradients
 from attention_lib.nn import SwiGLU
-
-from gradcheck import check_all_gradients
 
 
 def test_swiglu_is_the_gate_times_the_linear_unit_projected_down():
@@ -22,7 +21,7 @@ def test_swiglu_gradients_match_finite_differences():
     rng = np.random.default_rng(1)
     ffn = SwiGLU(5, 7, rng)
     x, g = rng.normal(size=(2, 3, 5)), rng.normal(size=(2, 3, 5))
-    check_all_gradients([ffn], lambda: np.sum(g * ffn.forward(x)),
+    check_gradients([ffn], lambda: np.sum(g * ffn.forward(x)),
                         lambda: (ffn.forward(x), ffn.backward(g))[1:], inputs=[x])
 
 
