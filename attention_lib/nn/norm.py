@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .._checks import as_int
+from .._checks import as_float_input, as_int, require_forward
 
 
 class LayerNorm:
@@ -47,19 +47,61 @@ class LayerNorm:
         self.eps = float(eps)
         self.params = {"gamma": np.ones(d), "beta": np.zeros(d)}
         self.grads = {}
+        self.x_hat = self.inv_sigma = None
 
     def forward(self, x):
         d = self.params["gamma"].shape[0]
-        if x.shape[-1] != d:
-            raise ValueError(f"x has {x.shape[-1]} features but LayerNorm was "
+        x = as_float_input(x, "x")
+        if x.ndim == 0 or x.shape[-1] != d:
+            got = f"{x.shape[-1]} features" if x.ndim else "no axes (a scalar)"
+            raise ValueError(f"x has {got} but LayerNorm was "
                              f"built for d = {d}: the last axes must match")
-        centred = x - x.mean(axis=-1, keepdims=True)
-        self.inv_sigma = 1.0 / np.sqrt((centred**2).mean(axis=-1, keepdims=True)
-                                       + self.eps)
-        self.x_hat = centred * self.inv_sigma
+        with np.errstate(over="ignore", invalid="ignore"):   # checked on the next line
+            centred = x - x.mean(axis=-1, keepdims=True)
+            var = (centred**2).mean(axis=-1, keepdims=True)
+        if np.isfinite(var).all():
+            self.inv_sigma = 1.0 / np.sqrt(var + self.eps)
+            self.x_hat = centred * self.inv_sigma
+        else:       # a square overflowed (or x is not finite): see _scaled_moments
+            self.x_hat, self.inv_sigma = self._scaled_moments(x)
         return self.x_hat * self.params["gamma"] + self.params["beta"]
 
+    def _scaled_moments(self, x):
+        """``x_hat`` and ``1 / sigma`` for rows whose squares overflow.
+
+        A float32 row of values near 2e19 has a finite mean and a finite
+        normalised row, but its squares are infinite, and ``1 / sqrt(inf)``
+        is 0: the layer would return ``beta`` and pass no gradient, hiding
+        the diverging activation. Dividing each row by its largest magnitude
+        first (twice: before and after centring) keeps every square finite;
+        the result is the same up to rounding, and a row that holds NaN or
+        infinity still gives NaN. Only used when the direct route overflows,
+        so ordinary inputs give exactly the same bits as before.
+        """
+        def row_max(a):
+            m = np.max(np.abs(a), axis=-1, keepdims=True)
+            return np.where(m > 0, m, 1).astype(a.dtype)    # a row of zeros stays zeros
+
+        s = row_max(x)
+        with np.errstate(invalid="ignore"):      # inf / inf: NaN, as it should be
+            xs = x / s
+        cs = xs - xs.mean(axis=-1, keepdims=True)
+        m = row_max(cs)
+        u = cs / m
+        scale = s * m               # sigma = scale * sqrt(mean(u^2) + eps / scale^2)
+        with np.errstate(over="ignore"):
+            tiny_eps = self.eps / np.square(scale.astype(np.float64))   # 0 if scale^2 overflows
+        root = np.sqrt((u**2).mean(axis=-1, keepdims=True) + tiny_eps.astype(u.dtype))
+        with np.errstate(over="ignore", under="ignore"):
+            inv_sigma = (1.0 / root) / scale
+        return u / root, inv_sigma
+
     def backward(self, grad):
+        require_forward(self.x_hat, self)
+        grad = as_float_input(grad, "grad")
+        if grad.shape != self.x_hat.shape:
+            raise ValueError(f"grad must have the shape of forward's output "
+                             f"{self.x_hat.shape}, got {grad.shape}")
         x_hat, d = self.x_hat, self.x_hat.shape[-1]
         self.grads["gamma"] = (grad * x_hat).reshape(-1, d).sum(axis=0)
         self.grads["beta"] = grad.reshape(-1, d).sum(axis=0)
