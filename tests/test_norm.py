@@ -113,3 +113,24 @@ def test_rms_norm_matches_torch_forward_and_backward():
     assert np.allclose(y, yt.detach().numpy(), rtol=0, atol=1e-10)
     assert np.allclose(dx, xt.grad.numpy(), rtol=0, atol=1e-10)
     assert np.allclose(norm.grads["gamma"], ref.weight.grad.numpy(), rtol=0, atol=1e-10)
+
+
+def test_rms_norm_survives_squares_that_overflow_float32():
+    x = np.array([[3e19, -1e19, 2e19, 0.0]], dtype=np.float32)
+    norm = RMSNorm(4)
+    norm.params["gamma"] = norm.params["gamma"].astype(np.float32)
+    y = norm.forward(x)
+    expected = RMSNorm(4).forward(x.astype(np.float64))
+    assert np.isfinite(y).all() and np.allclose(y, expected, rtol=1e-5)
+    assert np.isnan(norm.forward(np.array([[np.inf, 1, 2, 3]], np.float32))).all()
+
+
+def test_rms_norm_refuses_integers_backward_first_and_a_wrong_grad():
+    with pytest.raises(TypeError, match="x must be a floating array"):
+        RMSNorm(3).forward(np.ones((2, 3), dtype=int))
+    with pytest.raises(RuntimeError, match=r"RMSNorm.backward\(\) was called before forward"):
+        RMSNorm(3).backward(np.ones((2, 3)))
+    norm = RMSNorm(3)
+    norm.forward(np.ones((2, 3)))
+    with pytest.raises(ValueError, match="grad must have the shape of forward's output"):
+        norm.backward(np.ones((3, 3)))

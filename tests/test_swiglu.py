@@ -49,3 +49,17 @@ def test_swiglu_matches_torch_forward_and_backward():
     assert np.allclose(dx, xt.grad.numpy(), rtol=0, atol=1e-10)
     for k in ("W1", "W2", "W3"):
         assert np.allclose(ffn.grads[k], w[k].grad.numpy().T, rtol=0, atol=1e-10)
+
+
+def test_swiglu_and_silu_refuse_integers_backward_first_and_a_wrong_grad():
+    from attention_lib.nn import SiLU
+    for layer, x in ((SwiGLU(3, 5, np.random.default_rng(0)), np.ones((2, 3))),
+                     (SiLU(), np.ones((2, 3)))):
+        name = type(layer).__name__
+        with pytest.raises(RuntimeError, match=rf"{name}.backward\(\) was called before"):
+            layer.backward(np.ones((2, 3)))
+        with pytest.raises(TypeError, match="x must be a floating array"):
+            layer.forward(x.astype(int))
+        layer.forward(x)
+        with pytest.raises(ValueError, match="grad must have the shape"):
+            layer.backward(np.ones((4, 3)))

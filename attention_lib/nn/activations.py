@@ -3,6 +3,8 @@
 import numpy as np
 from scipy.special import erf, expit
 
+from .._checks import as_float_input, require_forward
+
 # Python floats, not NumPy scalars: a float64 scalar would promote float32
 # activations to float64 (NEP 50) and halve the speed of float32 training.
 _SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
@@ -90,12 +92,18 @@ class SiLU:
 
     def __init__(self):
         self.params, self.grads = {}, {}
+        self.x = self.sigma = None
 
     def forward(self, x):
-        self.x = x
-        self.sigma = expit(x)
-        return x * self.sigma
+        self.x = as_float_input(x, "x")
+        self.sigma = expit(self.x)
+        return self.x * self.sigma
 
     def backward(self, grad):
+        require_forward(self.x, self)
+        grad = as_float_input(grad, "grad")
+        if grad.shape != self.x.shape:
+            raise ValueError(f"grad must have the shape of forward's output "
+                             f"{self.x.shape}, got {grad.shape}")
         s = self.sigma
         return grad * (s * (1.0 + self.x * (1.0 - s)))

@@ -154,17 +154,48 @@ class RMSNorm:
         self.eps = float(eps)
         self.params = {"gamma": np.ones(d)}
         self.grads = {}
+        self.x_hat = self.r = None
 
     def forward(self, x):
         d = self.params["gamma"].shape[0]
-        if x.shape[-1] != d:
-            raise ValueError(f"x has {x.shape[-1]} features but RMSNorm was "
+        x = as_float_input(x, "x")
+        if x.ndim == 0 or x.shape[-1] != d:
+            got = f"{x.shape[-1]} features" if x.ndim else "no axes (a scalar)"
+            raise ValueError(f"x has {got} but RMSNorm was "
                              f"built for d = {d}: the last axes must match")
-        self.r = 1.0 / np.sqrt((x * x).mean(axis=-1, keepdims=True) + self.eps)
-        self.x_hat = x * self.r
+        with np.errstate(over="ignore", invalid="ignore"):   # checked on the next line
+            mean_square = (x * x).mean(axis=-1, keepdims=True)
+        if np.isfinite(mean_square).all():
+            self.r = 1.0 / np.sqrt(mean_square + self.eps)
+            self.x_hat = x * self.r
+        else:       # a square overflowed (or x is not finite): scale the row first
+            self.x_hat, self.r = self._scaled(x)
         return self.x_hat * self.params["gamma"]
 
+    def _scaled(self, x):
+        """``x_hat`` and ``r`` for rows whose squares overflow, as in LayerNorm.
+
+        Each row is divided by its largest magnitude ``s`` first, so that
+        ``rms(x) = s * sqrt(mean(u^2) + eps / s^2)`` with ``u = x / s`` keeps
+        every square finite; a row holding NaN or infinity still gives NaN.
+        """
+        s = np.max(np.abs(x), axis=-1, keepdims=True)
+        s = np.where(s > 0, s, 1).astype(x.dtype)
+        with np.errstate(invalid="ignore"):      # inf / inf: NaN, as it should be
+            u = x / s
+        with np.errstate(over="ignore"):
+            tiny_eps = self.eps / np.square(s.astype(np.float64))   # 0 if s^2 overflows
+        root = np.sqrt((u * u).mean(axis=-1, keepdims=True) + tiny_eps.astype(u.dtype))
+        with np.errstate(over="ignore", under="ignore"):
+            r = (1.0 / root) / s
+        return u / root, r
+
     def backward(self, grad):
+        require_forward(self.x_hat, self)
+        grad = as_float_input(grad, "grad")
+        if grad.shape != self.x_hat.shape:
+            raise ValueError(f"grad must have the shape of forward's output "
+                             f"{self.x_hat.shape}, got {grad.shape}")
         x_hat, d = self.x_hat, self.x_hat.shape[-1]
         self.grads["gamma"] = (grad * x_hat).reshape(-1, d).sum(axis=0)
         h = grad * self.params["gamma"]

@@ -1,6 +1,6 @@
 """Llama's feed-forward layer: a SiLU-gated linear unit (SwiGLU)."""
 
-from .._checks import as_int
+from .._checks import as_float_input, as_int, require_forward
 from .activations import SiLU
 from .layers import _init, _sum_to_matrix
 
@@ -47,11 +47,14 @@ class SwiGLU:
                        "W2": _init(rng, d_ff, d_model)}
         self.grads = {}
         self.silu = SiLU()
+        self.x = None
 
     def forward(self, x):
         d = self.params["W1"].shape[0]
-        if x.shape[-1] != d:
-            raise ValueError(f"x has {x.shape[-1]} features but SwiGLU was built for "
+        x = as_float_input(x, "x")
+        if x.ndim == 0 or x.shape[-1] != d:
+            got = f"{x.shape[-1]} features" if x.ndim else "no axes (a scalar)"
+            raise ValueError(f"x has {got} but SwiGLU was built for "
                              f"d_model = {d}: the last axes must match")
         self.x = x
         self.u = x @ self.params["W3"]
@@ -60,6 +63,11 @@ class SwiGLU:
         return self.z @ self.params["W2"]
 
     def backward(self, grad):
+        require_forward(self.x, self)
+        grad = as_float_input(grad, "grad")
+        if grad.shape != self.x.shape:
+            raise ValueError(f"grad must have the shape of forward's output "
+                             f"{self.x.shape}, got {grad.shape}")
         p = self.params
         self.grads["W2"] = _sum_to_matrix(self.z, grad)
         dz = grad @ p["W2"].T
