@@ -4,10 +4,13 @@ independent PyTorch implementation, and its backward pass matches central differ
 import numpy as np
 import pytest
 
-from attention_lib.models.llama import (Llama, load_stories260k, stories260k_reference,
-                                        tensor_names)
-
 from attention_lib.gradcheck import check_gradients
+from attention_lib.models.llama import (
+    Llama,
+    load_stories260k,
+    stories260k_reference,
+    tensor_names,
+)
 
 MODEL, TOK = load_stories260k()
 PROMPTS = ["Once upon a time, there was a dog", "Tom and Sue went to the", "The sun"]
