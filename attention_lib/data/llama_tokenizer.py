@@ -127,6 +127,8 @@ class LlamaTokenizer:
         """Number of pieces (``V``)."""
         return len(self.pieces)
 
+    n_vocab = vocab_size      # the name the book's character tokenizer uses
+
     def encode(self, text, bos=True, eos=False):
         """Token ids of ``text``.
 
