@@ -78,7 +78,7 @@ def check_widget(page, widget, label, problems, shots, width, timeout):
     """Drive one widget; append (label, problem) to problems."""
     kind = widget.get_attribute("data-kind")
     model = widget.get_attribute("data-model")
-    fail = lambda what: problems.append(f"{label} at {width}px: {what}")  # noqa: E731
+    fail = lambda what: problems.append(f"{label} at {width}px: {what}")
     widget.scroll_into_view_if_needed()
     handle = widget.element_handle()
     if kind != "translator":
