@@ -8,7 +8,7 @@ from ..softmax import softmax
 from ..nn.block import Composite, TransformerBlock
 from ..nn.layers import Embedding, Linear
 from ..nn.norm import LayerNorm
-from ..nn.self_attention import KVCache
+from ..nn.multi_head_attention import KVCache
 
 _POSITIONS = ("learned", "sinusoidal", "rotary", None)
 
