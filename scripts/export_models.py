@@ -141,7 +141,56 @@ def stories260k(path):
     return config, tokenizer, {k: (a, "float32") for k, a in t.items()}
 
 
-EXPORTERS = {"shakespeare": shakespeare, "stories260k": stories260k}
+def translator(folder):
+    """The English-French Transformer (pre-LN encoder-decoder, tied embeddings) and its BPE."""
+    folder = Path(folder)
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf8"))
+    entry = manifest["models"]["transformer"]
+    with np.load(folder / entry["file"], allow_pickle=False) as f:
+        cfg = json.loads(str(f["config"]))
+        a = {k: f[k] for k in f.files if k != "config"}
+    t = {"tok_emb": a["emb.E"]}
+
+    def attention(src, dst):
+        for x in "QKVO":
+            t[f"{dst}.w{x.lower()}"] = a[f"{src}.W_{x}"]
+            t[f"{dst}.b{x.lower()}"] = a[f"{src}.b_{x}"]
+
+    def norm(src, dst):
+        t[f"{dst}.weight"], t[f"{dst}.bias"] = a[f"{src}.gamma"], a[f"{src}.beta"]
+
+    def ffn(src, dst):
+        for n in (1, 2):
+            t[f"{dst}.w{n}"], t[f"{dst}.b{n}"] = a[f"{src}.fc{n}.W"], a[f"{src}.fc{n}.b"]
+
+    for i in range(cfg["n_layers"]):
+        attention(f"encoder.{i}.self_attn", f"enc.{i}.self")
+        norm(f"encoder.{i}.ln1", f"enc.{i}.norm1")
+        norm(f"encoder.{i}.ln2", f"enc.{i}.norm2")
+        ffn(f"encoder.{i}.ffn", f"enc.{i}.ffn")
+        attention(f"decoder.{i}.self_attn", f"dec.{i}.self")
+        attention(f"decoder.{i}.cross_attn", f"dec.{i}.cross")
+        for n in (1, 2, 3):
+            norm(f"decoder.{i}.ln{n}", f"dec.{i}.norm{n}")
+        ffn(f"decoder.{i}.ffn", f"dec.{i}.ffn")
+    norm("enc_ln", "enc_norm")
+    norm("dec_ln", "dec_norm")
+    tok_path = ROOT / "data" / "tatoeba" / "bpe.json"
+    if sha256(tok_path.read_bytes()) != entry["tokenizer_sha256"]:
+        raise ValueError(f"{tok_path} is not the tokenizer the translator was trained with")
+    config = {
+        "arch": "encoder-decoder", "n_vocab": cfg["n_vocab"], "d_model": cfg["d_model"],
+        "n_heads": cfg["n_heads"], "d_ff": cfg["d_ff"], "n_enc_layers": cfg["n_layers"],
+        "n_dec_layers": cfg["n_layers"], "max_len": cfg["max_len"], "norm_eps": 1e-5,
+        "norm_position": "pre", "emb_scale": float(np.sqrt(cfg["d_model"])),
+        "positions": "sinusoidal", "activation": "gelu", "tied_head": True,
+        "pad_id": 0, "bos_id": 1, "eos_id": 2, "max_source_tokens": 48,
+    }
+    tokenizer = {"type": "bpe", "json": json.loads(tok_path.read_text(encoding="utf8"))}
+    return config, tokenizer, {k: (np.asarray(v), "float16") for k, v in t.items()}
+
+
+EXPORTERS = {"shakespeare": shakespeare, "stories260k": stories260k, "translator": translator}
 
 
 def runtime_tensors(name, path):

@@ -543,8 +543,8 @@ class EncoderDecoder {
   ffn(prefix) {
     return (h) => {
       const ff = linear(h, this.t(`${prefix}.w1`), this.t(`${prefix}.b1`), new Float32Array(this.config.d_ff));
-      for (let i = 0; i < ff.length; i++) if (ff[i] < 0) ff[i] = this.config.activation === "gelu" ? ff[i] : 0;
-      if (this.config.activation === "gelu") gelu(ff);
+      if (this.config.activation === "relu") for (let i = 0; i < ff.length; i++) ff[i] = Math.max(0, ff[i]);
+      else gelu(ff);
       return linear(ff, this.t(`${prefix}.w2`), this.t(`${prefix}.b2`), new Float32Array(this.config.d_model));
     };
   }
@@ -638,7 +638,8 @@ class EncoderDecoder {
     const c = this.config;
     if (!(Number.isInteger(beam) && beam >= 1)) throw new RangeError(`beam must be an integer >= 1, got ${beam}`);
     const memory = this.encode(srcIds);
-    const limit = Math.min(maxLen, this.maxLen) - 1;
+    // as the library: at most max_len - 1 target tokens, and 2 S + 10 for a source of S
+    const limit = Math.min(maxLen - 1, this.maxLen - 1, 2 * srcIds.length + 10);
     if (beam === 1) {
       const state = this.newState(memory);
       const ids = [];
@@ -693,13 +694,15 @@ class EncoderDecoder {
 
   /** English in, French out: the tokenizer around decode(). */
   translate(text, { beam = 1, lengthPenalty = 0.6, details = false } = {}) {
-    const src = this.tokenizer.encode(text, { source: true });
-    if (src.length > this.maxLen) {
-      throw new RangeError(`the sentence is ${src.length} tokens long; the translator reads at most ${this.maxLen}`);
-    }
+    // as the library's translate_sentences: a source longer than max_source_tokens is cut
+    const full = this.tokenizer.encode(text, { source: true });
+    const most = Math.min(this.maxLen, this.config.max_source_tokens || this.maxLen);
+    const src = full.slice(0, most);
+    const truncated = full.length > most;
+    if (src.length === 0) return details ? { text: "", src, ids: [], cross: [], truncated } : "";
     const out = this.decode(src, { beam, lengthPenalty });
     const french = this.tokenizer.decode(out.ids);
-    return details ? { text: french, src, ids: out.ids, cross: out.cross } : french;
+    return details ? { text: french, src, ids: out.ids, cross: out.cross, truncated } : french;
   }
 }
 
@@ -808,6 +811,24 @@ export class Llama2cTokenizer {
 }
 
 /**
+ * GPT-2's byte-level alphabet: every byte gets a printable character (the printable bytes
+ * keep their own; the rest, such as the space, move to U+0100 and above: a space is "Ġ").
+ */
+function byteAlphabet() {
+  const keep = [];
+  for (let b = 33; b <= 126; b++) keep.push(b);
+  for (let b = 161; b <= 172; b++) keep.push(b);
+  for (let b = 174; b <= 255; b++) keep.push(b);
+  const toChar = new Array(256);
+  let extra = 0;
+  for (let b = 0; b < 256; b++) toChar[b] = String.fromCodePoint(keep.includes(b) ? b : 256 + extra++);
+  return { toChar, toByte: new Map(toChar.map((c, b) => [c, b])) };
+}
+
+/** GPT-2's pre-tokenizer pattern: contractions, letters, digits, other symbols, spaces. */
+const GPT2_SPLIT = /'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+/gu;
+
+/**
  * A byte-pair encoder from a Hugging Face `tokenizers` JSON (model.type "BPE"): split the
  * text as its pre-tokenizer does (Metaspace or whitespace), then apply the learned merges
  * in order of rank. Special tokens such as <s> and </s> are looked up by name.
@@ -830,6 +851,8 @@ export class BPETokenizer {
     this.normalizer = json.normalizer || null;
     this.vocabSize = this.tokens.length;
     this.cache = new Map();
+    this.specialIds = new Set((json.added_tokens || []).filter((t) => t.special).map((t) => t.id));
+    this.byteLevel = this.pre.type === "ByteLevel" ? byteAlphabet() : null;
   }
 
   normalize(text) {
@@ -845,6 +868,12 @@ export class BPETokenizer {
   }
 
   words(text) {
+    if (this.byteLevel) {
+      const prefixed = this.pre.add_prefix_space && !text.startsWith(" ") ? ` ${text}` : text;
+      const { toChar } = this.byteLevel;
+      return (prefixed.match(GPT2_SPLIT) || []).map((w) =>
+        Array.from(new TextEncoder().encode(w), (b) => toChar[b]).join(""));
+    }
     const kinds = this.pre.type === "Sequence" ? this.pre.pretokenizers.map((p) => p.type) : [this.pre.type];
     if (kinds.includes("Metaspace")) {
       const rep = (this.pre.replacement || (this.pre.pretokenizers || []).find((p) => p.type === "Metaspace").replacement || "▁");
@@ -887,6 +916,11 @@ export class BPETokenizer {
 
   decode(ids) {
     const pieces = Array.from(ids, (i) => this.tokens[i] ?? "");
+    if (this.byteLevel) {
+      const bytes = [];
+      for (const ch of pieces.join("")) bytes.push(this.byteLevel.toByte.get(ch) ?? 63);
+      return new TextDecoder().decode(new Uint8Array(bytes));
+    }
     if (JSON.stringify(this.decoderSpec).includes("Metaspace")) {
       return pieces.join("").replaceAll("▁", " ").replace(/^ /, "");
     }
@@ -894,6 +928,7 @@ export class BPETokenizer {
   }
 
   piece(id) {
+    if (this.byteLevel) return this.decode([id]);
     return (this.tokens[id] ?? "").replaceAll("▁", " ");
   }
 }
@@ -907,13 +942,14 @@ class TranslatorTokenizer extends BPETokenizer {
     this.appendEos = Boolean(config.src_eos);
   }
 
+  /** The ids of one sentence: Unicode NFC, surrounding and repeated spaces removed (as the library). */
   encode(text, { source = false } = {}) {
-    const ids = super.encode(text);
+    const ids = super.encode(text.normalize("NFC").split(/\s+/u).filter(Boolean).join(" "));
     return source && this.appendEos ? [...ids, this.eosId] : ids;
   }
 
   decode(ids) {
-    return super.decode(Array.from(ids).filter((i) => !this.special.has(i)));
+    return super.decode(Array.from(ids).filter((i) => !this.special.has(i) && !this.specialIds.has(i))).trim();
   }
 }
 
