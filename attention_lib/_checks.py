@@ -136,3 +136,106 @@ def overflow_bound(*factors):
 def max_abs(arr):
     """Largest magnitude in ``arr`` as a Python float (0 for an empty array)."""
     return float(np.max(np.abs(arr), initial=0))
+
+
+# -- layers and models (attention_lib.nn, attention_lib.models) ------------
+
+def as_float_dtype(dtype, name="dtype"):
+    """Return ``dtype`` as a floating NumPy dtype, or raise ``TypeError``.
+
+    Weights drawn from ``U(-k, k)`` and cast to an integer dtype are all
+    zero, and a model built from them learns nothing, so only floating
+    dtypes are accepted (PyTorch refuses the others too).
+    """
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{name} must be a floating dtype such as np.float32, "
+                        f"got {dtype!r}") from None
+    if dt.kind != "f":
+        raise TypeError(f"{name} must be a floating dtype such as np.float32 or "
+                        f"np.float64, got {dt}")
+    return dt
+
+
+def as_float_input(x, name):
+    """Return ``x`` as a floating ndarray, or raise ``TypeError`` (no silent casts).
+
+    An integer input would make a layer compute in integers (states that
+    round to 0, a dropout scale cast to 1), so it is refused, as PyTorch's
+    layers refuse it: the caller converts, e.g. ``x.astype(np.float32)``.
+    """
+    arr = as_numeric(x, name)
+    if arr.dtype.kind != "f":
+        raise TypeError(f"{name} must be a floating array (float32 or float64), got "
+                        f"dtype {arr.dtype}: convert it first, e.g. "
+                        f"{name}.astype(np.float32)")
+    return arr
+
+
+def as_rng(rng, name="rng"):
+    """Return ``rng`` if it is a ``numpy.random.Generator``, else raise ``TypeError``."""
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"{name} must be a numpy.random.Generator "
+                        f"(np.random.default_rng(seed)), got {type(rng).__name__}")
+    return rng
+
+
+def as_probability(p, name, high_open=True):
+    """Return ``p`` as a float in ``[0, 1)`` (``[0, 1]`` with ``high_open=False``).
+
+    Anything else, a string or a bool included, raises ``ValueError``.
+    """
+    interval = "[0, 1)" if high_open else "[0, 1]"
+    if isinstance(p, (bool, np.bool_)) or not isinstance(p, (int, float, np.integer,
+                                                             np.floating)):
+        raise ValueError(f"{name} must be a probability in {interval}, a real number, "
+                         f"got {p!r}")
+    value = float(p)
+    if not (0 <= value < 1 if high_open else 0 <= value <= 1):
+        raise ValueError(f"{name} must be a probability in {interval}, got {p!r}")
+    return value
+
+
+def require_shape(arr, name, shape, layout):
+    """Raise ``ValueError`` unless ``arr.shape == shape`` (``None`` entries match anything)."""
+    if len(arr.shape) != len(shape) or any(
+            want is not None and got != want for got, want in zip(arr.shape, shape)):
+        want = "(" + ", ".join("*" if s is None else str(s) for s in shape) + \
+            ("," if len(shape) == 1 else "") + ")"
+        raise ValueError(f"{name} must have shape {layout} = {want}, got {arr.shape}")
+
+
+def require_forward(cache, layer, method="backward", before="forward"):
+    """Raise ``RuntimeError`` if ``layer`` has no forward pass to go back through."""
+    if cache is None:
+        raise RuntimeError(f"{type(layer).__name__}.{method}() was called before "
+                           f"{before}(): call {before}() first")
+
+
+def as_mask_01(mask, name, shape, layout):
+    """A padding mask as booleans: ``bool`` or numbers that are all 0 or 1.
+
+    A value such as 0.5 would blend the new state with the old one, so any
+    other value is refused; so is a mask of another shape.
+    """
+    arr = as_numeric(mask, name)
+    require_shape(arr, name, shape, layout)
+    if arr.dtype.kind != "b":
+        if arr.size and not np.isin(arr, (0, 1)).all():
+            raise ValueError(f"{name} must hold only True/False (or 1/0): 1 at a word, "
+                             f"0 at padding")
+        arr = arr.astype(bool)
+    return arr
+
+
+def as_int_array(x, name):
+    """Return ``x`` as an integer ndarray, or raise ``TypeError`` (no silent truncation).
+
+    ``2.7`` must not become ``2``: floats are refused even when integral,
+    as PyTorch refuses a float index.
+    """
+    arr = as_numeric(x, name)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{name} must be integers, got dtype {arr.dtype}")
+    return arr

@@ -1,9 +1,9 @@
-"""Tests for attention_lib.nn.GELU, exact and tanh."""
+"""Tests for attention_lib.nn.GELU (exact and tanh) and SiLU."""
 
 import numpy as np
 import pytest
 
-from attention_lib.nn import GELU
+from attention_lib.nn import GELU, SiLU
 
 from test_backward import FD_TOLERANCE, numerical_gradient, relative_error
 
@@ -46,3 +46,36 @@ def test_gelu_matches_torch_forward_and_backward(approximate):
     (yt * torch.tensor(g)).sum().backward()
     assert np.allclose(y, yt.detach().numpy(), rtol=0, atol=1e-10)
     assert np.allclose(dx, xt.grad.numpy(), rtol=0, atol=1e-10)
+
+
+# SiLU (Llama's gate)
+
+def test_silu_backward_matches_finite_differences():
+    rng = np.random.default_rng(20)
+    act, x, g = SiLU(), rng.normal(scale=3, size=(3, 8)), rng.normal(size=(3, 8))
+    act.forward(x)
+    dx = act.backward(g)
+    numeric = numerical_gradient(lambda: np.sum(g * act.forward(x)), x)
+    assert relative_error(dx, numeric) < FD_TOLERANCE
+
+
+def test_silu_is_x_times_sigmoid_without_overflow_and_keeps_float32():
+    x = np.array([-1000.0, -1.0, 0.0, 2.0, 1000.0])
+    with np.errstate(all="raise"):
+        y = SiLU().forward(x)
+    assert np.allclose(y, [0.0, -1 / (1 + np.e), 0.0, 2 / (1 + np.exp(-2)), 1000.0])
+    assert SiLU().forward(x.astype(np.float32)).dtype == np.float32
+
+
+def test_silu_matches_torch_forward_and_backward():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(21)
+    x, g = rng.normal(scale=3, size=(4, 5)), rng.normal(size=(4, 5))
+    act = SiLU()
+    y = act.forward(x)
+    dx = act.backward(g)
+    xt = torch.tensor(x, requires_grad=True)
+    yt = torch.nn.functional.silu(xt)
+    (yt * torch.tensor(g)).sum().backward()
+    assert np.allclose(y, yt.detach().numpy(), rtol=0, atol=1e-12)
+    assert np.allclose(dx, xt.grad.numpy(), rtol=0, atol=1e-12)

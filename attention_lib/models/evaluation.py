@@ -13,20 +13,31 @@
 
 import numpy as np
 
+from .._checks import as_int
 from ..toy_translation import CONTENT_CLASSES, WORD_CLASSES, encode_batch, generate_pairs
 
 #: The length buckets of the test sets (source words, inclusive), as in the paper's Figure 2.
 BUCKETS = ((5, 9), (10, 14), (15, 19), (20, 24), (25, 29), (30, 34), (35, 39), (40, 44), (45, 50))
 
 
+def _same_length(a, b, name_a, name_b):
+    """Raise unless ``a`` and ``b`` are non-empty and as long as each other (zip would cut)."""
+    if len(a) != len(b) or not len(a):
+        raise ValueError(f"{name_a} and {name_b} must be non-empty and of the same length "
+                         f"(one per sentence), got {len(a)} and {len(b)}")
+
+
 def make_test_sets(n_per_bucket=100, seed=2015):
     """One test set per length bucket: ``{(lo, hi): [Pair, ...]}``, seeded apart from training."""
+    n_per_bucket = as_int(n_per_bucket, "n_per_bucket", 1)
+    seed = as_int(seed, "seed", 0)
     return {(lo, hi): generate_pairs(n_per_bucket, lo, hi, seed=seed + k)
             for k, (lo, hi) in enumerate(BUCKETS)}
 
 
 def translate_pairs(model, pairs, src_vocab, tgt_vocab, batch=100):
     """Greedy translations (lists of French words) and attention weights, one per pair."""
+    batch = as_int(batch, "batch", 1)
     hyps, weights = [], []
     for start in range(0, len(pairs), batch):
         chunk = pairs[start:start + batch]
@@ -40,6 +51,7 @@ def translate_pairs(model, pairs, src_vocab, tgt_vocab, batch=100):
 
 def bleu(hypotheses, references):
     """Corpus BLEU (0-100) by sacreBLEU; sentences are lists of words."""
+    _same_length(hypotheses, references, "hypotheses", "references")
     import sacrebleu   # imported here: only evaluation needs it
     return float(sacrebleu.corpus_bleu([" ".join(h) for h in hypotheses],
                                        [[" ".join(r) for r in references]]).score)
@@ -47,11 +59,15 @@ def bleu(hypotheses, references):
 
 def exact_accuracy(hypotheses, references):
     """The share of hypotheses equal to their reference, word for word."""
+    _same_length(hypotheses, references, "hypotheses", "references")
     return float(np.mean([list(h) == list(r) for h, r in zip(hypotheses, references)]))
 
 
 def forced_attention(model, pairs, src_vocab, tgt_vocab, batch=100):
     """``alpha`` ``(T_i, S_i)`` of each pair's reference translation, read with teacher forcing."""
+    batch = as_int(batch, "batch", 1)
+    if not model.attention:
+        raise ValueError(f"{type(model).__name__} has no attention to read")
     out = []
     for start in range(0, len(pairs), batch):
         chunk = pairs[start:start + batch]
@@ -90,8 +106,12 @@ def alignment_error_rate(pairs, weights, classes=None):
     >>> alignment_error_rate([p], [np.eye(2)])          # the diagonal is wrong here
     1.0
     """
+    _same_length(pairs, weights, "pairs", "weights")
     hits = n_pred = n_gold = 0
-    for p, w in zip(pairs, weights):
+    for k, (p, w) in enumerate(zip(pairs, weights)):
+        if np.shape(w) != (len(p.target), len(p.source)):
+            raise ValueError(f"weights[{k}] must have shape (target words, source words) = "
+                             f"{(len(p.target), len(p.source))}, got {np.shape(w)}")
         keep = [i for i, c in enumerate(p.classes) if classes is None or c in classes]
         gold = {(j, i) for j, i in p.alignment if i in keep}
         pred = {(int(np.argmax(w[i])), i) for i in keep}

@@ -1,8 +1,10 @@
 """A decoder-only Transformer (GPT) small enough to train on a laptop CPU."""
 
+import numbers
+
 import numpy as np
 
-from .._checks import as_int, as_numeric
+from .._checks import as_bool, as_int, as_int_array, as_numeric, as_probability, as_rng
 from ..positions import sinusoidal_positions
 from ..softmax import softmax
 from ..nn.block import Composite, TransformerBlock
@@ -61,10 +63,25 @@ class TinyGPT(Composite):
 
     def __init__(self, n_vocab, d_model, n_heads, n_layers, d_ff, max_len, rng,
                  positions="learned", attention_only=False, dropout=0.0):
+        # Every argument is checked before anything is allocated: a million-token
+        # vocabulary's table is 256 MB, not to be drawn for a model that cannot be built.
         if positions not in _POSITIONS:
             raise ValueError(f"positions must be one of {_POSITIONS}, got {positions!r}")
+        n_vocab, d_model = as_int(n_vocab, "n_vocab", 1), as_int(d_model, "d_model", 1)
+        n_heads, d_ff = as_int(n_heads, "n_heads", 1), as_int(d_ff, "d_ff", 1)
         n_layers = as_int(n_layers, "n_layers", 1)
         self.max_len = as_int(max_len, "max_len", 1)
+        if d_model % n_heads:
+            raise ValueError(f"n_heads = {n_heads} does not divide d_model = "
+                             f"{d_model}: each head gets d_model / n_heads features")
+        if positions == "rotary" and (d_model // n_heads) % 2:
+            raise ValueError(f"rotary needs an even head size, got d_model / "
+                             f"n_heads = {d_model // n_heads}")
+        if positions == "sinusoidal" and d_model % 2:
+            raise ValueError(f"sinusoidal positions need an even d_model, got {d_model}")
+        as_probability(dropout, "dropout")
+        as_bool(attention_only, "attention_only")
+        as_rng(rng)
         self.positions = positions
         self.tok = Embedding(n_vocab, d_model, rng)
         if positions == "learned":
@@ -128,7 +145,7 @@ class TinyGPT(Composite):
         self.tok.backward(grad)
 
     def generate(self, tokens, max_new_tokens, temperature=1.0, top_k=None,
-                 rng=None, use_cache=True):
+                 rng=None, use_cache=True, top_p=None):
         """Continue ``tokens`` by ``max_new_tokens`` tokens, one at a time.
 
         Parameters
@@ -142,6 +159,12 @@ class TinyGPT(Composite):
             divided by ``temperature`` and the next token is sampled.
         top_k : int, optional
             Sample only among the ``top_k`` most likely tokens.
+        top_p : float in [0, 1], optional
+            Nucleus sampling (Holtzman et al., 2020): sample only among the
+            smallest set of most likely tokens whose probabilities add up to
+            at least ``top_p`` (always at least one token), as Hugging
+            Face's ``top_p`` does. Applied after ``temperature`` and ``top_k``;
+            1 (or None) keeps every token.
         rng : numpy.random.Generator, optional
             Needed when sampling (``temperature > 0``).
         use_cache : bool, optional
@@ -153,40 +176,92 @@ class TinyGPT(Composite):
         -------
         ndarray of int, the prompt followed by the new tokens (same ndim).
         """
-        tokens = as_numeric(tokens, "tokens")
+        # Every argument is checked before the first forward pass.
+        tokens = as_int_array(tokens, "tokens")
+        if tokens.ndim not in (1, 2) or tokens.shape[-1] == 0 or tokens.size == 0:
+            raise ValueError(f"tokens must be a non-empty prompt of shape (T,) or (B, T) "
+                             f"with T >= 1, got shape {tokens.shape}: the model needs at "
+                             f"least one token to continue")
+        n_vocab = self.tok.params["E"].shape[0]
+        if tokens.min() < 0 or tokens.max() >= n_vocab:
+            raise ValueError(f"tokens must be integers in [0, {n_vocab}), got "
+                             f"{tokens.min()} to {tokens.max()}")
         squeeze = tokens.ndim == 1
         seq = tokens[None] if squeeze else tokens
         n_new = as_int(max_new_tokens, "max_new_tokens")
         if seq.shape[1] + n_new > self.max_len:
             raise ValueError(f"prompt ({seq.shape[1]}) + max_new_tokens ({n_new}) "
                              f"exceeds max_len = {self.max_len}")
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        if isinstance(temperature, (bool, np.bool_)) or not isinstance(
+                temperature, numbers.Real) or not np.isfinite(temperature) or temperature < 0:
+            raise ValueError(f"temperature must be >= 0 and finite, got {temperature!r}")
+        if top_k is not None:
+            top_k = as_int(top_k, "top_k", 1)
+        if top_p is not None:
+            top_p = as_probability(top_p, "top_p", high_open=False)
         if temperature > 0 and rng is None:
             raise ValueError("sampling (temperature > 0) needs rng, a numpy.random.Generator")
-        was_training = [d.training for b in self.blocks for d in b.dropouts()]
+        if rng is not None:
+            as_rng(rng)
+        use_cache = as_bool(use_cache, "use_cache")
+        drops = [d for b in self.blocks for d in b.dropouts()]
+        was_training = [d.training for d in drops]
         self.train(False)
-        cache = self.new_cache() if use_cache else None
-        step = seq                       # what the model reads at this step
-        for _ in range(n_new):
-            logits = self.forward(step if use_cache else seq, cache)[:, -1]
-            nxt = _pick(logits, temperature, top_k, rng)     # (B,)
-            seq = np.concatenate([seq, nxt[:, None]], axis=1)
-            step = nxt[:, None]
-        for d, mode in zip([d for b in self.blocks for d in b.dropouts()], was_training):
-            d.training = mode
+        try:
+            cache = self.new_cache() if use_cache else None
+            step = seq                       # what the model reads at this step
+            for _ in range(n_new):
+                logits = self.forward(step if use_cache else seq, cache)[:, -1]
+                nxt = _pick(logits, temperature, top_k, top_p, rng)     # (B,)
+                seq = np.concatenate([seq, nxt[:, None]], axis=1)
+                step = nxt[:, None]
+        finally:                             # dropout as it was, even after an error
+            for d, mode in zip(drops, was_training):
+                d.training = mode
         return seq[0] if squeeze else seq
 
 
-def _pick(logits, temperature, top_k, rng):
+def _pick(logits, temperature, top_k, top_p, rng):
     """The next token of each row of ``logits`` (B, V): greedy or sampled."""
     if temperature == 0:
         return logits.argmax(axis=-1)
-    z = logits / temperature
+    p = softmax(filter_logits(logits / temperature, top_k, top_p), axis=-1)
+    u = rng.random((p.shape[0], 1))
+    return np.minimum((p.cumsum(axis=-1) < u).sum(axis=-1), p.shape[-1] - 1)
+
+
+def filter_logits(z, top_k=None, top_p=None):
+    """Set to ``-inf`` the logits outside the top ``k`` and outside the nucleus ``top_p``.
+
+    Parameters
+    ----------
+    z : ndarray, shape (B, V)
+        Logits, already divided by the temperature.
+    top_k : int, optional
+        Keep the ``top_k`` largest logits of each row (ties with the k-th kept too).
+    top_p : float in [0, 1], optional
+        Then keep the smallest set of most likely tokens whose probabilities
+        (of the softmax of what ``top_k`` kept) reach ``top_p``: a token is
+        kept when the tokens more likely than it add up to less than
+        ``top_p``, so the most likely one always stays.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> z = np.log(np.array([[0.5, 0.3, 0.15, 0.05]]))
+    >>> np.isfinite(filter_logits(z, top_p=0.7)).tolist()     # 0.5 + 0.3 reaches 0.7
+    [[True, True, False, False]]
+    """
     if top_k is not None:
-        k = as_int(top_k, "top_k", 1)
-        kth = np.sort(z, axis=-1)[:, -min(k, z.shape[-1])][:, None]
+        kth = np.sort(z, axis=-1)[:, -min(top_k, z.shape[-1])][:, None]
         z = np.where(z < kth, -np.inf, z)
-    p = softmax(z, axis=-1)
-    u = rng.random((z.shape[0], 1))
-    return np.minimum((p.cumsum(axis=-1) < u).sum(axis=-1), z.shape[-1] - 1)
+    if top_p is not None and top_p < 1:
+        order = np.argsort(-z, axis=-1, kind="stable")               # most likely first
+        p_sorted = np.take_along_axis(softmax(z, axis=-1), order, axis=-1)
+        before = np.cumsum(p_sorted, axis=-1) - p_sorted              # mass of the likelier ones
+        drop_sorted = before >= top_p
+        drop_sorted[:, 0] = False                                     # always keep one
+        drop = np.empty_like(drop_sorted)
+        np.put_along_axis(drop, order, drop_sorted, axis=-1)
+        z = np.where(drop, -np.inf, z)
+    return z

@@ -27,9 +27,14 @@ differences.
 """
 
 import json
+import os
+import tempfile
+import zipfile
+from pathlib import Path
 
 import numpy as np
 
+from .._checks import as_float_dtype, as_int, as_int_array
 from ..masks import padding_mask
 from ..nn.additive import AdditiveAttention
 from ..nn.layers import Embedding, Linear
@@ -74,8 +79,12 @@ class RNNencdec:
     attention = False
 
     def __init__(self, n_src, n_tgt, emb=16, hidden=48, attn=32, seed=0, dtype=np.float32):
-        self.config = {"model": type(self).__name__, "n_src": int(n_src), "n_tgt": int(n_tgt),
-                       "emb": int(emb), "hidden": int(hidden), "attn": int(attn), "seed": int(seed)}
+        self.config = {"model": type(self).__name__,
+                       **self.check_config(n_src, n_tgt, emb, hidden, attn, seed)}
+        dtype = as_float_dtype(dtype)
+        n_src, n_tgt, emb, hidden, attn = (self.config[k] for k in
+                                           ("n_src", "n_tgt", "emb", "hidden", "attn"))
+        self._dlogits = None                  # set by loss(), needed by backward()
         rng = np.random.default_rng(seed)
         H = hidden
         self.src_emb = Embedding(n_src, emb, rng)
@@ -89,6 +98,37 @@ class RNNencdec:
         for layer in self.layers():                          # Linear/Embedding draw float64
             layer.params = {k: v.astype(dtype) for k, v in layer.params.items()}
         self.dtype, self.hidden, self.emb = np.dtype(dtype), H, emb
+
+    @staticmethod
+    def check_config(n_src, n_tgt, emb, hidden, attn, seed):
+        """The sizes as a dict of ints, or ``TypeError``/``ValueError`` naming the bad one.
+
+        ``n_tgt`` counts padding, ``<bos>`` and ``<eos>`` (ids 0, 1, 2), so it is at least 3.
+        """
+        return {"n_src": as_int(n_src, "n_src", 2), "n_tgt": as_int(n_tgt, "n_tgt", 3),
+                "emb": as_int(emb, "emb", 1), "hidden": as_int(hidden, "hidden", 1),
+                "attn": as_int(attn, "attn", 1), "seed": as_int(seed, "seed", 0)}
+
+    @classmethod
+    def param_shapes(cls, n_src, n_tgt, emb, hidden, attn, seed=0):
+        """The shape of every parameter, ``{"layer.param": shape}``, without building the model.
+
+        :func:`load` compares a file's arrays with these before it allocates anything.
+        """
+        c = cls.check_config(n_src, n_tgt, emb, hidden, attn, seed)
+        e, H, a = c["emb"], c["hidden"], c["attn"]
+
+        def gru(name, d_in):
+            return {f"{name}.W_ih": (d_in, 3 * H), f"{name}.W_hh": (H, 3 * H),
+                    f"{name}.b_ih": (3 * H,), f"{name}.b_hh": (3 * H,)}
+
+        shapes = {"src_emb.E": (c["n_src"], e), **gru("enc_fwd", e), **gru("enc_bwd", e),
+                  "init.W": (2 * H, H), "init.b": (H,), "tgt_emb.E": (c["n_tgt"], e),
+                  **gru("dec", e + 2 * H)}
+        if cls.attention:
+            shapes.update({"att.U_a": (2 * H, a), "att.W_a": (H, a), "att.v": (a,)})
+        shapes.update({"out.W": (3 * H + e, c["n_tgt"]), "out.b": (c["n_tgt"],)})
+        return shapes
 
     def layers(self):
         """Every layer with parameters, each once (what :class:`~attention_lib.nn.Adam` takes)."""
@@ -106,12 +146,8 @@ class RNNencdec:
     # -- encoder ---------------------------------------------------------
     def encode(self, src, lengths):
         """Encoder states ``H`` ``(B, S, 2H)``, their padding mask ``(B, S)`` and ``s_0`` ``(B, H)``."""
-        src = np.asarray(src)
-        lengths = np.asarray(lengths, dtype=np.int64)
-        if src.ndim != 2 or lengths.shape != (src.shape[0],):
-            raise ValueError(f"src must be (B, S) and lengths (B,), got {src.shape} and {lengths.shape}")
-        if lengths.min() < 1:
-            raise ValueError("lengths must be at least 1: every sentence needs a word")
+        src, lengths = self._check_source(src, lengths)
+        self._dlogits = None            # a new forward: the last loss's gradients are gone
         mask = padding_mask(lengths, src.shape[1])
         x = self.src_emb.forward(src)                         # (B, S, e)
         h_fwd = self.enc_fwd.forward(x, mask)                 # (B, S, H)
@@ -121,6 +157,21 @@ class RNNencdec:
         s0 = np.tanh(self.init.forward(summary))              # (B, H)
         self._enc = (lengths, summary, s0)
         return np.concatenate([h_fwd, h_bwd], axis=-1), mask, s0
+
+    @staticmethod
+    def _check_source(src, lengths):
+        src, lengths = as_int_array(src, "src"), as_int_array(lengths, "lengths")
+        if src.ndim != 2 or lengths.shape != (src.shape[:1]):
+            raise ValueError(f"src must be (B, S) and lengths (B,), got {src.shape} "
+                             f"and {lengths.shape}")
+        if src.shape[0] == 0 or src.shape[1] == 0:
+            raise ValueError(f"src must hold at least one sentence of at least one word, "
+                             f"got shape {src.shape}")
+        if lengths.min() < 1 or lengths.max() > src.shape[1]:
+            raise ValueError(f"lengths must lie in [1, {src.shape[1]}] (every sentence "
+                             f"needs a word, and src has {src.shape[1]} columns), got "
+                             f"{lengths.min()} to {lengths.max()}")
+        return src, lengths.astype(np.int64)
 
     def _encode_backward(self, dH, dsummary, ds0):
         lengths, summary, s0 = self._enc
@@ -151,7 +202,18 @@ class RNNencdec:
         tgt_in, tgt_out : ndarray of int, shape (B, T)
             ``<bos> y_1 .. y_n`` and ``y_1 .. y_n <eos>``, padded with 0.
         """
-        tgt_in, tgt_out = np.asarray(tgt_in), np.asarray(tgt_out)
+        src, lengths = self._check_source(src, lengths)
+        tgt_in, tgt_out = as_int_array(tgt_in, "tgt_in"), as_int_array(tgt_out, "tgt_out")
+        if tgt_in.ndim != 2 or tgt_out.shape != tgt_in.shape or tgt_in.shape[0] != src.shape[0]:
+            raise ValueError(f"tgt_in and tgt_out must both have shape (B, T) with B = "
+                             f"{src.shape[0]} as in src, got {tgt_in.shape} and {tgt_out.shape}")
+        if not (tgt_out != PAD).any():
+            raise ValueError("tgt_out holds only padding: there is no target word to score")
+        n_tgt = self.tgt_emb.params["E"].shape[0]
+        for name, t in (("tgt_in", tgt_in), ("tgt_out", tgt_out)):
+            if t.min() < 0 or t.max() >= n_tgt:
+                raise ValueError(f"{name} must hold target ids in [0, {n_tgt}), got "
+                                 f"{t.min()} to {t.max()}")
         H_enc, mask, s = self.encode(src, lengths)
         self._start_context(H_enc, mask)
         Ey = self.tgt_emb.forward(tgt_in)                     # (B, T, e)
@@ -178,7 +240,18 @@ class RNNencdec:
         return loss
 
     def backward(self):
-        """Gradients of the last :meth:`loss` for every parameter, in each layer's ``grads``."""
+        """Gradients of the last :meth:`loss` for every parameter, in each layer's ``grads``.
+
+        Every gradient is overwritten, so a second call gives the same gradients
+        again (not twice them). It needs a :meth:`loss` since the last
+        :meth:`encode` or :meth:`translate`, which replace what it reads.
+        """
+        if self._dlogits is None:
+            raise RuntimeError(f"{type(self).__name__}.backward() needs a loss() first "
+                               f"(and none since the last encode() or translate())")
+        self.dec.zero_grad()                 # the decoder and attention add up over steps
+        if self.attention:
+            self.att.zero_grad()
         e, H_shape = self._shapes
         dO = self.out.backward(self._dlogits)
         H = self.hidden
@@ -209,11 +282,11 @@ class RNNencdec:
         weights : ndarray, shape (B, T_out, S)
             The attention weights at each output step (zeros without attention).
         """
-        src = np.asarray(src)
+        src, lengths = self._check_source(src, lengths)
+        max_len = 2 * src.shape[1] + 10 if max_len is None else as_int(max_len, "max_len", 1)
         H_enc, mask, s = self.encode(src, lengths)
         self._start_context(H_enc, mask)
         B, S = src.shape
-        max_len = 2 * S + 10 if max_len is None else int(max_len)
         y = np.full(B, BOS)
         done = np.zeros(B, bool)
         out, weights = [], []
@@ -240,14 +313,44 @@ class RNNencdec:
         """Every parameter as ``{"layer.param": array}`` (what :func:`save` writes)."""
         return {f"{n}.{k}": v for n, layer in self.named_layers() for k, v in layer.params.items()}
 
-    def load_state_dict(self, state):
-        for n, layer in self.named_layers():
-            for k, v in layer.params.items():
-                arr = np.asarray(state[f"{n}.{k}"])
-                if arr.shape != v.shape:
-                    raise ValueError(f"{n}.{k} has shape {arr.shape} in the checkpoint "
-                                     f"but {v.shape} in the model")
-                layer.params[k] = arr.astype(self.dtype)
+    def load_state_dict(self, state, strict=True):
+        """Set every parameter from ``state`` (as :meth:`state_dict` gives it).
+
+        As PyTorch's ``strict=True`` (the default): a key the model does not
+        have, or one of its parameters missing from ``state``, is an error,
+        so an RNNsearch's state cannot quietly lose its attention in an
+        RNNencdec. ``strict=False`` loads the keys both have. Every array is
+        checked (shape, real numbers, finite) before any parameter changes.
+        """
+        try:
+            keys = set(state.keys())
+        except AttributeError:
+            raise TypeError(f"state must be a dict of arrays, got {type(state).__name__}") \
+                from None
+        params = {f"{n}.{k}": (layer, k) for n, layer in self.named_layers()
+                  for k in layer.params}
+        missing, unexpected = sorted(set(params) - keys), sorted(keys - set(params))
+        if strict and (missing or unexpected):
+            raise KeyError(f"state does not fit {type(self).__name__}: "
+                           + "; ".join(f"{what} key(s): {', '.join(names)}" for what, names in
+                                       (("missing", missing), ("unexpected", unexpected))
+                                       if names))
+        new = {}
+        for name in sorted(set(params) & keys):
+            layer, k = params[name]
+            arr, want = np.asarray(state[name]), layer.params[k].shape
+            if arr.shape != want:
+                raise ValueError(f"{name} has shape {arr.shape} in the checkpoint "
+                                 f"but {want} in the model")
+            if arr.dtype.kind not in "fiu" or not np.isfinite(arr).all():
+                raise ValueError(f"{name} must hold finite real numbers, got dtype "
+                                 f"{arr.dtype}" + (" with NaN or infinity"
+                                                   if arr.dtype.kind == "f" else ""))
+            new[name] = arr
+        for name, arr in new.items():
+            layer, k = params[name]
+            layer.params[k] = arr.astype(self.dtype)
+        self._dlogits = None
 
 
 class RNNsearch(RNNencdec):
@@ -270,19 +373,129 @@ class RNNsearch(RNNencdec):
 MODELS = {"RNNencdec": RNNencdec, "RNNsearch": RNNsearch}
 
 
+class CheckpointError(ValueError):
+    """A checkpoint file that :func:`load` cannot read: damaged, altered, or not one.
+
+    The message names the file and what is wrong with it.
+    """
+
+
 def save(model, path, **extra):
-    """Write a model to ``path`` as ``.npz``: its parameters and its config (JSON), no pickles."""
+    """Write a model to ``path`` as ``.npz``: its parameters and its config (JSON), no pickles.
+
+    ``extra`` items are added to the config (they cannot replace its keys).
+    The file is written under a temporary name and then renamed, so an
+    interrupted save leaves the previous file (or none), never half a file.
+    As :func:`numpy.savez` does, ``.npz`` is appended to a path without it.
+    """
+    clash = sorted(set(extra) & set(model.config))
+    if clash:
+        raise ValueError(f"extra keys {clash} would overwrite the model's own config")
+    config = json.dumps({**model.config, **extra}, sort_keys=True)
+    path = Path(path)
+    if path.suffix != ".npz":
+        path = path.with_name(path.name + ".npz")
     arrays = dict(model.state_dict())
-    arrays["config"] = np.array(json.dumps({**model.config, **extra}, sort_keys=True))
-    np.savez(path, **arrays)
+    arrays["config"] = np.array(config)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return path
 
 
-def load(path, dtype=np.float32):
-    """Read a model written by :func:`save` (``allow_pickle=False``)."""
-    with np.load(path, allow_pickle=False) as f:
-        config = json.loads(str(f["config"]))
-        kwargs = {k: config[k] for k in ("n_src", "n_tgt", "emb", "hidden", "attn", "seed")}
-        model = MODELS[config["model"]](**kwargs, dtype=dtype)
-        model.load_state_dict({k: f[k] for k in f.files if k != "config"})
-    model.config = config
-    return model
+#: The largest config text a checkpoint may hold (it is a few hundred bytes).
+_MAX_CONFIG_CHARS = 65536
+
+
+def _array_headers(path):
+    """``{name: (shape, dtype)}`` of every array in an ``.npz``, reading no data."""
+    headers = {}
+    with zipfile.ZipFile(path) as zf:
+        for info in zf.infolist():
+            if not info.filename.endswith(".npy"):
+                raise CheckpointError(f"{path}: holds {info.filename!r}, which is not an array")
+            with zf.open(info) as fh:
+                version = np.lib.format.read_magic(fh)
+                if version == (1, 0):
+                    shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
+                elif version == (2, 0):
+                    shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
+                else:
+                    raise CheckpointError(f"{path}: array {info.filename!r} has .npy "
+                                          f"format version {version}, not 1.0 or 2.0")
+            headers[info.filename[:-4]] = (shape, dtype)
+    return headers
+
+
+def load(path, dtype=np.float32, model=None):
+    """Read a model written by :func:`save` (``allow_pickle=False``).
+
+    Everything is checked before the model is built: the file is a zip of
+    arrays, its config is valid JSON naming a known model (``model``, a
+    class name such as ``"RNNsearch"``, if given, must match), and every
+    array has the shape that config implies, with nothing missing or extra.
+    A tampered config asking for a huge model therefore allocates nothing.
+
+    Raises
+    ------
+    FileNotFoundError
+        If there is no file at ``path``.
+    CheckpointError
+        (a ``ValueError``) naming the file and the fault, for anything else.
+    """
+    path = Path(path)
+    dtype = as_float_dtype(dtype)
+    if model is not None and model not in MODELS:
+        raise ValueError(f"model must be one of {sorted(MODELS)}, got {model!r}")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such checkpoint file")
+    try:
+        headers = _array_headers(path)
+    except CheckpointError:
+        raise
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as err:
+        raise CheckpointError(f"{path}: not a checkpoint written by save() "
+                              f"(a zip of .npy arrays): {err}") from None
+    shape, kind = headers.get("config", ((None,), None))
+    if shape != () or kind is None or kind.kind != "U" or \
+            kind.itemsize // 4 > _MAX_CONFIG_CHARS:
+        raise CheckpointError(f"{path}: has no config (a JSON text array named 'config')")
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            config = json.loads(str(f["config"]))
+        if not isinstance(config, dict):
+            raise ValueError("the config is not a JSON object")
+        name = config.get("model")
+        if name not in MODELS:
+            raise ValueError(f"its config names model {name!r}, not one of {sorted(MODELS)}")
+        if model is not None and name != model:
+            raise ValueError(f"it holds a {name}, not a {model}")
+        sizes = {k: config[k] for k in ("n_src", "n_tgt", "emb", "hidden", "attn", "seed")}
+        cls = MODELS[name]
+        shapes = cls.param_shapes(**sizes)
+    except (KeyError, TypeError, ValueError) as err:      # JSONDecodeError is a ValueError
+        what = f"the config has no {err}" if isinstance(err, KeyError) else err
+        raise CheckpointError(f"{path}: {what}") from None
+    arrays = {k: v for k, v in headers.items() if k != "config"}
+    missing, unexpected = sorted(set(shapes) - set(arrays)), sorted(set(arrays) - set(shapes))
+    if missing or unexpected:
+        raise CheckpointError(f"{path}: its arrays do not fit its config ({name}): "
+                              f"missing {missing or 'none'}, unexpected {unexpected or 'none'}")
+    for k, want in shapes.items():
+        got, kind = arrays[k]
+        if tuple(got) != want or kind.kind != "f":
+            raise CheckpointError(f"{path}: {k} is {kind} {tuple(got)} but its config "
+                                  f"({name}) needs a float array of shape {want}")
+    built = cls(**sizes, dtype=dtype)
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            built.load_state_dict({k: f[k] for k in shapes})
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as err:
+        raise CheckpointError(f"{path}: {err}") from None
+    built.config = config
+    return built

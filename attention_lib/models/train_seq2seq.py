@@ -9,32 +9,36 @@ evaluates them on the length-bucketed test sets, and writes into ``DIR``
 - ``manifest.json``: the configuration, steps, seeds, the sha256 of each
   ``.npz``, the evaluation table, and the command that made them.
 
-Training is seeded and runs in float32 on one thread (``OPENBLAS_NUM_THREADS=1``
-is set before NumPy loads: the matrices are small, and threads only add
-overhead and contention). It is deterministic on one machine; across CPUs
-the BLAS kernels round differently, so a retrained model matches the
-committed one in its evaluation (within ``scripts/check-retrain.sh``'s
-tolerance), not in its bits.
+The manifest is merged, never dropped: ``--runs X`` replaces run X's entry
+and keeps the others', and it is rewritten atomically (a temporary file, then
+a rename) after each model, so an interrupted run loses at most the model in
+progress. Every argument is checked before any work starts; a bad one exits
+with status 2 and a one-line message.
+
+Training is seeded and runs in float32 on one BLAS thread (set with
+threadpoolctl, which works after NumPy is loaded: the matrices are small,
+and threads only add overhead and contention). It is deterministic on one
+machine; across CPUs the BLAS kernels round differently, so a retrained model
+matches the committed one in its evaluation (within
+``scripts/check-retrain.sh``'s tolerance), not in its bits.
 """
 
+import argparse
+import hashlib
+import json
 import os
+import sys
+import tempfile
+import time
+from pathlib import Path
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np
 
-import argparse      # noqa: E402
-import hashlib       # noqa: E402
-import json          # noqa: E402
-import sys           # noqa: E402
-import time          # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import numpy as np   # noqa: E402
-
-from ..nn import Adam, clip_grad_norm   # noqa: E402
-from ..toy_translation import encode_batch, make_pair, source_vocab, target_vocab  # noqa: E402
-from .evaluation import evaluate, make_test_sets   # noqa: E402
-from .seq2seq import MODELS, load, save   # noqa: E402
-from ..embeddings import data_dir   # noqa: E402
+from ..embeddings import data_dir
+from ..nn import Adam, clip_grad_norm
+from ..toy_translation import encode_batch, make_pair, source_vocab, target_vocab
+from .evaluation import evaluate, make_test_sets
+from .seq2seq import MODELS, load, save
 
 #: Sizes and optimiser settings shared by the four models.
 CONFIG = {"emb": 16, "hidden": 48, "attn": 32, "batch": 32, "lr": 0.003, "clip": 1.0,
@@ -78,7 +82,7 @@ def train(model, steps, min_words, max_words, seed, batch=32, lr=0.003, clip=1.0
             rng, batch, min_words, max_words, length_spread, src_vocab, tgt_vocab)
         losses.append(model.loss(src, lengths, tgt_in, tgt_out))
         model.backward()
-        clip_grad_norm(layers, clip)
+        clip_grad_norm(layers, clip, error_if_nonfinite=True)   # a NaN stops training
         opt.step()
         if callback is not None:
             callback(step, model)
@@ -96,56 +100,188 @@ def checkpoint_dir():
 def load_checkpoints(directory=None, dtype=np.float64):
     """The manifest and the models it lists, ``(manifest, {name: model})``.
 
-    Each file's sha256 is checked against the manifest first. The models are
+    Each file's sha256 is checked against the manifest first, and the model
+    class the file's config names against the manifest's. The models are
     loaded in float64 by default: the evaluation reads argmaxes, and float64
     keeps near-ties from flipping between CPUs whose BLAS rounds differently.
     """
     directory = Path(directory) if directory is not None else checkpoint_dir()
-    manifest = json.loads((directory / "manifest.json").read_text(encoding="utf8"))
+    manifest = read_manifest(directory / "manifest.json")
     models = {}
     for name, entry in manifest["models"].items():
         path = directory / entry["file"]
         if sha256(path) != entry["sha256"]:
             raise ValueError(f"{path} does not match the sha256 in its manifest: "
                              f"retrain with python -m attention_lib.models.train_seq2seq")
-        models[name] = load(path, dtype=dtype)
+        models[name] = load(path, dtype=dtype, model=entry["model"])
     return manifest, models
+
+
+def read_manifest(path):
+    """The manifest at ``path``, checked: ``ValueError`` naming the file if it is damaged."""
+    path = Path(path)
+    text = path.read_text(encoding="utf8")
+    try:
+        manifest = json.loads(text)
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("models"), dict):
+            raise ValueError("it has no 'models' table")
+        for name, entry in manifest["models"].items():
+            if not isinstance(entry, dict) or not all(
+                    isinstance(entry.get(k), str) for k in ("file", "sha256", "model")):
+                raise ValueError(f"the entry of {name!r} lacks its file, sha256 or model")
+            if Path(entry["file"]).name != entry["file"]:
+                raise ValueError(f"the entry of {name!r} names a file outside the folder")
+    except ValueError as err:            # json.JSONDecodeError is a ValueError
+        raise ValueError(f"{path} is not a checkpoint manifest: {err}") from None
+    return manifest
+
+
+def write_json_atomic(path, data):
+    """Write ``data`` as JSON to ``path`` through a temporary file and a rename.
+
+    A reader (or a Ctrl-C) sees the old file or the new one, never half of one.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf8") as f:
+            f.write(json.dumps(data, indent=1) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def sha256(path):
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="data/checkpoints/seq2seq", help="output directory")
-    parser.add_argument("--runs", nargs="*", default=list(RUNS), choices=list(RUNS),
-                        help="which models to train (default: all four)")
-    parser.add_argument("--test-per-bucket", type=int, default=100,
-                        help="test sentences per length bucket")
-    parser.add_argument("--evaluate-only", action="store_true",
-                        help="re-evaluate the checkpoints in --out and print the table")
+#: Exit status when the reader of our output goes away (``... | head``), as
+#: :mod:`attention_lib.align` does: 128 + SIGPIPE.
+EXIT_BROKEN_PIPE = 141
+
+_PROG = "python -m attention_lib.models.train_seq2seq"
+_TEST_SEED = 2015
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a positive integer (1, 2, ...), got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"must be a positive integer (1, 2, ...), got {text!r}")
+    return value
+
+
+def _command(runs, test_per_bucket):
+    """The command line that makes the runs ``runs`` (in :data:`RUNS` order)."""
+    command = _PROG
+    if set(runs) != set(RUNS):
+        command += " --runs " + " ".join(r for r in RUNS if r in runs)
+    if test_per_bucket != 100:
+        command += f" --test-per-bucket {test_per_bucket}"
+    return command
+
+
+def _parse(parser, argv):
+    """Parsed and checked arguments, and the manifest to merge into (or None).
+
+    Everything that can be checked before training is checked here, so a
+    mistake costs nothing: it exits with status 2 and a one-line message.
+    """
     args = parser.parse_args(argv)
     out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        parser.error(f"--out {out} is a file: pass a directory")
+    manifest_path = out / "manifest.json"
     if args.evaluate_only:
-        manifest, models = load_checkpoints(out)
-        tests = make_test_sets(manifest["test_per_bucket"], manifest["test_seed"])
-        table = {name: evaluate(m, tests, source_vocab(), target_vocab())
-                 for name, m in models.items()}
-        print(json.dumps(table, indent=1))
-        return table
-    out.mkdir(parents=True, exist_ok=True)
+        if args.runs is not None or args.test_per_bucket is not None:
+            parser.error("--evaluate-only re-evaluates what --out holds: --runs and "
+                         "--test-per-bucket do not apply to it")
+        if not manifest_path.is_file():
+            parser.error(f"--out {out} has no manifest.json to evaluate: train first")
+        return args, None
+    args.runs = list(RUNS) if args.runs is None else list(dict.fromkeys(args.runs))
+    args.test_per_bucket = 100 if args.test_per_bucket is None else args.test_per_bucket
+    old = None
+    if manifest_path.exists():
+        try:
+            old = read_manifest(manifest_path)
+        except (OSError, ValueError) as err:
+            parser.error(f"cannot merge into --out {out}: {err}; move it away first")
+        made_with = {"config": old.get("config"), "test_per_bucket": old.get("test_per_bucket"),
+                     "test_seed": old.get("test_seed")}
+        now = {"config": CONFIG, "test_per_bucket": args.test_per_bucket,
+               "test_seed": _TEST_SEED}
+        if made_with != now:
+            parser.error(f"--out {out} holds checkpoints made with other settings "
+                         f"(--test-per-bucket {made_with['test_per_bucket']}, config "
+                         f"{made_with['config']}): their rows would not compare with the "
+                         f"new ones; use the same settings or another --out")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        parser.error(f"--out {out}: cannot create it ({err.strerror})")
+    if not os.access(out, os.W_OK):
+        parser.error(f"--out {out} is not writable")
+    return args, old
+
+
+def main(argv=None):
+    """Train (or, with ``--evaluate-only``, re-evaluate) and return the exit status.
+
+    0 on success; 2 with a one-line message for a bad argument, before any
+    work; 1 if the checkpoints to evaluate are damaged;
+    :data:`EXIT_BROKEN_PIPE` (141), without a traceback, when standard output
+    is closed early (``| head``).
+    """
+    parser = argparse.ArgumentParser(prog=_PROG, description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="data/checkpoints/seq2seq",
+                        help="output directory (its manifest.json is merged, not replaced)")
+    parser.add_argument("--runs", nargs="+", default=None, choices=list(RUNS),
+                        help="which models to train (default: all four)")
+    parser.add_argument("--test-per-bucket", type=_positive_int, default=None, metavar="N",
+                        help="test sentences per length bucket (default 100)")
+    parser.add_argument("--evaluate-only", action="store_true",
+                        help="re-evaluate the checkpoints in --out and print the table")
+    args, old = _parse(parser, argv)
+    try:
+        if args.evaluate_only:
+            try:
+                manifest, models = load_checkpoints(args.out)
+            except (OSError, ValueError) as err:
+                parser.exit(1, f"{parser.prog}: error: {err}\n")
+            tests = make_test_sets(manifest["test_per_bucket"], manifest["test_seed"])
+            table = {name: evaluate(m, tests, source_vocab(), target_vocab())
+                     for name, m in models.items()}
+            print(json.dumps(table, indent=1))
+            return 0
+        from threadpoolctl import threadpool_limits
+        with threadpool_limits(1, "blas"):
+            _train_runs(Path(args.out), args.runs, args.test_per_bucket, old)
+    except BrokenPipeError:
+        # The reader has all it wants: stop quietly, as attention_lib.align does,
+        # pointing stdout at /dev/null so that Python's flush at exit is quiet too.
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (AttributeError, OSError, ValueError):
+            pass
+        return EXIT_BROKEN_PIPE
+    return 0
+
+
+def _train_runs(out, runs, test_per_bucket, old):
+    """Train ``runs`` into ``out``, merging each into the manifest as soon as it is saved."""
     src_vocab, tgt_vocab = source_vocab(), target_vocab()
-    tests = make_test_sets(args.test_per_bucket)
-    command = "python -m attention_lib.models.train_seq2seq"
-    if args.runs != list(RUNS):
-        command += " --runs " + " ".join(args.runs)
-    if args.test_per_bucket != 100:
-        command += f" --test-per-bucket {args.test_per_bucket}"
-    manifest = {"command": command, "evaluation_dtype": "float64",
-                "config": CONFIG, "test_per_bucket": args.test_per_bucket,
-                "test_seed": 2015, "numpy": np.__version__, "models": {}}
-    for name in args.runs:
+    tests = make_test_sets(test_per_bucket, _TEST_SEED)
+    manifest = old if old is not None else {
+        "command": "", "evaluation_dtype": "float64", "config": CONFIG,
+        "test_per_bucket": test_per_bucket, "test_seed": _TEST_SEED,
+        "numpy": np.__version__, "models": {}}
+    for name in runs:
         model_name, lo, hi, steps, seed = RUNS[name]
         model = MODELS[model_name](len(src_vocab), len(tgt_vocab), CONFIG["emb"],
                                    CONFIG["hidden"], CONFIG["attn"], seed=seed)
@@ -156,18 +292,22 @@ def main(argv=None):
                        lr=CONFIG["lr"], clip=CONFIG["clip"],
                        length_spread=CONFIG["length_spread"], log=sys.stdout)
         cpu = time.process_time() - t0
-        path = out / f"{name}.npz"
-        save(model, path, train_words=[lo, hi], steps=steps)
+        path = save(model, out / f"{name}.npz", train_words=[lo, hi], steps=steps)
         result = evaluate(load(path, dtype=np.float64), tests, src_vocab, tgt_vocab)
         print(json.dumps(result), flush=True)
-        manifest["models"][name] = {
+        models = dict(manifest["models"])
+        models[name] = {
             "file": path.name, "sha256": sha256(path), "model": model_name,
             "parameters": int(model.n_params()), "train_words": [lo, hi], "steps": steps,
             "seed": seed, "data_seed": seed + 100, "cpu_seconds": round(cpu, 1),
             "final_loss": round(float(np.mean(losses[-100:])), 4), "evaluation": result}
-        (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+        order = [r for r in RUNS if r in models] + [r for r in models if r not in RUNS]
+        manifest = {**manifest, "numpy": np.__version__,
+                    "models": {r: models[r] for r in order}}
+        manifest["command"] = _command(list(manifest["models"]), test_per_bucket)
+        write_json_atomic(out / "manifest.json", manifest)
     return manifest
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

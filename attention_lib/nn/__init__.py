@@ -21,10 +21,11 @@ The package holds one idea per module:
 - :mod:`attention_lib.nn.multi_head_attention`: the attention layer every
   model uses (multi-head, grouped-query, cross-attention, rotary, a KV cache
   for generation), and its chapter names ``SelfAttention`` and ``Attention``;
-- :mod:`attention_lib.nn.norm`: LayerNorm;
-- :mod:`attention_lib.nn.activations`: GELU;
+- :mod:`attention_lib.nn.norm`: LayerNorm and RMSNorm;
+- :mod:`attention_lib.nn.activations`: GELU and SiLU;
 - :mod:`attention_lib.nn.dropout`: dropout;
 - :mod:`attention_lib.nn.block`: the feed-forward layer and the Transformer block;
+- :mod:`attention_lib.nn.swiglu`: Llama's gated feed-forward layer, SwiGLU;
 - :mod:`attention_lib.nn.recurrent`: the GRU (PyTorch's equations), stepped or over a sequence;
 - :mod:`attention_lib.nn.additive`: learned additive (Bahdanau) attention, one decoder step at a time;
 - :mod:`attention_lib.nn.utils`: ``clip_grad_norm``;
@@ -36,16 +37,17 @@ Imports flow one way: the functional maths (``softmax``, ``masks``,
 :mod:`attention_lib.models` <- the chapters.
 """
 
-from .activations import GELU
+from .activations import GELU, SiLU
 from .additive import AdditiveAttention
 from .block import FeedForward, TransformerBlock
 from .dropout import Dropout
 from .layers import Embedding, Linear
 from .losses import softmax_cross_entropy
 from .multi_head_attention import Attention, KVCache, MultiHeadAttention, SelfAttention
-from .norm import LayerNorm
+from .norm import LayerNorm, RMSNorm
 from .optim import Adam
 from .recurrent import GRU, GRUCell
+from .swiglu import SwiGLU
 from .utils import clip_grad_norm
 
 __all__ = [
@@ -62,7 +64,10 @@ __all__ = [
            "LayerNorm",
            "Linear",
            "MultiHeadAttention",
+           "RMSNorm",
            "SelfAttention",
+           "SiLU",
+           "SwiGLU",
            "TransformerBlock",
            "clip_grad_norm",
            "softmax_cross_entropy",

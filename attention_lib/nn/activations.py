@@ -1,7 +1,9 @@
-"""The GELU activation of GPT-2 and BERT, exact and in its tanh form."""
+"""Activations: the GELU of GPT-2 and BERT (exact and tanh), and Llama's SiLU."""
 
 import numpy as np
-from scipy.special import erf
+from scipy.special import erf, expit
+
+from .._checks import as_float_input, require_forward
 
 # Python floats, not NumPy scalars: a float64 scalar would promote float32
 # activations to float64 (NEP 50) and halve the speed of float32 training.
@@ -63,3 +65,45 @@ class GELU:
             return grad * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t**2) * du)
         pdf = np.exp(-0.5 * (x * x)) * _INV_SQRT_2PI
         return grad * (self.cdf + x * pdf)
+
+
+class SiLU:
+    """Sigmoid linear unit (swish): ``x sigma(x)``, ``sigma`` the logistic sigmoid.
+
+    Like GELU, a smooth ReLU, with the logistic function in place of the
+    normal CDF (Elfwing et al., 2018; Ramachandran et al., 2017). Llama's
+    feed-forward layer uses it as a gate (:class:`~attention_lib.nn.SwiGLU`).
+    Matches ``torch.nn.functional.silu``.
+
+    Notes
+    -----
+    No parameters. The derivative of ``x sigma(x)`` is
+    ``sigma(x) (1 + x (1 - sigma(x)))``. ``sigma`` is ``scipy.special.expit``,
+    which neither overflows for large negative ``x`` nor changes float32 to
+    float64.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attention_lib.nn import SiLU
+    >>> print(SiLU().forward(np.array([-3.0, 0.0, 1.0, 3.0])).round(4))
+    [-0.1423  0.      0.7311  2.8577]
+    """
+
+    def __init__(self):
+        self.params, self.grads = {}, {}
+        self.x = self.sigma = None
+
+    def forward(self, x):
+        self.x = as_float_input(x, "x")
+        self.sigma = expit(self.x)
+        return self.x * self.sigma
+
+    def backward(self, grad):
+        require_forward(self.x, self)
+        grad = as_float_input(grad, "grad")
+        if grad.shape != self.x.shape:
+            raise ValueError(f"grad must have the shape of forward's output "
+                             f"{self.x.shape}, got {grad.shape}")
+        s = self.sigma
+        return grad * (s * (1.0 + self.x * (1.0 - s)))

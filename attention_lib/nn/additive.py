@@ -14,7 +14,8 @@ for each step in reverse and :meth:`~AdditiveAttention.keys_backward` once.
 
 import numpy as np
 
-from .._checks import as_int
+from .._checks import (as_float_dtype, as_float_input, as_int, as_mask_01, as_rng,
+                       require_forward, require_shape)
 from ..additive import projected_scores
 from ..softmax import softmax, softmax_backward
 
@@ -64,24 +65,40 @@ class AdditiveAttention:
 
     def __init__(self, d_h, d_s, d_a, rng, dtype=np.float32):
         d_h, d_s, d_a = (as_int(n, name, 1) for n, name in ((d_h, "d_h"), (d_s, "d_s"), (d_a, "d_a")))
+        dtype, rng = as_float_dtype(dtype), as_rng(rng)
         self.params = {"U_a": rng.normal(scale=d_h ** -0.5, size=(d_h, d_a)).astype(dtype),
                        "W_a": rng.normal(scale=d_s ** -0.5, size=(d_s, d_a)).astype(dtype),
                        "v": rng.normal(scale=d_a ** -0.5, size=d_a).astype(dtype)}
         self.grads = {k: np.zeros_like(p) for k, p in self.params.items()}
+        self.H = None
 
     def set_keys(self, H, mask=None):
         """Take the encoder states ``H`` ``(B, S, d_h)`` and padding ``mask`` ``(B, S)`` (True = a word)."""
+        H = as_float_input(H, "H")
+        if H.ndim != 3:
+            raise ValueError(f"H must have shape (B, S, d_h), got {H.shape}")
         if H.shape[-1] != self.params["U_a"].shape[0]:
             raise ValueError(f"H has {H.shape[-1]} features but U_a expects "
                              f"{self.params['U_a'].shape[0]}: the last axes must match")
+        if mask is not None:
+            mask = as_mask_01(mask, "mask", H.shape[:2], "(B, S)")
         self.H, self.mask = H, mask
         self.UH = H @ self.params["U_a"]                    # (B, S, d_a)
+        self.zero_grad()
+
+    def zero_grad(self):
+        """Start new sums: the gradients, and ``d loss / d H`` of the current keys."""
+        require_forward(self.H, self, "zero_grad", "set_keys")
         self.grads = {k: np.zeros_like(p) for k, p in self.params.items()}
-        self.dH = np.zeros_like(H)
+        self.dH = np.zeros_like(self.H)
         self.dUH = np.zeros_like(self.UH)
 
     def step(self, s):
         """Context ``c`` ``(B, d_h)`` and weights ``alpha`` ``(B, S)`` for decoder states ``s`` ``(B, d_s)``."""
+        require_forward(self.H, self, "step", "set_keys")
+        s = as_float_input(s, "s")
+        require_shape(s, "s", (self.H.shape[0], self.params["W_a"].shape[0]),
+                      "(B, d_s), B as in the keys")
         hidden, e = projected_scores(self.UH, s @ self.params["W_a"], self.params["v"])
         if self.mask is not None:
             e = np.where(self.mask, e, -np.inf)
@@ -91,6 +108,9 @@ class AdditiveAttention:
 
     def step_backward(self, dc, cache):
         """From ``d loss / d c`` ``(B, d_h)``: returns ``d loss / d s`` and adds to the grads."""
+        require_forward(self.H, self, "step_backward", "set_keys")
+        dc = as_float_input(dc, "dc")
+        require_shape(dc, "dc", (self.H.shape[0], self.H.shape[-1]), "(B, d_h)")
         s, hidden, alpha = cache
         d_alpha = np.einsum("bsd,bd->bs", self.H, dc)
         self.dH += alpha[:, :, None] * dc[:, None, :]
@@ -104,6 +124,7 @@ class AdditiveAttention:
 
     def keys_backward(self):
         """After every :meth:`step_backward`: ``d loss / d H`` ``(B, S, d_h)``; sets the ``U_a`` grad."""
+        require_forward(self.H, self, "keys_backward", "set_keys")
         H, dUH = self.H, self.dUH
         self.grads["U_a"] = H.reshape(-1, H.shape[-1]).T @ dUH.reshape(-1, dUH.shape[-1])
         return self.dH + dUH @ self.params["U_a"].T

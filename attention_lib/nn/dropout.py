@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from .._checks import as_float_input, as_probability, as_rng, require_forward
+
 
 class Dropout:
     """Inverted dropout: keep each entry with probability ``1 - p``, scaled by ``1 / (1 - p)``.
@@ -30,6 +32,8 @@ class Dropout:
     Examples
     --------
     >>> import numpy as np
+
+from .._checks import as_float_input, as_probability, as_rng, require_forward
     >>> from attention_lib.nn import Dropout
     >>> drop = Dropout(0.5, np.random.default_rng(0))
     >>> y = drop.forward(np.ones(8))
@@ -41,16 +45,22 @@ class Dropout:
     """
 
     def __init__(self, p, rng=None):
-        if isinstance(p, bool) or not isinstance(p, (int, float, np.floating)) \
-                or not 0 <= p < 1:
-            raise ValueError(f"p must be a probability in [0, 1), got {p!r}: "
-                             f"p = 1 would drop everything")
+        try:
+            p = as_probability(p, "p")
+        except ValueError as err:
+            raise ValueError(f"{err}: p = 1 would drop everything") from None
         if p > 0 and rng is None:
             raise ValueError("Dropout with p > 0 needs rng, a numpy.random.Generator")
-        self.p, self.rng, self.training = float(p), rng, True
+        if rng is not None:
+            as_rng(rng)
+        self.p, self.rng, self.training = p, rng, True
         self.params, self.grads = {}, {}
+        self.mask, self.shape = None, None
 
     def forward(self, x):
+        # An integer x would cast the scale 1 / (1 - p) to an integer (1): refused.
+        x = as_float_input(x, "x")
+        self.shape = x.shape
         if not self.training or self.p == 0:
             self.mask = None
             return x
@@ -62,4 +72,8 @@ class Dropout:
         return x * self.mask
 
     def backward(self, grad):
+        require_forward(self.shape, self)
+        if np.shape(grad) != self.shape:
+            raise ValueError(f"grad must have the shape of forward's output "
+                             f"{self.shape}, got {np.shape(grad)}")
         return grad if self.mask is None else grad * self.mask

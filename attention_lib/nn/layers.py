@@ -6,7 +6,8 @@ See :mod:`attention_lib.nn` for the protocol every layer follows
 
 import numpy as np
 
-from .._checks import as_int, as_numeric
+from .._checks import as_float_input, as_int, as_numeric, as_rng, require_forward
+
 
 def _sum_to_matrix(x, grad):
     """``sum over batch of x_b^T grad_b``: the gradient of a shared weight."""
@@ -49,17 +50,30 @@ class Linear:
 
     def __init__(self, n_in, n_out, rng, bias=True):
         n_in, n_out = as_int(n_in, "n_in", 1), as_int(n_out, "n_out", 1)
-        self.params = {"W": _init(rng, n_in, n_out)}
+        self.params = {"W": _init(as_rng(rng), n_in, n_out)}
         if bias:
             self.params["b"] = np.zeros(n_out)
         self.grads = {}
+        self.x = None
 
     def forward(self, x):
+        x = as_float_input(x, "x")
+        n_in = self.params["W"].shape[0]
+        if x.ndim == 0 or x.shape[-1] != n_in:
+            got = f"{x.shape[-1]} features" if x.ndim else "no axes (a scalar)"
+            raise ValueError(f"x has {got} but the layer expects {n_in}: "
+                             f"x must have shape (..., {n_in})")
         self.x = x
         y = x @ self.params["W"]
         return y + self.params["b"] if "b" in self.params else y
 
     def backward(self, grad):
+        require_forward(self.x, self)
+        grad = as_float_input(grad, "grad")
+        want = self.x.shape[:-1] + (self.params["W"].shape[1],)
+        if grad.shape != want:
+            raise ValueError(f"grad must have the shape of forward's output {want}, "
+                             f"got {grad.shape}")
         self.grads["W"] = _sum_to_matrix(self.x, grad)
         if "b" in self.params:
             self.grads["b"] = grad.reshape(-1, grad.shape[-1]).sum(axis=0)
@@ -97,8 +111,9 @@ class Embedding:
 
     def __init__(self, n_tokens, d, rng):
         n_tokens, d = as_int(n_tokens, "n_tokens", 1), as_int(d, "d", 1)
-        self.params = {"E": rng.normal(size=(n_tokens, d))}
+        self.params = {"E": as_rng(rng).normal(size=(n_tokens, d))}
         self.grads = {}
+        self.tokens = None
 
     def forward(self, tokens):
         tokens = as_numeric(tokens, "tokens")
@@ -111,7 +126,12 @@ class Embedding:
         return self.params["E"][tokens]
 
     def backward(self, grad):
+        require_forward(self.tokens, self)
         E = self.params["E"]
+        grad = as_float_input(grad, "grad")
+        if grad.shape != self.tokens.shape + (E.shape[1],):
+            raise ValueError(f"grad must have the shape of forward's output "
+                             f"{self.tokens.shape + (E.shape[1],)}, got {grad.shape}")
         self.grads["E"] = np.zeros_like(E)
         np.add.at(self.grads["E"], self.tokens.reshape(-1),
                   grad.reshape(-1, E.shape[1]))

@@ -40,11 +40,16 @@ def softmax_cross_entropy(logits, targets):
     array([-0.375,  0.125,  0.125,  0.125])
     """
     z = as_numeric(logits, "logits").astype(float, copy=False)
+    if z.ndim == 0 or z.shape[-1] == 0:
+        raise ValueError(f"logits must have shape (..., C) with C >= 1 classes, got {z.shape}")
     t = as_numeric(targets, "targets")
     if t.dtype.kind not in "iu" or t.shape != z.shape[:-1]:
         raise ValueError(f"targets must be integers of shape {z.shape[:-1]} "
                          f"(one class per row of logits), got {t.dtype} {t.shape}")
-    if t.size and (t.min() < 0 or t.max() >= z.shape[-1]):
+    if t.size == 0:
+        raise ValueError("there are no targets: the mean loss of zero rows is undefined "
+                         "(NaN); pass at least one row")
+    if t.min() < 0 or t.max() >= z.shape[-1]:
         raise ValueError(f"targets must lie in [0, {z.shape[-1]})")
     shifted = z - z.max(axis=-1, keepdims=True)
     log_p = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))

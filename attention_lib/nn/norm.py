@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .._checks import as_int
+from .._checks import as_float_input, as_int, require_forward
 
 
 class LayerNorm:
@@ -47,22 +47,156 @@ class LayerNorm:
         self.eps = float(eps)
         self.params = {"gamma": np.ones(d), "beta": np.zeros(d)}
         self.grads = {}
+        self.x_hat = self.inv_sigma = None
 
     def forward(self, x):
         d = self.params["gamma"].shape[0]
-        if x.shape[-1] != d:
-            raise ValueError(f"x has {x.shape[-1]} features but LayerNorm was "
+        x = as_float_input(x, "x")
+        if x.ndim == 0 or x.shape[-1] != d:
+            got = f"{x.shape[-1]} features" if x.ndim else "no axes (a scalar)"
+            raise ValueError(f"x has {got} but LayerNorm was "
                              f"built for d = {d}: the last axes must match")
-        centred = x - x.mean(axis=-1, keepdims=True)
-        self.inv_sigma = 1.0 / np.sqrt((centred**2).mean(axis=-1, keepdims=True)
-                                       + self.eps)
-        self.x_hat = centred * self.inv_sigma
+        with np.errstate(over="ignore", invalid="ignore"):   # checked on the next line
+            centred = x - x.mean(axis=-1, keepdims=True)
+            var = (centred**2).mean(axis=-1, keepdims=True)
+        if np.isfinite(var).all():
+            self.inv_sigma = 1.0 / np.sqrt(var + self.eps)
+            self.x_hat = centred * self.inv_sigma
+        else:       # a square overflowed (or x is not finite): see _scaled_moments
+            self.x_hat, self.inv_sigma = self._scaled_moments(x)
         return self.x_hat * self.params["gamma"] + self.params["beta"]
 
+    def _scaled_moments(self, x):
+        """``x_hat`` and ``1 / sigma`` for rows whose squares overflow.
+
+        A float32 row of values near 2e19 has a finite mean and a finite
+        normalised row, but its squares are infinite, and ``1 / sqrt(inf)``
+        is 0: the layer would return ``beta`` and pass no gradient, hiding
+        the diverging activation. Dividing each row by its largest magnitude
+        first (twice: before and after centring) keeps every square finite;
+        the result is the same up to rounding, and a row that holds NaN or
+        infinity still gives NaN. Only used when the direct route overflows,
+        so ordinary inputs give exactly the same bits as before.
+        """
+        def row_max(a):
+            m = np.max(np.abs(a), axis=-1, keepdims=True)
+            return np.where(m > 0, m, 1).astype(a.dtype)    # a row of zeros stays zeros
+
+        s = row_max(x)
+        with np.errstate(invalid="ignore"):      # inf / inf: NaN, as it should be
+            xs = x / s
+        cs = xs - xs.mean(axis=-1, keepdims=True)
+        m = row_max(cs)
+        u = cs / m
+        scale = s * m               # sigma = scale * sqrt(mean(u^2) + eps / scale^2)
+        with np.errstate(over="ignore"):
+            tiny_eps = self.eps / np.square(scale.astype(np.float64))   # 0 if scale^2 overflows
+        root = np.sqrt((u**2).mean(axis=-1, keepdims=True) + tiny_eps.astype(u.dtype))
+        with np.errstate(over="ignore", under="ignore"):
+            inv_sigma = (1.0 / root) / scale
+        return u / root, inv_sigma
+
     def backward(self, grad):
+        require_forward(self.x_hat, self)
+        grad = as_float_input(grad, "grad")
+        if grad.shape != self.x_hat.shape:
+            raise ValueError(f"grad must have the shape of forward's output "
+                             f"{self.x_hat.shape}, got {grad.shape}")
         x_hat, d = self.x_hat, self.x_hat.shape[-1]
         self.grads["gamma"] = (grad * x_hat).reshape(-1, d).sum(axis=0)
         self.grads["beta"] = grad.reshape(-1, d).sum(axis=0)
         h = grad * self.params["gamma"]
         return self.inv_sigma * (h - h.mean(axis=-1, keepdims=True)
                                  - x_hat * (h * x_hat).mean(axis=-1, keepdims=True))
+
+
+class RMSNorm:
+    """Divide each row by its root mean square, then scale: Llama's normalisation.
+
+    ``y = gamma * x / sqrt(mean(x^2) + eps)``, the mean over the last axis,
+    as ``torch.nn.RMSNorm(d, eps=eps)`` (Zhang and Sennrich, 2019). Unlike
+    :class:`LayerNorm` it does not subtract the row's mean and has no
+    ``beta``: it fixes the size of a row but not where it is centred, which
+    costs one reduction less and, in practice, trains as well.
+
+    Parameters
+    ----------
+    d : int
+        Size of the rows (the last axis).
+    eps : float, optional
+        Keeps the division finite for a row of zeros (default 1e-5, Llama's
+        and llama2.c's value).
+
+    Notes
+    -----
+    With ``r = 1 / sqrt(mean(x^2) + eps)``, ``x_hat = r x`` and
+    ``g = d loss / d y``: ``d gamma = sum of g * x_hat`` over the rows; for
+    the input, with ``h = g * gamma``::
+
+        dx = r (h - x_hat * mean(h * x_hat))
+
+    the mean over the last axis: LayerNorm's formula without the ``mean(h)``
+    term, because no mean was subtracted.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attention_lib.nn import RMSNorm
+    >>> y = RMSNorm(3).forward(np.array([[1.0, 2.0, 2.0]]))
+    >>> print(y.round(4))                   # the row's root mean square is sqrt(3)
+    [[0.5773 1.1547 1.1547]]
+    """
+
+    def __init__(self, d, eps=1e-5):
+        d = as_int(d, "d", 1)
+        if not eps > 0:
+            raise ValueError(f"eps must be positive, got {eps!r}")
+        self.eps = float(eps)
+        self.params = {"gamma": np.ones(d)}
+        self.grads = {}
+        self.x_hat = self.r = None
+
+    def forward(self, x):
+        d = self.params["gamma"].shape[0]
+        x = as_float_input(x, "x")
+        if x.ndim == 0 or x.shape[-1] != d:
+            got = f"{x.shape[-1]} features" if x.ndim else "no axes (a scalar)"
+            raise ValueError(f"x has {got} but RMSNorm was "
+                             f"built for d = {d}: the last axes must match")
+        with np.errstate(over="ignore", invalid="ignore"):   # checked on the next line
+            mean_square = (x * x).mean(axis=-1, keepdims=True)
+        if np.isfinite(mean_square).all():
+            self.r = 1.0 / np.sqrt(mean_square + self.eps)
+            self.x_hat = x * self.r
+        else:       # a square overflowed (or x is not finite): scale the row first
+            self.x_hat, self.r = self._scaled(x)
+        return self.x_hat * self.params["gamma"]
+
+    def _scaled(self, x):
+        """``x_hat`` and ``r`` for rows whose squares overflow, as in LayerNorm.
+
+        Each row is divided by its largest magnitude ``s`` first, so that
+        ``rms(x) = s * sqrt(mean(u^2) + eps / s^2)`` with ``u = x / s`` keeps
+        every square finite; a row holding NaN or infinity still gives NaN.
+        """
+        s = np.max(np.abs(x), axis=-1, keepdims=True)
+        s = np.where(s > 0, s, 1).astype(x.dtype)
+        with np.errstate(invalid="ignore"):      # inf / inf: NaN, as it should be
+            u = x / s
+        with np.errstate(over="ignore"):
+            tiny_eps = self.eps / np.square(s.astype(np.float64))   # 0 if s^2 overflows
+        root = np.sqrt((u * u).mean(axis=-1, keepdims=True) + tiny_eps.astype(u.dtype))
+        with np.errstate(over="ignore", under="ignore"):
+            r = (1.0 / root) / s
+        return u / root, r
+
+    def backward(self, grad):
+        require_forward(self.x_hat, self)
+        grad = as_float_input(grad, "grad")
+        if grad.shape != self.x_hat.shape:
+            raise ValueError(f"grad must have the shape of forward's output "
+                             f"{self.x_hat.shape}, got {grad.shape}")
+        x_hat, d = self.x_hat, self.x_hat.shape[-1]
+        self.grads["gamma"] = (grad * x_hat).reshape(-1, d).sum(axis=0)
+        h = grad * self.params["gamma"]
+        return self.r * (h - x_hat * (h * x_hat).mean(axis=-1, keepdims=True))

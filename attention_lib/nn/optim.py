@@ -52,7 +52,8 @@ class Adam:
     ------
     ValueError
         If ``lr`` or ``eps`` is negative or not finite, or a beta is outside
-        ``[0, 1)`` (the ranges ``torch.optim.Adam`` accepts, finite);
+        ``[0, 1)`` (the ranges ``torch.optim.Adam`` accepts, finite); if the
+        same parameter array is listed twice;
         from :meth:`step`, if a parameter has no gradient yet or a gradient
         of the wrong shape.
     TypeError
@@ -76,6 +77,16 @@ class Adam:
 
     def __init__(self, layers, lr=1e-3, betas=(0.9, 0.999), eps=1e-8):
         self.layers = list(layers)
+        owner = {}
+        for i, layer in enumerate(self.layers):
+            for name, theta in layer.params.items():
+                if id(theta) in owner:
+                    raise ValueError(
+                        f"parameter {name!r} of layer {i} ({type(layer).__name__}) is also "
+                        f"{owner[id(theta)]}: each step would move it twice. List each "
+                        f"layer once (a model's layers() already holds its sub-layers), "
+                        f"as torch.optim refuses a parameter given twice")
+                owner[id(theta)] = f"parameter {name!r} of layer {i}"
         self.lr = _hyper(lr, "lr", 0.0)
         self.eps = _hyper(eps, "eps", 0.0)
         try:

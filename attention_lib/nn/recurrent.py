@@ -21,7 +21,8 @@ at its sentence's last real word.
 
 import numpy as np
 
-from .._checks import as_int
+from .._checks import (as_float_dtype, as_float_input, as_int, as_mask_01, as_rng,
+                       require_forward, require_shape)
 
 
 def _sigmoid(x):
@@ -63,11 +64,12 @@ class GRUCell:
 
     def __init__(self, d_in, hidden, rng, dtype=np.float32):
         d_in, H = as_int(d_in, "d_in", 1), as_int(hidden, "hidden", 1)
+        dtype, rng = as_float_dtype(dtype), as_rng(rng)
         k = 1.0 / np.sqrt(H)
         u = lambda *shape: rng.uniform(-k, k, size=shape).astype(dtype)
         self.params = {"W_ih": u(d_in, 3 * H), "W_hh": u(H, 3 * H),
                        "b_ih": u(3 * H), "b_hh": u(3 * H)}
-        self.hidden = H
+        self.d_in, self.hidden = d_in, H
         self.zero_grad()
 
     def zero_grad(self):
@@ -86,8 +88,18 @@ class GRUCell:
 
         Returns the new state ``(B, H)`` and the cache for :meth:`step_backward`.
         """
+        x = as_float_input(x, "x")
+        require_shape(x, "x", (None, self.d_in), "(B, d_in)")
+        h = self._check_state(h, "h", x.shape[0])
+        if mask is not None:
+            mask = as_mask_01(mask, "mask", (x.shape[0],), "(B,)")
         h_new, cache = self.step_gates(self.input_gates(x), h, mask)
         return h_new, (x, cache)
+
+    def _check_state(self, h, name, B):
+        h = as_float_input(h, name)
+        require_shape(h, name, (B, self.hidden), "(B, hidden)")
+        return h
 
     def step_gates(self, gi, h, mask=None):
         """:meth:`step` from precomputed input gates ``gi = x W_ih + b_ih``."""
@@ -161,18 +173,25 @@ class GRU(GRUCell):
     def __init__(self, d_in, hidden, rng, dtype=np.float32, reverse=False):
         super().__init__(d_in, hidden, rng, dtype)
         self.reverse = bool(reverse)
+        self.caches = None
 
     def forward(self, x, mask=None, h0=None):
         """States ``(B, T, H)`` for inputs ``x`` ``(B, T, d_in)``; ``mask`` ``(B, T)``."""
+        x = as_float_input(x, "x")
+        require_shape(x, "x", (None, None, self.d_in), "(B, T, d_in)")
         B, T, _ = x.shape
-        self.x, self.mask = x, mask
+        if mask is not None:
+            mask = as_mask_01(mask, "mask", (B, T), "(B, T)")
+        dtype = np.result_type(x, self.params["W_ih"])     # never the input's integers
+        h = np.zeros((B, self.hidden), dtype) if h0 is None else self._check_state(h0, "h0", B)
+        self.caches = None                    # a failed forward leaves nothing to go back through
         gi = self.input_gates(x)                          # (B, T, 3H), one product
-        h = np.zeros((B, self.hidden), x.dtype) if h0 is None else h0
-        hs = np.empty((B, T, self.hidden), x.dtype)
-        self.caches = [None] * T
+        hs = np.empty((B, T, self.hidden), np.result_type(dtype, h))
+        caches = [None] * T
         for t in (range(T - 1, -1, -1) if self.reverse else range(T)):
-            h, self.caches[t] = self.step_gates(gi[:, t], h, None if mask is None else mask[:, t])
+            h, caches[t] = self.step_gates(gi[:, t], h, None if mask is None else mask[:, t])
             hs[:, t] = h
+        self.x, self.mask, self.caches = x, mask, caches
         return hs
 
     def backward(self, dhs):
@@ -180,6 +199,10 @@ class GRU(GRUCell):
 
         The gradient of the initial state is kept in ``dh0``.
         """
+        require_forward(self.caches, self)
+        dhs = as_float_input(dhs, "dhs")
+        require_shape(dhs, "dhs", (self.x.shape[0], self.x.shape[1], self.hidden),
+                      "(B, T, hidden), the shape of forward's output")
         self.zero_grad()
         B, T, _ = dhs.shape
         dgi = np.empty((B, T, 3 * self.hidden), dhs.dtype)

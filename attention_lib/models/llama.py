@@ -1,0 +1,373 @@
+"""A Llama-family language model, and stories260K, a real one, read from its GGUF file.
+
+Chapter 10's TinyGPT follows GPT-2. Llama (Touvron et al., 2023) keeps the
+decoder-only Transformer and changes four parts of the block:
+
+============================  ===========================  ==============================
+                              GPT-2 (TinyGPT)              Llama (this module)
+============================  ===========================  ==============================
+normalisation                 LayerNorm (mean, variance)   RMSNorm (root mean square)
+feed-forward                  GELU(x W1 + b1) W2 + b2      (SiLU(x W1) * x W3) W2: SwiGLU
+word order                    learned position vectors     rotary, inside attention
+keys and values               one pair per query head      one pair per group of heads (GQA)
+biases                        everywhere                   none
+============================  ===========================  ==============================
+
+One block is, for a (B, T, E) stream ``x``::
+
+    x = x + Attention(RMSNorm(x))      # causal, grouped-query, rotary
+    x = x + SwiGLU(RMSNorm(x))
+
+and the model is a token embedding, ``n_layers`` blocks, a final RMSNorm and
+an output layer (for stories260K the transposed token embedding: tied).
+
+:func:`load_stories260k` builds the model that Andrej Karpathy trained with
+llama2.c on TinyStories (5 layers, E = 64, 8 query heads sharing 4 key/value
+heads, 512 tokens) from ``data/stories260k/``, with its tokenizer.
+"""
+
+import numbers
+
+import numpy as np
+
+from .._checks import as_int, as_int_array, as_numeric, as_probability, as_rng
+from ..data.gguf import read_gguf
+from ..data.llama_tokenizer import LlamaTokenizer
+from ..nn.block import Composite
+from ..nn.layers import Embedding, Linear
+from ..nn.multi_head_attention import KVCache, MultiHeadAttention
+from ..nn.norm import RMSNorm
+from ..nn.swiglu import SwiGLU
+from .gpt import _pick
+
+STORIES260K = "stories260k/tinyllamas-stories-260k-f32.gguf"
+STORIES260K_DOC = "stories260k/llama2c_doc_stories260K.md"
+
+# GGUF tensor name -> (the book's name, transpose?). GGUF keeps PyTorch's
+# (out, in) layout; the book's layers compute x @ W with W (in, out).
+GGUF_NAMES = {
+    "token_embd.weight": ("tok.E", False),
+    "blk.{i}.attn_norm.weight": ("blocks.{i}.attn_norm.gamma", False),
+    "blk.{i}.attn_q.weight": ("blocks.{i}.attn.W_Q", True),
+    "blk.{i}.attn_k.weight": ("blocks.{i}.attn.W_K", True),
+    "blk.{i}.attn_v.weight": ("blocks.{i}.attn.W_V", True),
+    "blk.{i}.attn_output.weight": ("blocks.{i}.attn.W_O", True),
+    "blk.{i}.ffn_norm.weight": ("blocks.{i}.ffn_norm.gamma", False),
+    "blk.{i}.ffn_gate.weight": ("blocks.{i}.ffn.W1", True),
+    "blk.{i}.ffn_up.weight": ("blocks.{i}.ffn.W3", True),
+    "blk.{i}.ffn_down.weight": ("blocks.{i}.ffn.W2", True),
+    "output_norm.weight": ("norm.gamma", False),
+    "output.weight": ("head.W", True),
+}
+
+
+class LlamaBlock(Composite):
+    """``x + Attention(RMSNorm(x))``, then ``x + SwiGLU(RMSNorm(x))``.
+
+    The attention is causal, has no biases, rotates queries and keys in
+    Llama's interleaved pairs (``rotary="interleaved"``) and lets
+    ``n_heads / n_kv_heads`` query heads share each key/value head.
+    """
+
+    def __init__(self, d_model, n_heads, n_kv_heads, d_ff, rng, eps=1e-5,
+                 rotary_base=10000.0, dtype=np.float32):
+        self.attn_norm = RMSNorm(d_model, eps)
+        self.attn = MultiHeadAttention(d_model, n_heads, rng, n_kv_heads=n_kv_heads,
+                                       bias=False, rotary="interleaved",
+                                       rotary_base=rotary_base, dtype=dtype)
+        self.ffn_norm = RMSNorm(d_model, eps)
+        self.ffn = SwiGLU(d_model, d_ff, rng)
+
+    def layers(self):
+        return [self.attn_norm, self.attn, self.ffn_norm, self.ffn]
+
+    def forward(self, x, cache=None):
+        x = x + self.attn.forward(self.attn_norm.forward(x), is_causal=True, cache=cache)
+        return x + self.ffn.forward(self.ffn_norm.forward(x))
+
+    def backward(self, grad):
+        grad = grad + self.ffn_norm.backward(self.ffn.backward(grad))
+        return grad + self.attn_norm.backward(self.attn.backward(grad))
+
+
+class Llama(Composite):
+    """Token embedding, ``n_layers`` :class:`LlamaBlock`, a final RMSNorm, logits.
+
+    Parameters
+    ----------
+    n_vocab, d_model, n_layers, n_heads, n_kv_heads, d_ff, max_len : int
+        Vocabulary size ``V``, width ``E``, blocks, query heads, key/value
+        heads (dividing ``n_heads``), SwiGLU hidden units, longest sequence.
+    rng : numpy.random.Generator
+        Draws every weight (replaced by :meth:`from_gguf`).
+    eps : float, optional
+        RMSNorm's epsilon (1e-5).
+    rotary_base : float, optional
+        Base of the rotary frequencies (10000).
+    tied : bool, optional
+        The output layer is the transposed token embedding (default True,
+        as in stories260K); False gives it its own weights ``head.W``.
+    dtype : float32 or float64, optional
+        Parameters and arithmetic (default float32, the file's type).
+
+    Notes
+    -----
+    ``forward(tokens)`` maps (B, T) token ids to logits (B, T, V); the
+    logits at position ``t`` score the token at ``t + 1``. ``backward``
+    fills every layer's ``grads`` (with ``tied=True`` the embedding's
+    gradient adds the output layer's). :meth:`generate` continues a prompt
+    as :meth:`attention_lib.TinyGPT.generate` does.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attention_lib.models.llama import Llama
+    >>> model = Llama(n_vocab=10, d_model=16, n_layers=2, n_heads=4, n_kv_heads=2,
+    ...               d_ff=24, max_len=12, rng=np.random.default_rng(0))
+    >>> model.forward(np.zeros((3, 7), dtype=int)).shape
+    (3, 7, 10)
+    >>> model.generate(np.array([1, 2, 3]), 4, temperature=0).shape
+    (7,)
+    """
+
+    def __init__(self, n_vocab, d_model, n_layers, n_heads, n_kv_heads, d_ff, max_len, rng,
+                 eps=1e-5, rotary_base=10000.0, tied=True, dtype=np.float32):
+        n_vocab, d_model = as_int(n_vocab, "n_vocab", 1), as_int(d_model, "d_model", 1)
+        n_layers, d_ff = as_int(n_layers, "n_layers", 1), as_int(d_ff, "d_ff", 1)
+        self.max_len = as_int(max_len, "max_len", 1)
+        self.dtype = np.dtype(dtype)
+        self.tok = Embedding(n_vocab, d_model, rng)
+        self.blocks = [LlamaBlock(d_model, n_heads, n_kv_heads, d_ff, rng, eps, rotary_base,
+                                  self.dtype) for _ in range(n_layers)]
+        self.norm = RMSNorm(d_model, eps)
+        self.head = None if tied else Linear(d_model, n_vocab, rng, bias=False)
+        for layer in self.layers():
+            for k, a in layer.params.items():
+                layer.params[k] = a.astype(self.dtype)
+        self.config = {"n_vocab": n_vocab, "d_model": d_model, "n_layers": n_layers,
+                       "n_heads": n_heads, "n_kv_heads": n_kv_heads, "d_ff": d_ff,
+                       "max_len": self.max_len, "eps": eps, "rotary_base": rotary_base,
+                       "tied": tied}
+
+    def layers(self):
+        tail = [] if self.head is None else [self.head]
+        return [self.tok, *(b for block in self.blocks for b in block.layers()),
+                self.norm, *tail]
+
+    @property
+    def n_params(self):
+        """Number of learned numbers (a tied output layer counted once)."""
+        return sum(a.size for a in self.params.values())
+
+    def new_cache(self):
+        """An empty KV cache, one :class:`~attention_lib.nn.KVCache` per block."""
+        return [KVCache() for _ in self.blocks]
+
+    def forward(self, tokens, cache=None):
+        """Logits (B, T, V) for ``tokens`` (B, T).
+
+        With a ``cache`` (from :meth:`new_cache`), ``tokens`` continue the
+        sequence the cache holds: they take the next positions (rotary
+        angles) and attend to the cached keys and values too.
+        """
+        tokens = as_numeric(tokens, "tokens")
+        if tokens.ndim != 2 or tokens.shape[1] == 0:
+            raise ValueError(f"tokens must have shape (B, T) with T >= 1, got {tokens.shape}")
+        start = 0 if cache is None else cache[0].position
+        if start + tokens.shape[1] > self.max_len:
+            raise ValueError(f"the sequence would be {start + tokens.shape[1]} tokens long "
+                             f"but max_len = {self.max_len}")
+        x = self.tok.forward(tokens)                               # (B, T, E)
+        for i, block in enumerate(self.blocks):
+            x = block.forward(x, None if cache is None else cache[i])
+        self.x_final = self.norm.forward(x)
+        if self.head is not None:
+            return self.head.forward(self.x_final)
+        return self.x_final @ self.tok.params["E"].T               # (B, T, V)
+
+    def backward(self, dlogits):
+        """Fill ``grads`` of every layer from ``d loss / d logits`` (B, T, V)."""
+        if self.head is not None:
+            grad = self.head.backward(dlogits)
+        else:
+            E = self.tok.params["E"]
+            grad = dlogits @ E
+            d_head = (dlogits.reshape(-1, E.shape[0]).T
+                      @ self.x_final.reshape(-1, E.shape[1]))      # (V, E)
+        grad = self.norm.backward(grad)
+        for block in reversed(self.blocks):
+            grad = block.backward(grad)
+        self.tok.backward(grad)
+        if self.head is None:
+            self.tok.grads["E"] += d_head
+
+    def generate(self, tokens, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
+                 rng=None, use_cache=True):
+        """Continue ``tokens`` by ``max_new_tokens`` tokens, one at a time.
+
+        The same choices as :meth:`attention_lib.TinyGPT.generate`:
+        ``temperature=0`` takes the most likely token (greedy); otherwise the
+        logits are divided by ``temperature``, cut to the ``top_k`` most
+        likely and to the nucleus ``top_p``, and the next token is drawn with
+        ``rng``.
+
+        Parameters
+        ----------
+        tokens : array_like of int, shape (T,) or (B, T)
+            The prompt (for Llama, starting with ``<s>``, id 1).
+        max_new_tokens : int
+        temperature : float, optional
+        top_k : int, optional
+        top_p : float in [0, 1], optional
+        rng : numpy.random.Generator, optional
+            Needed when sampling (``temperature > 0``).
+        use_cache : bool, optional
+            Feed only the newest token and keep earlier keys and values
+            (default True); False runs the whole sequence at every step.
+
+        Returns
+        -------
+        ndarray of int64, the prompt followed by the new tokens (same ndim).
+        """
+        tokens = as_int_array(tokens, "tokens")
+        if tokens.ndim not in (1, 2) or tokens.shape[-1] == 0 or tokens.size == 0:
+            raise ValueError(f"tokens must be a non-empty prompt of shape (T,) or (B, T) "
+                             f"with T >= 1, got shape {tokens.shape}")
+        n_vocab = self.tok.params["E"].shape[0]
+        if tokens.min() < 0 or tokens.max() >= n_vocab:
+            raise ValueError(f"tokens must be integers in [0, {n_vocab}), got "
+                             f"{tokens.min()} to {tokens.max()}")
+        seq = (tokens[None] if tokens.ndim == 1 else tokens).astype(np.int64)
+        n_new = as_int(max_new_tokens, "max_new_tokens")
+        if seq.shape[1] + n_new > self.max_len:
+            raise ValueError(f"prompt ({seq.shape[1]}) + max_new_tokens ({n_new}) "
+                             f"exceeds max_len = {self.max_len}")
+        if (isinstance(temperature, (bool, np.bool_))
+                or not isinstance(temperature, numbers.Real)
+                or not np.isfinite(temperature) or temperature < 0):
+            raise ValueError(f"temperature must be >= 0 and finite, got {temperature!r}")
+        if top_k is not None:
+            top_k = as_int(top_k, "top_k", 1)
+        if top_p is not None:
+            top_p = as_probability(top_p, "top_p", high_open=False)
+        if temperature > 0 and rng is None:
+            raise ValueError("sampling (temperature > 0) needs rng, a numpy.random.Generator")
+        if rng is not None:
+            as_rng(rng)
+        cache = self.new_cache() if use_cache else None
+        step = seq
+        for _ in range(n_new):
+            logits = self.forward(step if use_cache else seq, cache)[:, -1]
+            nxt = _pick(logits.astype(np.float64), temperature, top_k, top_p, rng)
+            seq = np.concatenate([seq, nxt[:, None]], axis=1)
+            step = nxt[:, None]
+        return seq[0] if tokens.ndim == 1 else seq
+
+    @classmethod
+    def from_gguf(cls, path, dtype=np.float32):
+        """The Llama model stored in a GGUF file (F32 or F16 tensors).
+
+        Every tensor is mapped to the book's layers by :data:`GGUF_NAMES`
+        (transposed where PyTorch's ``(out, in)`` becomes the book's
+        ``(in, out)``) and checked for shape. An ``output.weight`` equal to
+        ``token_embd.weight`` (or missing) makes the output layer tied.
+
+        Returns
+        -------
+        Llama
+        """
+        f = read_gguf(path)
+        m = f.metadata
+        if m.get("general.architecture") != "llama":
+            raise ValueError(f"{path}: general.architecture is "
+                             f"{m.get('general.architecture')!r}, not 'llama'")
+        layout = m.get("llama.tensor_data_layout", "reference")
+        if layout not in ("reference", "Meta AI original pth"):
+            raise ValueError(f"{path}: llama.tensor_data_layout is {layout!r}; only the "
+                             "original layout (rotary pairs 2i, 2i+1) is read")
+        embedding = f.tensor("token_embd.weight")
+        tied = ("output.weight" not in f.tensor_infos
+                or np.array_equal(f.tensor("output.weight"), embedding))
+        n_heads = m["llama.attention.head_count"]
+        model = cls(n_vocab=embedding.shape[0], d_model=m["llama.embedding_length"],
+                    n_layers=m["llama.block_count"], n_heads=n_heads,
+                    n_kv_heads=m.get("llama.attention.head_count_kv", n_heads),
+                    d_ff=m["llama.feed_forward_length"], max_len=m["llama.context_length"],
+                    rng=np.random.default_rng(0),
+                    eps=float(m["llama.attention.layer_norm_rms_epsilon"]),
+                    rotary_base=float(m.get("llama.rope.freq_base", 10000.0)),
+                    tied=tied, dtype=dtype)
+        for gguf_name, book_name, transpose in tensor_names(model.config["n_layers"]):
+            if gguf_name == "output.weight" and tied:
+                continue
+            array = f.tensor(gguf_name)
+            target = model.parameter(book_name)
+            value = array.T if transpose else array
+            if value.shape != target.shape:
+                raise ValueError(f"{path}: tensor {gguf_name} has shape {array.shape}, so "
+                                 f"{book_name} would be {value.shape}, but the model "
+                                 f"needs {target.shape}")
+            target[...] = value
+        return model
+
+    def parameter(self, name):
+        """A parameter by its book name, e.g. ``"blocks.0.attn.W_Q"`` (the array itself)."""
+        owner, _, key = name.rpartition(".")
+        obj = self
+        for part in owner.split("."):
+            obj = obj[int(part)] if part.isdigit() else getattr(obj, part)
+        return obj.params[key]
+
+
+def tensor_names(n_layers):
+    """``(gguf_name, book_name, transpose)`` for every tensor of a Llama GGUF file."""
+    out = []
+    for gguf, (book, transpose) in GGUF_NAMES.items():
+        layers = range(n_layers) if "{i}" in gguf else [None]
+        for i in layers:
+            out.append((gguf.format(i=i), book.format(i=i), transpose))
+    return out
+
+
+def load_stories260k(path=None, dtype=np.float32):
+    """stories260K and its tokenizer, from ``data/stories260k/`` (checked by its SHA-256).
+
+    Parameters
+    ----------
+    path : str or os.PathLike, optional
+        Another GGUF file to read instead.
+    dtype : float32 or float64, optional
+
+    Returns
+    -------
+    (Llama, LlamaTokenizer)
+
+    Examples
+    --------
+    >>> from attention_lib.models.llama import load_stories260k
+    >>> model, tok = load_stories260k()
+    >>> ids = model.generate(tok.encode("Once upon a time"), 12, temperature=0)
+    >>> tok.decode(ids)
+    'Once upon a time, there was a little girl named Lily. She'
+    """
+    if path is None:
+        from ..embeddings import verified_path
+        path = verified_path(STORIES260K)
+    model = Llama.from_gguf(path, dtype=dtype)
+    return model, LlamaTokenizer.from_gguf(read_gguf(path))
+
+
+def stories260k_reference():
+    """The text llama2.c prints for stories260K at temperature 0, from its documentation.
+
+    ``data/stories260k/llama2c_doc_stories260K.md`` shows the command
+    ``./run stories260K/stories260K.bin -z stories260K/tok512.bin -t 0.0`` and
+    its output in a code block; this returns that output (without the
+    command line and the block's last newline): 256 tokens of greedy
+    decoding from ``<s>``, run.c's default number of steps.
+    """
+    from ..embeddings import verified_path
+    doc = verified_path(STORIES260K_DOC).read_text(encoding="utf8")
+    blocks = doc.split("```")[1::2]                    # the insides of the code blocks
+    block = next(b for b in blocks if "-t 0.0" in b.split("\n", 2)[1])
+    return block.split("\n", 2)[2].removesuffix("\n")
