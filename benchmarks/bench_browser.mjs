@@ -122,7 +122,13 @@ for (const name of models) {
         child = spawn(chromium, ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
           "--disable-background-networking", "--disable-extensions", `--user-data-dir=${profile}`,
           `http://127.0.0.1:${server.address().port}/book/bench.html`], { stdio: "ignore" });
-        child.on("exit", () => rmSync(profile, { recursive: true, force: true }));
+        child.on("exit", () => setTimeout(() => {
+          try {
+            rmSync(profile, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
+          } catch {
+            // Chromium's helpers may still be writing; the folder is in the temporary directory
+          }
+        }, 500));
         setTimeout(() => { child.kill("SIGKILL"); server.close(); resolve(null); }, 120000);
       });
     });

@@ -56,9 +56,9 @@ def shakespeare_model(path):
 
 def stories_model(path):
     """stories260K and its llama2.c tokenizer from the library (attention_lib.models.llama)."""
-    from attention_lib.models import load_pretrained
+    from attention_lib.models.llama import load_stories260k
 
-    model, tokenizer = load_pretrained("stories260k")
+    model, tokenizer = load_stories260k(path)
     return model, (lambda text: [int(i) for i in tokenizer.encode(text)])
 
 
@@ -71,12 +71,8 @@ def reference(name, source):
     cases = []
     for prompt in PROMPTS[name]:
         ids = encode(prompt)
-        if hasattr(model, "generate") and name == "shakespeare":   # the KV-cached generator
-            seq = [int(i) for i in model.generate(np.array(ids), N_NEW, temperature=0)]
-        else:                                     # greedy, the whole sequence each step
-            seq = list(ids)
-            for _ in range(N_NEW):
-                seq.append(int(np.asarray(model.forward(np.array([seq])))[0, -1].argmax()))
+        # greedy with the library's KV-cached generator, then one uncached pass for the logits
+        seq = [int(i) for i in model.generate(np.array(ids), N_NEW, temperature=0)]
         logits = np.asarray(model.forward(np.array([seq[:-1]]))[0], dtype=np.float32)
         logits_first, logits = logits[len(ids) - 1], logits[-1]
         cases.append({
