@@ -46,6 +46,7 @@ from . import interactive
 from .softmax import log_softmax, logsumexp, softmax, softmax_backward
 from .tables import format_table, print_table
 from .toy_translation import Pair, generate_pairs
+from ._widgets import widget_html
 
 __version__ = "1.0.0"
 
@@ -84,6 +85,7 @@ __all__ = [
     "sinusoidal_positions",
     "softmax",
     "softmax_backward",
+    "widget_html",
     "tokenize",
     "Tokens",
 ]

@@ -62,3 +62,11 @@ t1=$SECONDS
 timeout --kill-after=15 900 "$python" scripts/browser_check.py --chromium "$CHROMIUM" \
     --site _build/html --toc _toc.yml --screenshots _build/screenshots ${LAYOUT_REPORT_ONLY:+"$LAYOUT_REPORT_ONLY"} "$@"
 echo "==> browser check of the site: $((SECONDS - t1)) s (total with install: $((SECONDS - t0)) s)"
+
+# The live model widgets (attention_lib.widget_html): each loads its model on first use,
+# writes or translates for a typed prompt, draws a heat map, reacts to a slider, and
+# answers bad input with a message, at 1280 and 390 px (scripts/browser_widgets.py).
+t1=$SECONDS
+timeout --kill-after=15 900 "$python" scripts/browser_widgets.py --chromium "$CHROMIUM" \
+    --site _build/html --screenshots _build/screenshots
+echo "==> browser check of the widgets: $((SECONDS - t1)) s"

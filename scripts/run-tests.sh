@@ -32,6 +32,8 @@ stage "a downloaded chapter runs without Jupyter Book (fresh venv: the project a
 # CI. (NBVAL_REPEAT=10 for the long stability run.) It runs on the CPU's own
 # kernels; the Binder and Colab stages compare the outputs again on other CPU
 # kernel families (README, "Outputs on every CPU"), so no extra pass is needed.
+stage "the browser runtime against the library, in node (greedy tokens, logits within 1e-3)" \
+    bash scripts/check-node.sh
 stage "notebooks match their committed outputs, under CPU and memory load (nbval)" \
     bash scripts/check-nbval-repeat.sh --repeat "${NBVAL_REPEAT:-1}"
 stage "book build, warnings as errors" \

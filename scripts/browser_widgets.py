@@ -1,0 +1,251 @@
+"""The live model widgets in a real browser (headless Chromium, driven by Playwright).
+
+Called by ``scripts/check-browser.sh`` after the site check. For every widget
+(``attention_lib.widget_html``) on the built site's pages, and on a scratch
+page holding one widget per exported model (so the widgets are checked even
+before a chapter carries them), at 1280 and at 390 px wide:
+
+- before the first click no model weights are fetched (they load on first use);
+- bad input (an empty prompt, 10,000 pasted characters, characters outside
+  the vocabulary, emoji) gives a message inside the widget and no console error;
+- a typed prompt is continued (or translated): tokens appear, and a heat map of
+  where the heads looked is drawn (non-blank canvas);
+- moving a slider (temperature) changes the output;
+- the keyboard alone reaches and presses the button and a generated token;
+- nothing scrolls sideways, every control has an accessible name, and no
+  request leaves the local server.
+
+Writes a screenshot of each widget at each width into ``--screenshots``.
+
+    python scripts/browser_widgets.py --site _build/html [--chromium /usr/bin/chromium]
+"""
+
+import argparse
+import functools
+import http.server
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+WIDTHS = (1280, 390)
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-dev-shm-usage", "--hide-scrollbars", "--mute-audio"]
+BAD_INPUTS = {"empty": "", "10,000 characters": "ROMEO: " * 1429, "emoji": "Hello 🙂🚀",
+              "outside the vocabulary": "Ça coûte 5 € — naïve café"}
+
+
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def serve(directory):
+    handler = functools.partial(Quiet, directory=str(directory))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/"
+
+
+def scratch_page(site):
+    """A page (not in the book) with one widget per exported model, under ``book/``."""
+    from attention_lib import widget_html
+    from attention_lib._widgets import WIDGETS
+
+    models = [n for n in WIDGETS if (Path(site) / "_static" / "models" / f"{n}.json").is_file()]
+    body = "\n".join(f"<h2>{n}</h2>\n" + widget_html(n).data for n in models)
+    return ("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            "<title>Widgets</title></head><body><main style=\"max-width: 820px; margin: auto; "
+            f"padding: 8px\"><h1>The live widgets</h1>\n{body}\n</main></body></html>\n")
+
+
+def canvas_ink(widget):
+    """How many pixels of the widget's heat map are not blank."""
+    return widget.locator("canvas.aft-heatmap").evaluate("""c => {
+        if (!c.width || !c.height) return 0;
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++; return n; }""")
+
+
+def check_widget(page, widget, label, problems, shots, width, timeout):
+    """Drive one widget; append (label, problem) to problems."""
+    kind = widget.get_attribute("data-kind")
+    model = widget.get_attribute("data-model")
+    fail = lambda what: problems.append(f"{label} at {width}px: {what}")
+    widget.scroll_into_view_if_needed()
+    handle = widget.element_handle()
+    if kind != "translator":
+        widget.locator("input[type=number]").nth(1).fill("12")     # short runs for bad input
+    text = widget.locator("textarea")
+    button = widget.locator("button.aft-go")
+    status = widget.locator(".aft-status")
+    for el in widget.locator("input, select, textarea, button.aft-go").all():
+        name = el.evaluate("e => (e.labels && e.labels.length ? e.labels[0].textContent : '') "
+                           "|| e.getAttribute('aria-label') || e.textContent")
+        if not name.strip():
+            fail(f"a control has no accessible name: {el.evaluate('e => e.outerHTML')[:80]}")
+
+    def run(prompt):
+        widget.evaluate("w => { delete w.dataset.state }")
+        text.fill(prompt)
+        status.evaluate("s => s.textContent = ''")
+        button.click()
+        page.wait_for_function("""w => w.dataset.state === 'done' || w.querySelector('.aft-error')""",
+                               arg=handle, timeout=timeout * 1000)
+        return widget.evaluate("w => w.dataset.state === 'done'")
+
+    if kind == "translator":
+        if run(""):
+            fail("an empty sentence was translated, with no message")
+        if not run("I like green apples."):
+            fail(f"no translation: {status.inner_text()}")
+        french = widget.locator(".aft-french").inner_text()
+        if not french.strip():
+            fail("the translation is empty")
+        if canvas_ink(widget) < 50:
+            fail("no cross-attention heat map")
+        widget.locator("select").nth(2).select_option("1")
+        if canvas_ink(widget) < 50:
+            fail("no heat map after choosing another head")
+    else:
+        for what, bad in BAD_INPUTS.items():
+            ok = run(bad)
+            if what in ("empty", ) and ok:
+                fail("an empty prompt was continued, with no message")
+            if what == "outside the vocabulary" and model == "shakespeare" and ok:
+                fail("characters outside the vocabulary were accepted with no message")
+            if what == "emoji" and model == "shakespeare" and ok:
+                fail("emoji were accepted with no message")
+            if not ok and not widget.locator(".aft-error").count():
+                fail(f"{what}: no message")
+        prompt = "ROMEO:\nWhat" if model == "shakespeare" else "Once upon a time, Lily"
+        widget.locator("input[type=number]").nth(1).fill("40")
+        if not run(prompt):
+            fail(f"no continuation of a typed prompt: {status.inner_text()}")
+        tokens = widget.locator("button.aft-token")
+        if tokens.count() < 10:
+            fail(f"only {tokens.count()} generated tokens shown")
+        first = widget.locator(".aft-output").inner_text()
+        tokens.nth(3).hover()
+        if canvas_ink(widget) < 50:
+            fail("no heat map after hovering a generated token")
+        # keyboard: focus a generated token, the heat map follows it
+        tokens.nth(5).focus()
+        page.keyboard.press("Tab")
+        chosen = widget.locator("button.aft-token.aft-chosen").count()
+        if chosen != 1:
+            fail("focusing a token by keyboard did not choose it")
+        # a slider moved: temperature up, the widget writes again, and the text changes
+        widget.evaluate("w => { delete w.dataset.state }")
+        slider = widget.locator("input[type=range]").first
+        slider.focus()
+        for _ in range(10):
+            page.keyboard.press("ArrowRight")
+        slider.dispatch_event("change")
+        page.wait_for_function("w => w.dataset.state === 'done'", arg=handle,
+                               timeout=timeout * 1000)
+        if widget.locator(".aft-output").inner_text() == first:
+            fail("moving the temperature slider did not change the output")
+    overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+    if overflow > 1:
+        fail(f"the page scrolls sideways by {overflow}px")
+    if shots:
+        widget.screenshot(path=str(Path(shots) / f"widget-{label}-{width}.png"))
+
+
+def check(site, chromium, shots=None, timeout=60.0):
+    from playwright.sync_api import sync_playwright
+
+    site = Path(site)
+    work = Path(tempfile.mkdtemp(prefix="widgets-"))
+    try:
+        shutil.copytree(site / "_static", work / "_static")
+        (work / "book").mkdir()
+        (work / "book" / "widgets.html").write_text(scratch_page(work), encoding="utf8")
+        pages = ["book/widgets.html"]
+        for p in sorted(site.rglob("*.html")):
+            if "aft-widget" in p.read_text(encoding="utf8", errors="replace"):
+                rel = p.relative_to(site)
+                (work / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(p, work / rel)
+                pages.append(rel.as_posix())
+        for folder in ("_sphinx_design_static", "_images"):
+            if (site / folder).is_dir():
+                shutil.copytree(site / folder, work / folder, dirs_exist_ok=True)
+        if shots:
+            Path(shots).mkdir(parents=True, exist_ok=True)
+        server, base = serve(work)
+        problems, timings = [], []
+        try:
+            with sync_playwright() as pw:
+                browser = pw.chromium.launch(executable_path=chromium, args=FLAGS, timeout=30000)
+                for width in WIDTHS:
+                    ctx = browser.new_context(viewport={"width": width, "height": 900},
+                                              has_touch=width < 500)
+                    outside, errors, models = [], [], []
+
+                    def route(r, outside=outside, models=models):
+                        if not r.request.url.startswith(base):
+                            outside.append(r.request.url)
+                            return r.abort("blockedbyclient")
+                        if "/_static/models/" in r.request.url:
+                            models.append(r.request.url)
+                        return r.continue_()
+                    ctx.route("**/*", route)
+                    for rel in pages:
+                        page = ctx.new_page()
+                        page.set_default_timeout(timeout * 1000)
+                        page.on("console", lambda m, errors=errors, rel=rel: errors.append(
+                            f"{rel}: {m.text}") if m.type == "error" else None)
+                        page.on("pageerror", lambda e, errors=errors, rel=rel: errors.append(
+                            f"{rel}: {e}"))
+                        models.clear()
+                        page.goto(base + rel, wait_until="load", timeout=timeout * 1000)
+                        page.wait_for_selector(".aft-widget.aft-live", timeout=timeout * 1000)
+                        if models:
+                            problems.append(f"{rel} at {width}px: model weights fetched before "
+                                            f"any click: {models[:2]}")
+                        for i, w in enumerate(page.locator(".aft-widget").all()):
+                            label = f"{Path(rel).stem}-{w.get_attribute('data-model')}-{i}"
+                            t0 = time.perf_counter()
+                            check_widget(page, w, label, problems, shots, width, timeout)
+                            timings.append((label, width, time.perf_counter() - t0,
+                                            w.get_attribute("data-first-token-ms")))
+                        page.close()
+                    problems += [f"at {width}px: request left the site: {u}" for u in outside]
+                    problems += [f"at {width}px: console error: {e}" for e in errors]
+                    ctx.close()
+                browser.close()
+        finally:
+            server.shutdown()
+            server.server_close()
+        for label, width, seconds, first in timings:
+            print(f"{label:40s} {width:5d}px  {seconds:5.1f} s  first token {first} ms")
+        return problems
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--site", default=str(ROOT / "_build" / "html"))
+    parser.add_argument("--chromium", default="/usr/bin/chromium")
+    parser.add_argument("--screenshots", default=None)
+    parser.add_argument("--timeout", type=float, default=120.0)
+    args = parser.parse_args(argv)
+    problems = check(args.site, args.chromium, args.screenshots, args.timeout)
+    for p in problems:
+        print(f"FAIL {p}")
+    print(f"widgets: {'ok' if not problems else f'{len(problems)} problem(s)'}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

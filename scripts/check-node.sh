@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The browser runtime (book/_static/runtime/transformer.mjs) under node: greedy tokens and
+# logits against the NumPy library's (tests/js/fixtures/parity.json), seeded sampling.
+# Installs Debian's nodejs with apt-get when node is missing (node >= 18 runs node --test).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v node > /dev/null || [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 18 ]; then
+    echo "==> node >= 18 is missing: installing Debian's nodejs with apt-get"
+    sudo=""
+    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends nodejs > /dev/null
+fi
+echo "==> $(node --version)"
+node --test tests/js/

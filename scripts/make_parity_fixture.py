@@ -1,0 +1,122 @@
+"""The NumPy library's greedy tokens and logits, as the fixture the node parity tests read.
+
+For every exported model (book/_static/models/<name>.json) and each of its
+prompts below, the library's own model (the one the chapters run) encodes the
+prompt, continues it greedily for ``N_NEW`` tokens, and gives its logits at
+the first and the last step of the continuation. The result goes to
+``tests/js/fixtures/parity.json``; ``tests/js/parity.test.mjs`` checks that the
+browser runtime produces the same ids and logits within 1e-3, and
+``tests/test_parity_fixture.py`` regenerates this file and compares it with the
+committed one, so it cannot go stale when a checkpoint or the library changes.
+
+    python scripts/make_parity_fixture.py            # rewrite the fixture
+"""
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "js" / "fixtures" / "parity.json"
+N_NEW = 32
+
+PROMPTS = {
+    "shakespeare": [
+        "ROMEO:", "JULIET:\n", "First Citizen:\nBefore we proceed", "KING RICHARD III:\nNow is the",
+        "To be, or not to be", "O Romeo, Romeo!", "What light through yonder window",
+        "MENENIUS:\nI tell you, friends,", "The quality of mercy", "HAMLET:\nAlas, poor",
+        "Good morrow, my lord.", "\n", "A", "Wherefore art thou", "LADY MACBETH:\nOut, damned",
+        "Now is the winter of our discontent", "And so, my lords, farewell.",
+        "GLOUCESTER:\nI", "Friends, Romans, countrymen, lend me your ears;", "the king is dead",
+        "Exeunt.\n\nSCENE II.", "What say you?",
+    ],
+    "stories260k": [
+        "", "Once upon a time", "Lily and Tom", "The cat sat on the mat.", "One day, a little bird",
+        "Tim was sad because", "The sun was shining", "Mom said,", "They played in the park",
+        "Once upon a time, there was a big dog named Max.", "Sara had a red ball",
+        "The little girl", "He wanted to eat", "\"Can I play?\" asked Ben.", "After lunch,",
+        "The end of the story", "A boy found a box", "Spot the dog", "She looked at the sky and",
+        "Tom and Sue went to the zoo.", "It was a rainy day.", "The old man",
+    ],
+}
+
+
+def shakespeare_model(path):
+    """The TinyGPT and its characters, loaded as the chapter loads them."""
+    from attention_lib.models.train_shakespeare import load_checkpoint
+
+    model, chars = load_checkpoint(path)
+    lookup = {c: i for i, c in enumerate(chars)}
+    return model, (lambda text: [lookup[c] for c in text])
+
+
+def stories_model(path):
+    """stories260K and its llama2.c tokenizer from the library (attention_lib.models.llama)."""
+    from attention_lib.models.llama import load_stories260k
+
+    model, tokenizer = load_stories260k(path)
+    return model, (lambda text: [int(i) for i in tokenizer.encode(text)])
+
+
+LOADERS = {"shakespeare": shakespeare_model, "stories260k": stories_model}
+
+
+def reference(name, source):
+    """{prompt, ids, new_ids, logits_first, logits_last} for each prompt of one model."""
+    model, encode = LOADERS[name](source)
+    cases = []
+    for prompt in PROMPTS[name]:
+        ids = encode(prompt)
+        # greedy with the library's KV-cached generator, then one uncached pass for the logits
+        seq = [int(i) for i in model.generate(np.array(ids), N_NEW, temperature=0)]
+        logits = np.asarray(model.forward(np.array([seq[:-1]]))[0], dtype=np.float32)
+        logits_first, logits = logits[len(ids) - 1], logits[-1]
+        cases.append({
+            "prompt": prompt, "ids": [int(i) for i in ids], "new_ids": seq[len(ids):],
+            "logits_first": [float(f"{v:.7g}") for v in logits_first],
+            "logits_last": [float(f"{v:.7g}") for v in logits],
+        })
+    return cases
+
+
+def build(sources):
+    """The fixture as a dict, for the models in ``sources`` ({name: checkpoint path})."""
+    out = {"n_new": N_NEW, "models": {}}
+    for name, path in sources.items():
+        manifest = json.loads((ROOT / "book" / "_static" / "models" / f"{name}.json").read_text())
+        out["models"][name] = {"weights_sha256": manifest["sha256"], "cases": reference(name, path)}
+    return out
+
+
+def default_sources():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from export_models import source_paths
+
+    return {name: path for name, path in source_paths().items()
+            if name in LOADERS and (ROOT / "book" / "_static" / "models" / f"{name}.json").exists()}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(FIXTURE))
+    parser.add_argument("--shakespeare", metavar="PATH", help="the Shakespeare checkpoint")
+    args = parser.parse_args(argv)
+    sources = default_sources()
+    if args.shakespeare:
+        sources["shakespeare"] = Path(args.shakespeare)
+    fixture = build(sources)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(fixture, separators=(",", ":")) + "\n")
+    os.replace(tmp, out)
+    for name, m in fixture["models"].items():
+        print(f"{name}: {len(m['cases'])} prompts x {N_NEW} greedy tokens -> {out}")
+
+
+if __name__ == "__main__":
+    main()

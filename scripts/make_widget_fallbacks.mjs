@@ -1,0 +1,92 @@
+// The static figure each live widget shows before its script runs, or without JavaScript:
+// a greedy continuation of the widget's first prompt and, as a heat map, where each head of
+// the last layer looked from the last position (for the translator: the sentence, its
+// translation and one cross-attention head). Drawn with the runtime itself, from the exported
+// weights, into book/_static/models/<name>.fallback.svg (inlined by attention_lib.widget_html).
+//
+//   node scripts/make_widget_fallbacks.mjs
+import { readFileSync, writeFileSync, existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { loadModel } from "../book/_static/runtime/transformer.mjs";
+
+const dir = fileURLToPath(new URL("../book/_static/models/", import.meta.url));
+const PROMPTS = { shakespeare: ["ROMEO:\n", 80], stories260k: ["Once upon a time", 40] };
+
+const esc = (s) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
+const shown = (p) => p.replaceAll("\n", "↵").replaceAll(" ", "␣") || "∅";
+
+function wrap(text, width) {
+  const lines = [];
+  for (const para of text.split("\n")) {
+    let line = "";
+    for (const word of para.split(" ")) {
+      if ((line + " " + word).trim().length > width && line) {
+        lines.push(line);
+        line = word;
+      } else line = line ? `${line} ${word}` : word;
+    }
+    lines.push(line);
+  }
+  return lines;
+}
+
+/** An SVG: title, wrapped text, and a heat map (rows x cols, each row scaled to its max). */
+function svg(title, text, rows, rowLabels, colLabels, caption) {
+  const lines = wrap(text, 60);
+  const cell = 22;
+  const left = 70;
+  const textH = 24 + lines.length * 18;
+  const top = textH + 70;
+  const W = Math.max(560, left + cell * colLabels.length + 10);
+  const H = top + cell * rows.length + 30;
+  const out = [`<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${W} ${H}" width="${W}" role="img" aria-label="${esc(caption)}">`,
+    `<title>${esc(caption)}</title>`,
+    `<text x="4" y="16" font-family="sans-serif" font-size="14" font-weight="bold">${esc(title)}</text>`];
+  lines.forEach((l, i) => out.push(`<text x="4" y="${38 + i * 18}" font-family="monospace" font-size="13" xml:space="preserve">${esc(l)}</text>`));
+  colLabels.forEach((c, j) => {
+    const x = left + j * cell + cell / 2;
+    out.push(`<text transform="translate(${x + 4},${top - 6}) rotate(-60)" font-family="monospace" font-size="11">${esc(c.slice(0, 8))}</text>`);
+  });
+  rows.forEach((row, i) => {
+    const y = top + i * cell;
+    out.push(`<text x="4" y="${y + 15}" font-family="sans-serif" font-size="12">${esc(rowLabels[i])}</text>`);
+    const max = Math.max(...row);
+    row.forEach((w, j) => {
+      const light = Math.round(98 - 68 * (max > 0 ? w / max : 0));
+      out.push(`<rect x="${left + j * cell}" y="${y}" width="${cell - 1}" height="${cell - 1}" fill="hsl(215,70%,${light}%)"/>`);
+    });
+  });
+  out.push(`<text x="4" y="${H - 8}" font-family="sans-serif" font-size="12">${esc(caption.slice(0, 110))}</text>`, "</svg>");
+  return out.join("\n") + "\n";
+}
+
+for (const name of ["shakespeare", "stories260k", "translator"]) {
+  if (!existsSync(`${dir}${name}.json`)) continue;
+  const model = loadModel(JSON.parse(readFileSync(`${dir}${name}.json`, "utf8")), readFileSync(`${dir}${name}.bin`));
+  let figure;
+  if (name === "translator") {
+    const english = "I like green apples.";
+    const out = model.translate(english, { details: true });
+    const l = model.config.n_dec_layers - 1;
+    const rows = out.cross.map((step) => Array.from(step[l][0]));
+    figure = svg("Translate English into French", `${english}\n→ ${out.text}`, rows,
+      out.ids.map((t) => shown(model.tokenizer.piece(t)).slice(0, 8)), out.src.map((t) => shown(model.tokenizer.piece(t))),
+      `Cross-attention of layer ${l + 1}, head 1: each French token (row) over the English tokens (columns).`);
+  } else {
+    const [prompt, n] = PROMPTS[name];
+    const ids = model.tokenizer.encode(prompt);
+    const steps = [...model.steps(ids, n, { temperature: 0, attention: true })];
+    const all = [...ids, ...steps.map((s) => s.id)];
+    const last = steps[steps.length - 1];
+    const l = model.config.n_layers - 1;
+    const S = last.attention[l][0].length;
+    const from = Math.max(0, S - 24);
+    const rows = last.attention[l].map((w) => Array.from(w.subarray(from, S)));
+    const cols = all.slice(from, S).map((t) => shown(model.tokenizer.piece(t)));
+    figure = svg(`Greedy continuation of "${shown(prompt)}"`, model.tokenizer.decode(all), rows,
+      rows.map((_, i) => `head ${i + 1}`), cols,
+      `Layer ${l + 1}: where each head looked from the last position (columns: the last ${S - from} tokens).`);
+  }
+  writeFileSync(`${dir}${name}.fallback.svg`, figure);
+  console.log(`${name}: ${dir}${name}.fallback.svg`);
+}
