@@ -18,7 +18,10 @@ mathematics of one idea, written in the book's notation:
 - :mod:`attention_lib.backward`: the gradients of attention, by hand (plain and blockwise).
 - :mod:`attention_lib.nn`: layers with their backward passes, losses and Adam.
 - :mod:`attention_lib.models`: whole models assembled from those layers (chapter 3's
-  RNNencdec and RNNsearch, their training script and evaluation; chapter 10's TinyGPT).
+  RNNencdec and RNNsearch, their training script and evaluation; chapter 10's TinyGPT;
+  chapter 12's Llama, read from a GGUF file).
+- :mod:`attention_lib.data`: file formats and tokenizers (the GGUF reader, Llama's
+  SentencePiece tokenizer).
 - :mod:`attention_lib.toy_translation`: chapter 3's toy English-French grammar, with
   the gold word alignment of every pair.
 - :mod:`attention_lib.tables`: plain-text tables for printed results.
