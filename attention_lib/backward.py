@@ -28,8 +28,8 @@ block, recomputing each block of weights from the log-sum-exp saved by
 import numpy as np
 
 from ._checks import as_bool, as_numeric, require_finite
+from ._kernel import attention_backward, attention_inputs, attention_weights
 from .blockwise import _block_sizes, _mask_block
-from .dot_product import _attention_inputs
 
 
 def _unbroadcast(grad, shape):
@@ -51,29 +51,6 @@ def _grad_output(grad_output, q, k, v, dtype):
             f"shape (..., L, Ev) = {expected}: pass one gradient per output entry")
     require_finite(g, "grad_output")
     return g
-
-
-def _weights(q, k, mask, scale):
-    """The attention weights ``P`` (..., L, S), as the forward pass makes them.
-
-    Fully masked rows are all zero (not NaN).
-    """
-    scores = (q * scale) @ np.swapaxes(k, -1, -2)
-    if mask is not None:
-        if mask.dtype.kind == "b":
-            scores = np.where(mask, scores, -np.inf)
-        else:
-            scores = scores + mask
-    if scores.shape[-1] == 0:
-        return scores
-    row_max = scores.max(axis=-1, keepdims=True)
-    row_max[np.isneginf(row_max)] = 0.0       # fully masked rows: shift by 0
-    scores -= row_max
-    weights = np.exp(scores, out=scores)
-    total = weights.sum(axis=-1, keepdims=True)
-    total[total == 0] = 1.0                   # fully masked rows stay zero
-    weights /= total
-    return weights
 
 
 def scaled_dot_product_attention_backward(grad_output, query, key, value,
@@ -148,17 +125,11 @@ def scaled_dot_product_attention_backward(grad_output, query, key, value,
     >>> bool(dq[1].any()), bool(dk[1:].any()), bool(dv[1:].any())
     (False, False, False)
     """
-    q, k, v, mask, scale = _attention_inputs(query, key, value, attn_mask,
+    q, k, v, mask, scale = attention_inputs(query, key, value, attn_mask,
                                              is_causal, scale)
     d_out = _grad_output(grad_output, q, k, v, q.dtype)
-    P = _weights(q, k, mask, scale)                           # (..., L, S)
-    dV = np.swapaxes(P, -1, -2) @ d_out                       # (..., S, Ev)
-    dS = d_out @ np.swapaxes(v, -1, -2)                       # dP, (..., L, S)
-    # softmax_backward(dP, P), in place: no second (L, S) array at long lengths
-    dS -= np.einsum("...ij,...ij->...i", dS, P)[..., None]   # rowsum(dP * P)
-    dS *= P                                                   # dS, in place
-    dQ = (dS @ k) * scale                                     # (..., L, E)
-    dK = (np.swapaxes(dS, -1, -2) @ q) * scale                # (..., S, E)
+    P, _ = attention_weights(q, k, scale, mask)               # (..., L, S)
+    dQ, dK, dV = attention_backward(d_out, q, k, v, P, scale)
     return (_unbroadcast(dQ, q.shape), _unbroadcast(dK, k.shape),
             _unbroadcast(dV, v.shape))
 
@@ -225,7 +196,7 @@ def blockwise_attention_backward(grad_output, query, key, value, output,
     """
     is_causal = as_bool(is_causal, "is_causal")
     block_size, query_block_size = _block_sizes(block_size, query_block_size)
-    q, k, v, mask, scale = _attention_inputs(query, key, value, attn_mask,
+    q, k, v, mask, scale = attention_inputs(query, key, value, attn_mask,
                                              False, scale)
     dtype = q.dtype
     d_out = _grad_output(grad_output, q, k, v, dtype)

@@ -28,10 +28,15 @@ Blocking the queries as well bounds the scores held at any moment by
 
 import numpy as np
 
-from ._checks import (as_bool, as_int, as_numeric, float_dtype,
-                      require_finite, require_ndim)
-from .dot_product import (_attention_inputs, _check_masked_scores, _check_scores,
-                          _overflow_risk)
+from ._checks import (
+    as_bool,
+    as_int,
+    as_numeric,
+    float_dtype,
+    require_finite,
+    require_ndim,
+)
+from ._kernel import attention_inputs, check_masked_scores, check_scores, overflow_risk
 
 
 def online_softmax_step(running_max, running_sum, output, scores, value):
@@ -243,12 +248,12 @@ def blockwise_attention(query, key, value, attn_mask=None, is_causal=False,
     return_logsumexp = as_bool(return_logsumexp, "return_logsumexp")
     block_size, query_block_size = _block_sizes(block_size, query_block_size)
     # Causality is handled here, block by block, not as an (L, S) array.
-    q, k, v, mask, scale = _attention_inputs(query, key, value, attn_mask,
+    q, k, v, mask, scale = attention_inputs(query, key, value, attn_mask,
                                              False, scale)
     dtype = q.dtype
     L, S, Ev = q.shape[-2], k.shape[-2], v.shape[-1]
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    scores_may, masked_may = _overflow_risk(q, k, scale, mask)
+    scores_may, masked_may = overflow_risk(q, k, scale, mask)
     with np.errstate(over="ignore"):           # overflow is checked per block
         q = q * scale                          # scale the (L, E) queries once
     k_t = np.swapaxes(k, -1, -2)               # (..., E, S), a view
@@ -269,7 +274,7 @@ def blockwise_attention(query, key, value, attn_mask=None, is_causal=False,
             with np.errstate(over="ignore", invalid="ignore"):
                 s = q[..., rows, :] @ k_t[..., :, cols]      # (..., bq, bk)
             if scores_may:
-                _check_scores(s, dtype)
+                check_scores(s, dtype)
             if mask is not None:
                 block = _mask_block(mask, rows, cols)
                 if block.dtype.kind == "b":
@@ -278,7 +283,7 @@ def blockwise_attention(query, key, value, attn_mask=None, is_causal=False,
                     with np.errstate(over="ignore"):
                         s = s + block
                     if masked_may:
-                        _check_masked_scores(s, block, dtype)
+                        check_masked_scores(s, block, dtype)
             if is_causal and j1 - 1 > i0:  # the block crosses the diagonal
                 allowed = np.arange(j0, j1) <= np.arange(i0, i1)[:, None]
                 s = np.where(allowed, s, -np.inf)

@@ -94,7 +94,7 @@ def sinusoidal_positions(L, d, base=10000.0):
     return pe
 
 
-def rotary(x, positions=None, base=10000.0):
+def rotary(x, positions=None, base=10000.0, layout="interleaved"):
     """Rotary position embedding (RoPE) of queries or keys.
 
     The feature pair ``(x[..., p, 2i], x[..., p, 2i+1])`` of the vector at
@@ -109,6 +109,10 @@ def rotary(x, positions=None, base=10000.0):
         shape ``(L,)``); real numbers. Defaults to ``0, 1, ..., L-1``.
     base : float, optional
         Sets the frequencies, as in :func:`sinusoidal_positions`.
+    layout : {"interleaved", "half"}, optional
+        Which features make a pair: neighbours ``(2i, 2i+1)`` (default, as
+        RoFormer, Meta's Llama and llama2.c), or ``(i, i + d/2)`` (GPT-NeoX,
+        Hugging Face's Llama: "rotate half"). See the Notes.
 
     Returns
     -------
@@ -135,10 +139,11 @@ def rotary(x, positions=None, base=10000.0):
     depends on ``m - n`` only, not on ``m`` and ``n`` themselves. Rotations
     keep lengths: ``|rotary(x)| = |x|``.
 
-    **Two pairings.** This function pairs neighbouring features
-    ``(2i, 2i+1)``, as the RoFormer paper does. Some libraries (GPT-NeoX,
-    Hugging Face's LLaMA, the "rotate half" form) pair feature ``i`` with
-    ``i + d/2`` instead, with the same angle ``p * base^(-2i/d)``. The two
+    **Two pairings.** By default this function pairs neighbouring features
+    ``(2i, 2i+1)``, as the RoFormer paper and Meta's Llama code do. Some
+    libraries (GPT-NeoX, Hugging Face's LLaMA, the "rotate half" form) pair
+    feature ``i`` with ``i + d/2`` instead (``layout="half"``), with the same
+    angle ``p * base^(-2i/d)``. The two
     differ only by a fixed permutation of the features, applied to queries
     and keys alike, so dot products and the relative-position property are
     the same; but weights trained with one pairing must be permuted before
@@ -161,6 +166,8 @@ def rotary(x, positions=None, base=10000.0):
     >>> bool(np.allclose(s73, s51))
     True
     """
+    if layout not in ("interleaved", "half"):
+        raise ValueError(f'layout must be "interleaved" or "half", got {layout!r}')
     x = as_numeric(x, "x")
     if x.dtype.kind != "f":
         x = x.astype(np.float64)
@@ -191,11 +198,13 @@ def rotary(x, positions=None, base=10000.0):
     angles = pos[..., None] * _frequencies(d, _base(base))   # (..., L, d/2)
     cos = np.cos(angles).astype(x.dtype)
     sin = np.sin(angles).astype(x.dtype)
-    even, odd = x[..., 0::2], x[..., 1::2]
+    first, second = ((slice(0, None, 2), slice(1, None, 2)) if layout == "interleaved"
+                     else (slice(0, d // 2), slice(d // 2, None)))
+    a, b = x[..., first], x[..., second]
     out = np.empty(np.broadcast_shapes(x.shape, cos.shape[:-1] + (d,)),
                    dtype=x.dtype)
-    out[..., 0::2] = even * cos - odd * sin
-    out[..., 1::2] = even * sin + odd * cos
+    out[..., first] = a * cos - b * sin
+    out[..., second] = a * sin + b * cos
     return out
 
 

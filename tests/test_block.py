@@ -4,10 +4,8 @@ import numpy as np
 import pytest
 
 from attention_lib import scaled_dot_product_attention
-from attention_lib.nn import (Adam, FeedForward, KVCache, SelfAttention,
-                              TransformerBlock)
-
-from gradcheck import check_all_gradients
+from attention_lib.gradcheck import check_gradients
+from attention_lib.nn import Adam, FeedForward, KVCache, SelfAttention, TransformerBlock
 
 
 def _randomise(layers, rng):
@@ -24,8 +22,8 @@ def _check(layer, layers, x, g, reseed=None):
             reseed()
         return layer.forward(x)
 
-    check_all_gradients(layers, lambda: np.sum(g * forward()),
-                        lambda: (forward(), layer.backward(g))[1:], inputs=[x])
+    check_gradients(layers, lambda: np.sum(g * forward()),
+                    lambda: (forward(), layer.backward(g))[1:], inputs=[x])
 
 
 @pytest.mark.parametrize("causal, rotary", [(True, False), (False, False), (True, True)])
@@ -56,7 +54,7 @@ def test_self_attention_is_every_head_of_chapter_7_at_once():
     x = rng.normal(size=(2, 4, 12))
     out = att.forward(x)
     p = att.params
-    q, k, v = np.split(x @ p["W_QKV"] + p["b_QKV"], 3, axis=-1)
+    q, k, v = (x @ p["W_" + n] + p["b_" + n] for n in "QKV")
     heads = [scaled_dot_product_attention(q[..., h * 4:(h + 1) * 4], k[..., h * 4:(h + 1) * 4],
                                           v[..., h * 4:(h + 1) * 4], is_causal=True)
              for h in range(3)]

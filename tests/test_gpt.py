@@ -4,9 +4,8 @@ import numpy as np
 import pytest
 
 from attention_lib import TinyGPT
+from attention_lib.gradcheck import check_gradients
 from attention_lib.nn import Adam, softmax_cross_entropy
-
-from gradcheck import check_all_gradients
 
 
 def _model(positions="learned", attention_only=False, n_layers=2, seed=0, d_model=8):
@@ -28,8 +27,8 @@ TOKENS = np.array([[1, 4, 4, 0, 6, 2], [3, 3, 5, 1, 0, 6]])
 def test_every_parameter_gradient_matches_finite_differences(positions):
     model = _model(positions, d_model=4)
     g = np.random.default_rng(1).normal(size=TOKENS.shape + (7,))
-    check_all_gradients(model.layers(), lambda: np.sum(g * model.forward(TOKENS)),
-                        lambda: (model.forward(TOKENS), model.backward(g)) and ())
+    check_gradients(model.layers(), lambda: np.sum(g * model.forward(TOKENS)),
+                    lambda: (model.forward(TOKENS), model.backward(g)) and ())
 
 
 def test_layers_lists_every_parameter_once():
@@ -137,3 +136,20 @@ def test_bad_arguments_get_clear_errors():
         model.generate(TOKENS[0, :2], 2, temperature=1.0)
     with pytest.raises(ValueError, match="temperature must be >= 0"):
         model.generate(TOKENS[0, :2], 2, temperature=-1)
+
+
+def test_shakespeare_checkpoint_keeps_the_fused_attention_names_and_loads(tmp_path):
+    from attention_lib.models import train_shakespeare as ts
+    cfg = {**ts.CONFIG, "d_model": 8, "n_heads": 2, "n_layers": 2, "d_ff": 12, "max_len": 6}
+    model = ts.build_model(cfg, 5, np.random.default_rng(0))
+    path = tmp_path / "model.npz"
+    ts.save_checkpoint(model, cfg, list("abcde"), path)
+    with np.load(path, allow_pickle=False) as f:
+        assert f["blocks.1.attn.W_QKV"].shape == (8, 24) and f["blocks.0.attn.b_QKV"].shape == (24,)
+    loaded, chars = ts.load_checkpoint(path)
+    assert chars == list("abcde")
+    for (name, a), b in zip(ts.named_params(model).items(), ts.named_params(loaded).values()):
+        assert np.array_equal(a.astype(np.float16), b), name
+    attn = loaded.blocks[1].attn.params
+    assert np.array_equal(np.concatenate([attn["W_Q"], attn["W_K"], attn["W_V"]], axis=1),
+                          ts.named_params(loaded)["blocks.1.attn.W_QKV"])

@@ -2,11 +2,10 @@
 
 import numpy as np
 import pytest
-
-from attention_lib.nn import Adam, Attention, Embedding, Linear, softmax_cross_entropy
-
-from gradcheck import check_all_gradients
 from test_backward import FD_TOLERANCE, numerical_gradient, relative_error
+
+from attention_lib.gradcheck import check_gradients
+from attention_lib.nn import Adam, Attention, Embedding, Linear, softmax_cross_entropy
 
 
 def test_linear_backward_matches_finite_differences():
@@ -21,7 +20,7 @@ def test_linear_backward_matches_finite_differences():
     layer.forward(x)
     dx = layer.backward(g)
     assert relative_error(dx, numerical_gradient(loss, x)) < FD_TOLERANCE
-    check_all_gradients([layer], loss, lambda: (layer.forward(x), layer.backward(g)))
+    check_gradients([layer], loss, lambda: (layer.forward(x), layer.backward(g)))
 
 
 def test_linear_without_bias_has_only_a_weight():
@@ -40,7 +39,7 @@ def test_embedding_backward_adds_rows_of_repeated_tokens():
     def loss():
         return np.sum(g * emb.forward(tokens))
 
-    check_all_gradients([emb], loss, lambda: (emb.forward(tokens), emb.backward(g)))
+    check_gradients([emb], loss, lambda: (emb.forward(tokens), emb.backward(g)))
     np.testing.assert_allclose(emb.grads["E"][2], g[0, 1] + g[0, 2] + g[1, 1])
     np.testing.assert_array_equal(emb.grads["E"][[1, 3, 4]], 0.0)
 
@@ -91,7 +90,7 @@ def test_attention_layer_backward_matches_finite_differences(masked):
     dx_q, dx_kv = run_backward()
     assert relative_error(dx_q, numerical_gradient(loss, x_q)) < FD_TOLERANCE
     assert relative_error(dx_kv, numerical_gradient(loss, x_kv)) < FD_TOLERANCE
-    check_all_gradients([att], loss, run_backward)
+    check_gradients([att], loss, run_backward)
     if masked:   # padding keys contribute nothing, so get no gradient
         np.testing.assert_array_equal(dx_kv[:, [2, 4]], 0.0)
 

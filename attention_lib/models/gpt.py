@@ -8,7 +8,7 @@ from .._checks import as_bool, as_int, as_int_array, as_numeric, as_probability,
 from ..nn.block import Composite, TransformerBlock
 from ..nn.layers import Embedding, Linear
 from ..nn.norm import LayerNorm
-from ..nn.self_attention import KVCache
+from ..nn.multi_head_attention import KVCache
 from ..positions import sinusoidal_positions
 from ..softmax import softmax
 

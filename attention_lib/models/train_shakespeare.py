@@ -104,23 +104,44 @@ def learning_rate(step, cfg):
     return cfg["min_lr"] + 0.5 * (cfg["lr"] - cfg["min_lr"]) * (1 + np.cos(np.pi * frac))
 
 
-def named_params(model):
-    """``{name: array}`` for every parameter of a TinyGPT, named by where it sits."""
-    names = {}
+#: The checkpoint stores each attention layer's query, key and value
+#: projections side by side, as the first checkpoints did: W_QKV = [W_Q W_K W_V].
+_FUSED = {"W_QKV": ("W_Q", "W_K", "W_V"), "b_QKV": ("b_Q", "b_K", "b_V")}
+
+
+def _slots(model):
+    """``{name in the file: [arrays of the model it holds, side by side]}``."""
+    slots = {}
     for name, layer in [("tok", model.tok)] + ([("pos", model.pos)] if hasattr(model, "pos") else []):
         for k, a in layer.params.items():
-            names[f"{name}.{k}"] = a
+            slots[f"{name}.{k}"] = [a]
     for i, block in enumerate(model.blocks):
         parts = [("ln1", block.ln1), ("attn", block.attn)]
         if not block.attention_only:
             parts += [("ln2", block.ln2), ("ffn.fc1", block.ffn.fc1), ("ffn.fc2", block.ffn.fc2)]
         for name, layer in parts:
-            for k, a in layer.params.items():
-                names[f"blocks.{i}.{name}.{k}"] = a
+            params = {k: [a] for k, a in layer.params.items()}
+            if name == "attn":
+                for k, names in _FUSED.items():
+                    if names[0] in params:
+                        params[k] = [params.pop(n)[0] for n in names]
+            for k, arrays in params.items():
+                slots[f"blocks.{i}.{name}.{k}"] = arrays
     for name, layer in [("ln_f", model.ln_f), ("head", model.head)]:
         for k, a in layer.params.items():
-            names[f"{name}.{k}"] = a
-    return names
+            slots[f"{name}.{k}"] = [a]
+    return slots
+
+
+def named_params(model):
+    """``{name: array}`` for every parameter of a TinyGPT, named by where it sits.
+
+    The names are the checkpoint's: each attention layer's ``W_Q, W_K, W_V``
+    appear as one ``W_QKV`` (and the biases as ``b_QKV``), a copy of the
+    three side by side.
+    """
+    return {k: a[0] if len(a) == 1 else np.concatenate(a, axis=-1)
+            for k, a in _slots(model).items()}
 
 
 def build_model(cfg, n_vocab, rng=None):
@@ -146,8 +167,10 @@ def load_checkpoint(path):
     with np.load(path, allow_pickle=False) as f:
         cfg = json.loads(str(f["config"]))
         model = build_model(cfg, cfg["n_vocab"], np.random.default_rng(0))
-        for k, a in named_params(model).items():
-            a[...] = f[k].astype(np.float32)
+        for k, arrays in _slots(model).items():
+            widths = np.cumsum([a.shape[-1] for a in arrays])[:-1]
+            for a, part in zip(arrays, np.split(f[k], widths, axis=-1)):
+                a[...] = part.astype(np.float32)
     return model.train(False), list(cfg["chars"])
 
 

@@ -18,9 +18,9 @@ Vectors are rows, as everywhere in the book: a linear layer maps ``x`` to
 The package holds one idea per module:
 
 - :mod:`attention_lib.nn.layers`: ``Linear`` and ``Embedding``;
-- :mod:`attention_lib.nn.attention`: one learned attention head;
-- :mod:`attention_lib.nn.self_attention`: multi-head causal self-attention,
-  all heads at once, with a KV cache for generation;
+- :mod:`attention_lib.nn.multi_head_attention`: the attention layer every
+  model uses (multi-head, grouped-query, cross-attention, rotary, a KV cache
+  for generation), and its chapter names ``SelfAttention`` and ``Attention``;
 - :mod:`attention_lib.nn.norm`: LayerNorm;
 - :mod:`attention_lib.nn.activations`: GELU;
 - :mod:`attention_lib.nn.dropout`: dropout;
@@ -38,17 +38,32 @@ Imports flow one way: the functional maths (``softmax``, ``masks``,
 
 from .activations import GELU
 from .additive import AdditiveAttention
-from .attention import Attention
 from .block import FeedForward, TransformerBlock
 from .dropout import Dropout
 from .layers import Embedding, Linear
 from .losses import softmax_cross_entropy
+from .multi_head_attention import Attention, KVCache, MultiHeadAttention, SelfAttention
 from .norm import LayerNorm
 from .optim import Adam
 from .recurrent import GRU, GRUCell
-from .self_attention import KVCache, SelfAttention
 from .utils import clip_grad_norm
 
-__all__ = ["Adam", "AdditiveAttention", "Attention", "clip_grad_norm", "Dropout",
-           "Embedding", "FeedForward", "GELU", "GRU", "GRUCell", "KVCache", "LayerNorm",
-           "Linear", "SelfAttention", "TransformerBlock", "softmax_cross_entropy"]
+__all__ = [
+           "GELU",
+           "GRU",
+           "Adam",
+           "AdditiveAttention",
+           "Attention",
+           "Dropout",
+           "Embedding",
+           "FeedForward",
+           "GRUCell",
+           "KVCache",
+           "LayerNorm",
+           "Linear",
+           "MultiHeadAttention",
+           "SelfAttention",
+           "TransformerBlock",
+           "clip_grad_norm",
+           "softmax_cross_entropy",
+]

@@ -4,7 +4,7 @@ from .activations import GELU
 from .dropout import Dropout
 from .layers import Linear
 from .norm import LayerNorm
-from .self_attention import SelfAttention
+from .multi_head_attention import SelfAttention
 
 
 class Composite:

@@ -1,0 +1,457 @@
+"""Multi-head attention, the layer every model of the library is built on.
+
+    Q = x_q W_Q + b_Q,   K = x_kv W_K + b_K,   V = x_kv W_V + b_V
+    head_h = softmax(Q_h K_g^T / sqrt(d_head) + M) V_g     (g = the key head of h)
+    out = Concat(head_1, ..., head_H) W_O + b_O
+
+with a hand-written backward pass, a KV cache for generation, rotary
+positions, grouped-query heads and cross-attention. Masks follow the book
+(and ``torch.nn.functional.scaled_dot_product_attention``): a boolean mask is
+True where a query *may attend*, a float mask is added to the scores.
+"""
+
+import numpy as np
+
+from .._checks import as_bool, as_int, as_mask, as_numeric
+from .._kernel import attention_backward, attention_weights
+from ..positions import rotary as rotate
+from .dropout import Dropout
+from .layers import _init, _sum_to_matrix
+
+_ROTARY = (None, "interleaved", "half")
+
+
+class KVCache:
+    """The keys and values one attention layer has computed so far.
+
+    **Self-attention.** When a model generates one token at a time, the keys
+    and values of the earlier positions do not change (a causal layer never
+    lets them see a later token), so they are kept here and each step
+    appends the new rows instead of recomputing the whole prefix.
+
+    **Cross-attention.** The keys and values come from the encoder's output,
+    which does not change while the decoder generates: the first call
+    computes them from ``x_kv`` and stores them, and later calls reuse them
+    (``x_kv`` may then be None).
+
+    Attributes
+    ----------
+    k, v : ndarray, shape (B, n_kv_heads, S, d_head), or None before the first call
+    position : int
+        How many query positions the layer has processed with this cache:
+        the position of the next query (for the causal mask and rotary).
+    cross : bool
+        True once the cache holds cross-attention keys and values.
+    """
+
+    def __init__(self):
+        self.k = self.v = None
+        self.position, self.cross = 0, False
+
+    def __len__(self):
+        return 0 if self.k is None else self.k.shape[-2]
+
+    @property
+    def nbytes(self):
+        """Memory held by the cached keys and values, in bytes."""
+        return 0 if self.k is None else self.k.nbytes + self.v.nbytes
+
+    def check(self, batch, k_shape=None):
+        """Refuse a call whose batch (or head layout) differs from what the cache holds."""
+        if self.k is None:
+            return
+        if batch != self.k.shape[0]:
+            raise ValueError(
+                f"the KV cache holds {self.k.shape[0]} sequences but this call has "
+                f"{batch}: a cache belongs to one batch; start a new cache for another")
+        if k_shape is not None and k_shape[1:2] + k_shape[3:] != self.k.shape[1:2] + self.k.shape[3:]:
+            raise ValueError(
+                f"the KV cache holds keys of shape (B, heads, S, d_head) = {self.k.shape} "
+                f"but this layer makes {k_shape}: was the cache made for another layer?")
+
+    def append(self, k, v):
+        """Add the new rows ``k, v`` (B, n_kv_heads, T, d_head); return all keys and values."""
+        self.check(k.shape[0], k.shape)
+        if self.k is None:
+            self.k, self.v = k, v
+        else:
+            self.k = np.concatenate([self.k, k], axis=-2)
+            self.v = np.concatenate([self.v, v], axis=-2)
+        return self.k, self.v
+
+
+def _float_rows(x, name, width, batch=None, ndim=3):
+    """``x`` as a (B, T, width) float array (``ndim=2``: (T, width), given a batch axis)."""
+    x = as_numeric(x, name)
+    if x.dtype.kind != "f":
+        raise TypeError(f"{name} must be a floating-point array, got dtype {x.dtype}")
+    if x.ndim not in (2, 3) or x.shape[-1] != width or (batch is not None and x.ndim != ndim):
+        want = f"(B, T, {width})" if ndim == 3 else f"(T, {width}) like x_q"
+        raise ValueError(f"{name} must have shape {want}: (batch, positions, "
+                         f"features), got {x.shape}")
+    x = x if x.ndim == 3 else x[None]
+    if batch is not None and x.shape[0] != batch:
+        raise ValueError(f"{name} holds {x.shape[0]} sequences but x_q holds {batch}: "
+                         f"the batch sizes must match")
+    return x
+
+
+class MultiHeadAttention:
+    """Multi-head attention with learned projections and a backward pass.
+
+    Parameters
+    ----------
+    d_model : int
+        Size of the query rows and of the output rows.
+    n_heads : int
+        Number of query heads ``H``.
+    rng : numpy.random.Generator
+        Draws the weights (variance ``1 / fan-in``) and the dropout masks.
+    n_kv_heads : int, optional
+        Number of key/value heads; must divide ``n_heads`` (default
+        ``n_heads``). Query head ``h`` uses key/value head
+        ``h // (n_heads / n_kv_heads)``: grouped-query attention (Ainslie et
+        al., 2023); ``n_kv_heads=1`` is multi-query attention (Shazeer, 2019).
+    d_head : int, optional
+        Features per head (default ``d_model / n_heads``, which must divide).
+    d_kv : int, optional
+        Size of the rows keys and values are computed from, for
+        cross-attention from another model (default ``d_model``).
+    bias : bool, optional
+        Biases on the four projections (default True; Llama has none).
+    dropout : float, optional
+        Probability of dropping an attention weight while training (default 0).
+    rotary : {None, "interleaved", "half"}, optional
+        Rotate queries and keys by their positions before the scores
+        (:func:`~attention_lib.rotary`): feature pairs ``(2i, 2i+1)``
+        (RoFormer, Meta's Llama, llama2.c) or ``(i, i + d_head/2)``
+        (GPT-NeoX, Hugging Face's Llama). Default None: no rotation.
+    rotary_base : float, optional
+        The base of the rotary frequencies ``base^(-2i/d_head)`` (10000).
+    dtype : float32 or float64, optional
+        The parameters' dtype (default float64).
+
+    Attributes
+    ----------
+    params : dict
+        ``W_Q (d_model, H d_head)``, ``W_K (d_kv, H_kv d_head)``,
+        ``W_V (d_kv, H_kv d_head)``, ``W_O (H d_head, d_model)`` and, with
+        ``bias=True``, ``b_Q, b_K, b_V, b_O``. Rows are inputs and columns
+        outputs (``x @ W``), head ``h`` owning columns ``h d_head .. (h+1)
+        d_head``.
+    weights : ndarray, shape (B, H, L, S)
+        The attention weights of the last forward pass, before dropout.
+
+    Notes
+    -----
+    ``forward(x_q)`` is self-attention. ``forward(x_q, x_kv)`` is
+    cross-attention: queries from ``x_q``, keys and values from ``x_kv``
+    (``x_v`` gives the values their own input, as PyTorch's layer allows).
+    ``is_causal=True`` lets the query at position ``p`` see keys at
+    positions ``<= p``; with a :class:`KVCache`, new queries continue at the
+    cache's position and see the whole cached prefix.
+
+    The backward runs the forward in reverse: ``dW_O = C^T g``, then the
+    attention's gradients from the saved weights (:mod:`attention_lib.backward`
+    explains them), rotary's gradient is the rotation back (a rotation's
+    inverse is its transpose), key and value gradients are summed over the
+    query heads that share them, and ``dW = x^T dY``, ``dx = dY W^T`` for
+    each projection. It returns ``dx`` for self-attention, and
+    ``(dx_q, dx_kv)`` (or ``(dx_q, dx_k, dx_v)``) for cross-attention.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attention_lib.nn import MultiHeadAttention
+    >>> att = MultiHeadAttention(8, 4, np.random.default_rng(0), n_kv_heads=2)
+    >>> x = np.random.default_rng(1).normal(size=(3, 5, 8))
+    >>> att.forward(x, is_causal=True).shape, att.weights.shape
+    ((3, 5, 8), (3, 4, 5, 5))
+    >>> att.backward(np.ones((3, 5, 8))).shape, att.params["W_K"].shape
+    ((3, 5, 8), (8, 4))
+    """
+
+    def __init__(self, d_model, n_heads, rng, n_kv_heads=None, d_head=None, d_kv=None,
+                 bias=True, dropout=0.0, rotary=None, rotary_base=10000.0,
+                 dtype=np.float64):
+        d_model = as_int(d_model, "d_model", 1)
+        H = as_int(n_heads, "n_heads", 1)
+        H_kv = H if n_kv_heads is None else as_int(n_kv_heads, "n_kv_heads", 1)
+        if H % H_kv:
+            raise ValueError(f"n_kv_heads = {H_kv} does not divide n_heads = {H}: each "
+                             f"key/value head serves n_heads / n_kv_heads query heads")
+        if d_head is None:
+            if d_model % H:
+                raise ValueError(f"n_heads = {H} does not divide d_model = {d_model}: "
+                                 f"each head gets d_model / n_heads features (or pass d_head)")
+            d_head = d_model // H
+        d_head = as_int(d_head, "d_head", 1)
+        d_kv = d_model if d_kv is None else as_int(d_kv, "d_kv", 1)
+        if rotary not in _ROTARY:
+            raise ValueError(f"rotary must be one of {_ROTARY}, got {rotary!r}")
+        if rotary and d_head % 2:
+            raise ValueError(f"rotary needs an even head size, got d_head = {d_head}")
+        if not (isinstance(rotary_base, (int, float)) and rotary_base > 0):
+            raise ValueError(f"rotary_base must be a positive number, got {rotary_base!r}")
+        dtype = np.dtype(dtype)
+        if dtype not in (np.float32, np.float64):
+            raise TypeError(f"dtype must be float32 or float64, got {dtype}")
+        self.n_heads, self.n_kv_heads, self.d_head = H, H_kv, d_head
+        self.rotary, self.rotary_base = rotary, float(rotary_base)
+        self.bias = as_bool(bias, "bias")
+        self.dropout = Dropout(dropout, rng)
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a numpy.random.Generator, got {rng!r}")
+        self.params = {}
+        for name, W in zip("QKVO", self._draw(rng, d_model, d_kv, H * d_head, H_kv * d_head)):
+            self.params["W_" + name] = np.ascontiguousarray(W, dtype=dtype)
+            if self.bias:
+                self.params["b_" + name] = np.zeros(W.shape[1], dtype)
+        self.grads, self._saved = {}, None
+
+    def _draw(self, rng, d_model, d_kv, q_cols, kv_cols):
+        """``W_Q, W_K, W_V, W_O``, each with variance ``1 / fan-in``."""
+        if d_kv == d_model:     # one draw: the numbers of the fused W_QKV of earlier versions
+            W_Q, W_K, W_V = np.split(_init(rng, d_model, q_cols + 2 * kv_cols),
+                                     [q_cols, q_cols + kv_cols], axis=1)
+        else:
+            W_Q = _init(rng, d_model, q_cols)
+            W_K, W_V = np.split(_init(rng, d_kv, 2 * kv_cols), 2, axis=1)
+        return W_Q, W_K, W_V, _init(rng, q_cols, d_model)
+
+    def _split(self, y, heads):
+        """``(B, T, heads d)`` -> ``(B, heads, T, d)``: a reshape and a transpose (no copy)."""
+        B, T, n = y.shape
+        return y.reshape(B, T, heads, n // heads).transpose(0, 2, 1, 3)
+
+    def _project(self, x, name):
+        y = x @ self.params["W_" + name]
+        return y + self.params["b_" + name] if self.bias else y
+
+    def _mask(self, attn_mask, is_causal, B, T, S, offset, dtype):
+        """One mask for the kernel, broadcastable to (B, H_kv, G, T, S), or None."""
+        H, H_kv = self.n_heads, self.n_kv_heads
+        mask = None
+        if attn_mask is not None:
+            mask = as_mask(attn_mask, "attn_mask")
+            try:
+                fits = np.broadcast_shapes(mask.shape, (B, H, T, S)) == (B, H, T, S)
+            except ValueError:
+                fits = False
+            if not fits:
+                raise ValueError(f"attn_mask of shape {mask.shape} does not broadcast to "
+                                 f"(B, n_heads, L, S) = {(B, H, T, S)}")
+            if mask.dtype.kind == "f":
+                if np.isnan(mask).any() or np.isposinf(mask).any():
+                    raise ValueError("attn_mask contains NaN or +inf; use -inf or False to mask")
+                mask = mask.astype(dtype, copy=False)
+            m = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
+            heads = (H_kv, H // H_kv) if m.shape[1] == H else (1, 1)
+            mask = m.reshape(m.shape[:1] + heads + m.shape[2:])
+        if is_causal:           # the query at position p sees keys 0 .. p
+            causal = np.arange(S) <= np.arange(offset, offset + T)[:, None]
+            if mask is None:
+                mask = causal
+            elif mask.dtype.kind == "b":
+                mask = mask & causal
+            else:
+                mask = np.where(causal, mask, -np.inf).astype(dtype, copy=False)
+        return mask
+
+    def forward(self, x_q, x_kv=None, attn_mask=None, is_causal=False, cache=None, x_v=None):
+        """Attend from ``x_q`` (B, L, d_model) to itself, or to ``x_kv`` (B, S, d_kv).
+
+        Parameters
+        ----------
+        x_q : ndarray, shape (B, L, d_model)
+        x_kv : ndarray, shape (B, S, d_kv), optional
+            Cross-attention: keys and values come from here (default: from ``x_q``).
+        attn_mask : ndarray, optional
+            Broadcastable to ``(B, n_heads, L, S)``. Boolean: True = may
+            attend. Floating: added to the scores.
+        is_causal : bool, optional
+            The query at position ``p`` sees keys at positions ``<= p`` only.
+        cache : KVCache, optional
+            Keys and values of earlier calls (see :class:`KVCache`).
+        x_v : ndarray, shape (B, S, d_v), optional
+            The values' own input, if it is not ``x_kv``.
+
+        Returns
+        -------
+        ndarray, shape (B, L, d_model)
+        """
+        p, H, H_kv = self.params, self.n_heads, self.n_kv_heads
+        self._unbatched = np.ndim(x_q) == 2             # (T, d_model): one sequence
+        x_q = _float_rows(x_q, "x_q", p["W_Q"].shape[0])
+        is_causal = as_bool(is_causal, "is_causal")
+        if cache is not None and not isinstance(cache, KVCache):
+            raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}")
+        if x_v is not None and x_kv is None:
+            raise ValueError("x_v (the values' input) needs x_kv (the keys' input)")
+        B, T, _ = x_q.shape
+        offset = 0 if cache is None else cache.position
+        if cache is not None:
+            cache.check(B)
+            if len(cache) and not cache.cross and x_kv is not None:
+                raise ValueError("this KV cache holds self-attention keys; cross-attention "
+                                 "(x_kv) needs a cache of its own")
+        reuse = cache is not None and cache.cross and x_v is None
+        cross = x_kv is not None or reuse
+        if x_kv is not None and not reuse:
+            nd = 2 if self._unbatched else 3
+            x_kv = _float_rows(x_kv, "x_kv", p["W_K"].shape[0], B, nd)
+            x_v = x_kv if x_v is None else _float_rows(x_v, "x_v", p["W_V"].shape[0], B, nd)
+            if x_v.shape[1] != x_kv.shape[1]:
+                raise ValueError(f"x_kv has {x_kv.shape[1]} positions but x_v has "
+                                 f"{x_v.shape[1]}: every key needs one value")
+        q = self._split(self._project(x_q, "Q"), H)                       # (B, H, T, d)
+        positions = np.arange(offset, offset + T)
+        if self.rotary:
+            q = rotate(q, positions, self.rotary_base, self.rotary)
+        if reuse:               # cross-attention keys and values, computed once
+            k, v = cache.k, cache.v
+        else:
+            x_k, x_vv = (x_q, x_q) if not cross else (x_kv, x_v)
+            k = self._split(self._project(x_k, "K"), H_kv)               # (B, H_kv, S, d)
+            v = self._split(self._project(x_vv, "V"), H_kv)
+            if self.rotary:
+                k_positions = positions if not cross else np.arange(k.shape[-2])
+                k = rotate(k, k_positions, self.rotary_base, self.rotary)
+            if cache is not None:
+                k, v = cache.append(k, v)
+                cache.cross = cross
+        if cache is not None:
+            cache.position += T
+        S, G = k.shape[-2], H // H_kv
+        mask = self._mask(attn_mask, is_causal, B, T, S, offset, q.dtype)
+        q5 = q.reshape(B, H_kv, G, T, q.shape[-1])         # query heads grouped by key head
+        k5, v5 = k[:, :, None], v[:, :, None]
+        scale = q.dtype.type(1 / np.sqrt(q.shape[-1]))
+        P, _ = attention_weights(q5, k5, scale, mask)                     # (B, H_kv, G, T, S)
+        dropping = self.dropout.training and self.dropout.p > 0
+        used = self.dropout.forward(P) if dropping else P
+        context = (used @ v5).reshape(B, H, T, -1).transpose(0, 2, 1, 3).reshape(B, T, -1)
+        self.weights = P.reshape(B, H, T, S)
+        self._cached_forward = cache is not None
+        self._saved = None if cache is not None else {
+            "x_q": x_q, "x_k": x_k, "x_v": x_vv, "cross": cross, "separate_v": x_vv is not x_k,
+            "q": q5, "k": k5, "v": v5, "P": P, "used": used, "drop": dropping,
+            "context": context, "positions": positions, "scale": scale,
+            "k_positions": k_positions if self.rotary else None}
+        out = self._project(context, "O")
+        if self._unbatched:
+            self.weights = self.weights[0]
+            return out[0]
+        return out
+
+    def backward(self, grad):
+        """Gradients of every parameter (into ``grads``) and of the inputs, from ``d loss / d out``.
+
+        Returns ``dx`` (self-attention), ``(dx_q, dx_kv)`` (cross-attention), or
+        ``(dx_q, dx_k, dx_v)`` when the forward pass had an ``x_v``.
+        """
+        s = self._saved
+        if s is None:
+            raise RuntimeError(
+                "backward() after a forward() with a KV cache: the cache is for generation "
+                "(inference); train without one" if getattr(self, "_cached_forward", False)
+                else "backward() needs a forward() first: there is nothing to differentiate")
+        p, g, H, H_kv = self.params, self.grads, self.n_heads, self.n_kv_heads
+        B, T = s["x_q"].shape[:2]
+        expected = (B, T, p["W_O"].shape[1])
+        grad = as_numeric(grad, "grad")
+        if grad.shape != expected[self._unbatched:]:
+            raise ValueError(f"grad has shape {grad.shape} but the output of the last "
+                             f"forward() has shape {expected[self._unbatched:]}")
+        grad = grad.reshape(expected)
+        g["W_O"] = _sum_to_matrix(s["context"], grad)
+        d_ctx = grad @ p["W_O"].T                                       # (B, T, H dv)
+        d_ctx = d_ctx.reshape(B, T, H, -1).transpose(0, 2, 1, 3)
+        d_ctx = d_ctx.reshape(B, H_kv, H // H_kv, T, d_ctx.shape[-1])
+        dq, dk, dv = attention_backward(d_ctx, s["q"], s["k"], s["v"], s["P"], s["scale"],
+                                        s["used"], self.dropout if s["drop"] else None)
+        dq = dq.reshape(B, H, T, -1)
+        dk, dv = dk.sum(axis=2), dv.sum(axis=2)          # summed over the query heads
+        if self.rotary:             # rotate back: R(-p) = R(p)^T
+            dq = rotate(dq, -s["positions"], self.rotary_base, self.rotary)
+            dk = rotate(dk, -s["k_positions"], self.rotary_base, self.rotary)
+        d_in = {}
+        for name, d, x in (("Q", dq, s["x_q"]), ("K", dk, s["x_k"]), ("V", dv, s["x_v"])):
+            d = d.transpose(0, 2, 1, 3).reshape(B, x.shape[1], -1)      # heads side by side
+            g["W_" + name] = _sum_to_matrix(x, d)
+            d_in[name] = d @ p["W_" + name].T
+        if self.bias:
+            for name, d in (("Q", dq), ("K", dk), ("V", dv)):
+                g["b_" + name] = d.sum(axis=(0, 2)).reshape(-1)
+            g["b_O"] = grad.reshape(-1, grad.shape[-1]).sum(axis=0)
+        self.grads = {k: g[k] for k in p}                 # in the order of params
+        if self._unbatched:
+            d_in = {k: d[0] for k, d in d_in.items()}
+        if not s["cross"]:
+            return d_in["Q"] + d_in["K"] + d_in["V"]
+        if s["separate_v"]:
+            return d_in["Q"], d_in["K"], d_in["V"]
+        return d_in["Q"], d_in["K"] + d_in["V"]
+
+
+class SelfAttention(MultiHeadAttention):
+    """Multi-head self-attention, causal by default: chapter 10's name for the layer.
+
+    ``SelfAttention(d_model, n_heads, rng, dropout, causal, rotary)`` is
+    :class:`MultiHeadAttention` whose ``forward(x, cache=None)`` applies the
+    causal mask when ``causal`` is True, with rotary positions
+    (``"interleaved"``) when ``rotary`` is True.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attention_lib.nn import SelfAttention
+    >>> att = SelfAttention(8, 2, np.random.default_rng(0))
+    >>> x = np.random.default_rng(1).normal(size=(3, 5, 8))
+    >>> att.forward(x).shape, att.weights.shape
+    ((3, 5, 8), (3, 2, 5, 5))
+    """
+
+    def __init__(self, d_model, n_heads, rng, dropout=0.0, causal=True, rotary=False):
+        super().__init__(d_model, n_heads, rng, dropout=dropout,
+                         rotary="interleaved" if as_bool(rotary, "rotary") else None)
+        self.causal = as_bool(causal, "causal")
+
+    def forward(self, x, cache=None):
+        """Attend within ``x`` (B, T, d_model); with a ``cache``, also to its earlier positions."""
+        return super().forward(x, is_causal=self.causal, cache=cache)
+
+
+class Attention(MultiHeadAttention):
+    """One attention head, no biases, queries from ``x_q`` and keys and values from ``x_kv``.
+
+    ``out = softmax(Q K^T / sqrt(d_k) + M) V W_O`` with ``Q = x_q W_Q``,
+    ``K = x_kv W_K``, ``V = x_kv W_V`` (chapter 9): :class:`MultiHeadAttention`
+    with one head of ``d_k`` features and values of ``d_v``. ``weights`` is
+    ``(B, L, S)`` and ``backward`` returns ``(dx_q, dx_kv)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attention_lib.nn import Attention
+    >>> att = Attention(8, 4, 4, np.random.default_rng(0))
+    >>> x = np.random.default_rng(1).normal(size=(2, 5, 8))
+    >>> att.forward(x, x).shape, att.weights.shape
+    ((2, 5, 8), (2, 5, 5))
+    >>> dx_q, dx_kv = att.backward(np.ones((2, 5, 8)))
+    >>> list(att.grads), dx_q.shape
+    (['W_Q', 'W_K', 'W_V', 'W_O'], (2, 5, 8))
+    """
+
+    def __init__(self, d_model, d_k, d_v, rng):
+        self.d_v = as_int(d_v, "d_v", 1)
+        super().__init__(d_model, 1, rng, d_head=d_k, bias=False)
+
+    def _draw(self, rng, d_model, d_kv, q_cols, kv_cols):
+        return (_init(rng, d_model, q_cols), _init(rng, d_model, kv_cols),
+                _init(rng, d_model, self.d_v), _init(rng, self.d_v, d_model))
+
+    def forward(self, x_q, x_kv, attn_mask=None, is_causal=False):
+        out = super().forward(x_q, x_kv, attn_mask, is_causal)
+        self.weights = self.weights[..., 0, :, :]
+        return out
