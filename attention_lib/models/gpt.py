@@ -7,8 +7,8 @@ import numpy as np
 from .._checks import as_bool, as_int, as_int_array, as_numeric, as_probability, as_rng
 from ..nn.block import Composite, TransformerBlock
 from ..nn.layers import Embedding, Linear
-from ..nn.norm import LayerNorm
 from ..nn.multi_head_attention import KVCache
+from ..nn.norm import LayerNorm
 from ..positions import sinusoidal_positions
 from ..softmax import softmax
 
