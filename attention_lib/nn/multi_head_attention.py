@@ -276,9 +276,18 @@ class MultiHeadAttention:
         B, T, n = y.shape
         return y.reshape(B, T, heads, n // heads).transpose(0, 2, 1, 3)
 
-    def _project(self, x, name):
-        y = x @ self.params["W_" + name]
-        return y + self.params["b_" + name] if self.bias else y
+    def _weight(self, names, kind="W_"):
+        """The weights (or biases) of the projections ``names`` side by side."""
+        arrays = [self.params[kind + n] for n in names]
+        return arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=-1)
+
+    def _project(self, x, names):
+        """``x W + b`` for the projections ``names`` that read ``x``, in one product."""
+        y = x @ self._weight(names)
+        if self.bias:
+            y += self._weight(names, "b_")
+        widths = np.cumsum([self.params["W_" + n].shape[1] for n in names])[:-1]
+        return np.split(y, widths, axis=-1)
 
     def _mask(self, attn_mask, is_causal, B, T, S, offset, dtype, scores_bound):
         """One mask for the kernel, broadcastable to (B, H_kv, G, T, S), or None."""
@@ -356,16 +365,21 @@ class MultiHeadAttention:
             if x_v.shape[1] != x_kv.shape[1]:
                 raise ValueError(f"x_kv has {x_kv.shape[1]} positions but x_v has "
                                  f"{x_v.shape[1]}: every key needs one value")
-        q = self._split(self._project(x_q, "Q"), H)                       # (B, H, T, d)
+        # Projections that read the same input are one matrix product.
+        groups = ([("QKV", x_q)] if not cross else [("Q", x_q)] if reuse
+                  else [("Q", x_q), ("KV", x_kv)] if x_v is x_kv
+                  else [("Q", x_q), ("K", x_kv), ("V", x_v)])
+        y = {}
+        for names, x in groups:
+            y.update(zip(names, self._project(x, names)))
+        q = self._split(y["Q"], H)                                        # (B, H, T, d)
         positions = np.arange(offset, offset + T)
         if self.rotary:
             q = rotate(q, positions, self.rotary_base, self.rotary)
         if reuse:               # cross-attention keys and values, computed once
             k, v = cache.k, cache.v
         else:
-            x_k, x_vv = (x_q, x_q) if not cross else (x_kv, x_v)
-            k = self._split(self._project(x_k, "K"), H_kv)               # (B, H_kv, S, d)
-            v = self._split(self._project(x_vv, "V"), H_kv)
+            k, v = self._split(y["K"], H_kv), self._split(y["V"], H_kv)   # (B, H_kv, S, d)
             if self.rotary:
                 k_positions = positions if not cross else np.arange(k.shape[-2])
                 k = rotate(k, k_positions, self.rotary_base, self.rotary)
@@ -387,11 +401,11 @@ class MultiHeadAttention:
         self.weights = P.reshape(B, H, T, S)
         self._cached_forward = cache is not None
         self._saved = None if cache is not None else {
-            "x_q": x_q, "x_k": x_k, "x_v": x_vv, "cross": cross, "separate_v": x_vv is not x_k,
+            "x_q": x_q, "groups": groups,
             "q": q5, "k": k5, "v": v5, "P": P, "used": used, "drop": dropping,
             "context": context, "positions": positions, "scale": scale,
             "k_positions": k_positions if self.rotary else None}
-        out = self._project(context, "O")
+        out = self._project(context, "O")[0]
         if self._unbatched:
             self.weights = self.weights[0]
             return out[0]
@@ -424,27 +438,43 @@ class MultiHeadAttention:
         dq, dk, dv = attention_backward(d_ctx, s["q"], s["k"], s["v"], s["P"], s["scale"],
                                         s["used"], self.dropout if s["drop"] else None)
         dq = dq.reshape(B, H, T, -1)
-        dk, dv = dk.sum(axis=2), dv.sum(axis=2)          # summed over the query heads
+        if H == H_kv:
+            dk, dv = dk[:, :, 0], dv[:, :, 0]
+        else:                       # summed over the query heads that share them
+            dk, dv = dk.sum(axis=2), dv.sum(axis=2)
         if self.rotary:             # rotate back: R(-p) = R(p)^T
             dq = rotate(dq, -s["positions"], self.rotary_base, self.rotary)
             dk = rotate(dk, -s["k_positions"], self.rotary_base, self.rotary)
-        d_in = {}
-        for name, d, x in (("Q", dq, s["x_q"]), ("K", dk, s["x_k"]), ("V", dv, s["x_v"])):
-            d = d.transpose(0, 2, 1, 3).reshape(B, x.shape[1], -1)      # heads side by side
-            g["W_" + name] = _sum_to_matrix(x, d)
-            d_in[name] = d @ p["W_" + name].T
+        d_heads, d_in = {"Q": dq, "K": dk, "V": dv}, []
+        for names, x in s["groups"]:
+            dy = _merge_heads([d_heads[n] for n in names])        # (B, S, columns)
+            widths = np.cumsum([p["W_" + n].shape[1] for n in names])[:-1]
+            for n, dW in zip(names, np.split(_sum_to_matrix(x, dy), widths, axis=1)):
+                g["W_" + n] = dW
+            if self.bias:
+                db = dy.reshape(-1, dy.shape[-1]).sum(axis=0)
+                for n, db_n in zip(names, np.split(db, widths)):
+                    g["b_" + n] = db_n
+            d_in.append(dy @ self._weight(names).T)
         if self.bias:
-            for name, d in (("Q", dq), ("K", dk), ("V", dv)):
-                g["b_" + name] = d.sum(axis=(0, 2)).reshape(-1)
             g["b_O"] = grad.reshape(-1, grad.shape[-1]).sum(axis=0)
         self.grads = {k: g[k] for k in p}                 # in the order of params
         if self._unbatched:
-            d_in = {k: d[0] for k, d in d_in.items()}
-        if not s["cross"]:
-            return d_in["Q"] + d_in["K"] + d_in["V"]
-        if s["separate_v"]:
-            return d_in["Q"], d_in["K"], d_in["V"]
-        return d_in["Q"], d_in["K"] + d_in["V"]
+            d_in = [d[0] for d in d_in]
+        return d_in[0] if len(d_in) == 1 else tuple(d_in)
+
+
+def _merge_heads(parts):
+    """Per-head gradients ``(B, heads, T, d)`` side by side as ``(B, T, columns)``, one copy."""
+    B, _, T, _ = parts[0].shape
+    if len({d.shape[-1] for d in parts}) > 1:    # heads of different sizes: no shared buffer
+        return np.concatenate([d.transpose(0, 2, 1, 3).reshape(B, T, -1) for d in parts], -1)
+    out = np.empty((B, T, sum(d.shape[1] for d in parts), parts[0].shape[-1]), parts[0].dtype)
+    start = 0
+    for d in parts:
+        out[:, :, start:start + d.shape[1]] = d.transpose(0, 2, 1, 3)
+        start += d.shape[1]
+    return out.reshape(B, T, -1)
 
 
 class SelfAttention(MultiHeadAttention):
