@@ -544,6 +544,9 @@ def check_page(context, url, base, is_chapter, is_notebook, screenshot=None,
     problems, finished, exceptions, console = [], [], [], []
     page = context.new_page()
     page.set_default_timeout(timeout * 1000)
+    # Every page as on a reader's first visit: nothing stored by an earlier page
+    # (the theme's colour mode, for one, lives in localStorage).
+    page.add_init_script("try { localStorage.clear(); sessionStorage.clear(); } catch (e) {}")
     local = lambda u: u.startswith(base)
     where = lambda u: u.replace(base, "/", 1)
     page.on("pageerror", lambda e: exceptions.append(str(e).splitlines()[0]))

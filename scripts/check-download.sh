@@ -44,7 +44,7 @@ mkdir "$tmp/downloads"
 for chapter in "${chapters[@]}"; do
     t1=$SECONDS
     cp "$repo/$chapter" "$tmp/downloads/"
-    (cd "$tmp/downloads" && MPLBACKEND=Agg timeout --kill-after=15 600 \
+    (cd "$tmp/downloads" && timeout --kill-after=15 600 \
         "$tmp/venv/bin/jupyter-execute" --kernel_name=python3 --timeout=600 "$(basename "$chapter")")
     echo "==> $chapter runs as downloaded, without Jupyter Book: $((SECONDS - t1)) s"
 done
