@@ -30,6 +30,10 @@ mathematics of one idea, written in the book's notation:
 - :mod:`attention_lib.embeddings`: aligned English/French word vectors from ``data/``.
 - :mod:`attention_lib.align`: word alignment from attention weights, IBM Model 1
   trained by EM, how to score them, and the command line.
+- :mod:`attention_lib.sampling`: the distribution a language model samples from
+  (temperature, top-k, top-p) and its entropy (chapter 11).
+- :mod:`attention_lib.generate`: ``python -m attention_lib.generate``, text from the
+  book's trained models (``attention_lib.models.load_pretrained``).
 """
 
 from ._glue import glue

@@ -47,7 +47,7 @@ class CharTokenizer:
     >>> tok.encode("abz")
     Traceback (most recent call last):
     ...
-    ValueError: text contains 1 character outside the vocabulary of 6: 'z' (first at index 2)
+    ValueError: text has 1 character outside the vocabulary of 6: 'z' (first at index 2)
     """
 
     def __init__(self, chars):
@@ -85,7 +85,7 @@ class CharTokenizer:
             shown = ", ".join(repr(c) for c in unknown[:10])
             more = f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
             s = "" if len(unknown) == 1 else "s"
-            raise ValueError(f"text contains {len(unknown)} character{s} outside the "
+            raise ValueError(f"text has {len(unknown)} character{s} outside the "
                              f"vocabulary of {len(self.chars)}: {shown}{more} "
                              f"(first at index {first})")
         return np.fromiter((self.ids[c] for c in text), dtype=np.int64, count=len(text))
