@@ -104,6 +104,8 @@ def check_widget(page, widget, label, problems, shots, width, timeout):
     if kind == "translator":
         if run(""):
             fail("an empty sentence was translated, with no message")
+        for what in ("10,000 characters", "emoji"):
+            run(BAD_INPUTS[what])      # translated (cut, or byte-level), or a message
         if not run("I like green apples."):
             fail(f"no translation: {status.inner_text()}")
         french = widget.locator(".aft-french").inner_text()
