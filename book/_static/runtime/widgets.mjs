@@ -216,8 +216,10 @@ function mountLanguageModel(root, name) {
       class: attention ? "aft-token aft-new" : "aft-token",
       "data-index": i,
       "aria-label": attention ? `generated token ${JSON.stringify(piece)}` : undefined,
-    }, piece);
+    }, attention ? piece.replaceAll("\n", "↵") : piece);
     output.append(span);
+    // a button does not break the line: show a generated newline as ↵ and break after it
+    if (attention && piece.includes("\n")) output.append("\n");
   }
 
   async function generate() {
