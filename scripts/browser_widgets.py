@@ -37,7 +37,7 @@ WIDTHS = (1280, 390)
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--disable-dev-shm-usage", "--hide-scrollbars", "--mute-audio"]
-BAD_INPUTS = {"empty": "", "10,000 characters": "ROMEO: " * 1429, "emoji": "Hello 🙂🚀",
+BAD_INPUTS = {"empty": "", "10,000 characters": "Once upon a time, there was a girl. " * 278, "emoji": "Hello 🙂🚀",
               "outside the vocabulary": "Ça coûte 5 € — naïve café"}
 
 
@@ -104,6 +104,8 @@ def check_widget(page, widget, label, problems, shots, width, timeout):
     if kind == "translator":
         if run(""):
             fail("an empty sentence was translated, with no message")
+        for what in ("10,000 characters", "emoji"):
+            run(BAD_INPUTS[what])      # translated (cut, or byte-level), or a message
         if not run("I like green apples."):
             fail(f"no translation: {status.inner_text()}")
         french = widget.locator(".aft-french").inner_text()

@@ -42,6 +42,15 @@ PROMPTS = {
         "The end of the story", "A boy found a box", "Spot the dog", "She looked at the sky and",
         "Tom and Sue went to the zoo.", "It was a rainy day.", "The old man",
     ],
+    "translator": [
+        "I like green apples.", "Where is the station?", "Tom is here.", "It's raining.",
+        "I don't know.", "She is reading a book.", "We went to the beach yesterday.",
+        "Can you help me?", "This is my house.", "He has two cats.", "I'm hungry.",
+        "The weather is nice today.", "Do you speak French?", "Thank you very much.",
+        "I will call you tomorrow.", "My brother is a doctor.", "Open the door, please.",
+        "They are playing football.", "What time is it?", "I love you.", "Hello 🙂",
+        "The café is closed.",
+    ],
 }
 
 
@@ -62,11 +71,34 @@ def stories_model(path):
     return model, (lambda text: [int(i) for i in tokenizer.encode(text)])
 
 
-LOADERS = {"shakespeare": shakespeare_model, "stories260k": stories_model}
+def translator_cases(folder):
+    """The library's greedy translations (ids) and its decoder logits at the first and last step."""
+    from attention_lib.translate import load_model
+
+    model, tok = load_model("transformer", folder)
+    cases = []
+    for sentence in PROMPTS["translator"]:
+        src = tok.encode(sentence)[:48]
+        lengths = np.array([len(src)])
+        ids = [int(i) for i in model.greedy(np.array([src]), lengths)[0]]
+        memory, mask = model.encode(np.array([src]), lengths)
+        logits = np.asarray(model.decode(np.array([[1] + ids]), memory, mask)[0], np.float32)
+        cases.append({
+            "prompt": sentence, "ids": [int(i) for i in src], "new_ids": ids,
+            "logits_first": [float(f"{v:.7g}") for v in logits[0]],
+            "logits_last": [float(f"{v:.7g}") for v in logits[-1]],
+        })
+    return cases
+
+
+LOADERS = {"shakespeare": shakespeare_model, "stories260k": stories_model,
+           "translator": translator_cases}
 
 
 def reference(name, source):
     """{prompt, ids, new_ids, logits_first, logits_last} for each prompt of one model."""
+    if name == "translator":
+        return translator_cases(source)
     model, encode = LOADERS[name](source)
     cases = []
     for prompt in PROMPTS[name]:

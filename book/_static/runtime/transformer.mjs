@@ -779,14 +779,30 @@ export class Llama2cTokenizer {
     this.eosId = eos_id;
     this.lookup = new Map(tokens.map((t, i) => [t, i]));
     this.vocabSize = tokens.length;
+    this.wordLocal = !tokens.some((t) => /[^▁]▁/u.test(t));
+    this.cache = new Map();
   }
 
   /** Ids of text, after a BOS token when bos is true (what llama2.c feeds its model). */
   encode(text, { bos = true } = {}) {
     const ids = bos ? [this.bosId] : [];
     if (text === "") return ids;
+    const s = "▁" + text.replaceAll(" ", "▁");
+    if (!this.wordLocal) return ids.concat(this.merge(s));
+    // No piece has "▁" after another character, so no merge crosses the start of a word
+    // (a run of "▁" and what follows it): merging word by word gives the same ids as merging
+    // the whole text, in linear rather than quadratic time for a long text.
+    for (const word of s.match(/▁*[^▁]*/gu).filter(Boolean)) {
+      if (!this.cache.has(word)) this.cache.set(word, this.merge(word));
+      ids.push(...this.cache.get(word));
+    }
+    return ids;
+  }
+
+  /** One id per character (bytes for unknown ones), then the best-scoring merges, leftmost first. */
+  merge(s) {
     const pieces = [];
-    for (const ch of "▁" + text.replaceAll(" ", "▁")) {
+    for (const ch of s) {
       const id = this.lookup.get(ch);
       if (id !== undefined) pieces.push(id);
       else for (const byte of new TextEncoder().encode(ch)) pieces.push(byte + 3); // <0x00> is id 3
@@ -806,7 +822,7 @@ export class Llama2cTokenizer {
       if (at < 0) break;
       pieces.splice(at, 2, merged);
     }
-    return ids.concat(pieces);
+    return pieces;
   }
 
   /** The text of one token as it prints (bytes as bytes, "▁" as a space). */

@@ -216,8 +216,10 @@ function mountLanguageModel(root, name) {
       class: attention ? "aft-token aft-new" : "aft-token",
       "data-index": i,
       "aria-label": attention ? `generated token ${JSON.stringify(piece)}` : undefined,
-    }, piece);
+    }, attention ? piece.replaceAll("\n", "↵") : piece);
     output.append(span);
+    // a button does not break the line: show a generated newline as ↵ and break after it
+    if (attention && piece.includes("\n")) output.append("\n");
   }
 
   async function generate() {
@@ -348,14 +350,11 @@ function mountTranslator(root, name) {
       }
       status.textContent = "Translating…";
       await nextFrame();
-      const src = model.tokenizer.encode(text, { source: true });
-      if (src.length > model.maxLen) {
-        return fail(`That is ${src.length} tokens; the translator reads at most ${model.maxLen}. Try one sentence.`);
-      }
       const out = model.translate(text, { beam: Number(beam.value), details: true });
       result = { ...out, model };
       output.textContent = out.text || "(no translation)";
-      status.textContent = `${out.ids.length} French tokens from ${out.src.length} English tokens.`;
+      status.textContent = `${out.ids.length} French tokens from ${out.src.length} English tokens.` +
+        (out.truncated ? ` The sentence was cut to its first ${out.src.length} tokens, as the library cuts it: translate one sentence at a time.` : "");
       root.dataset.state = "done";
       draw();
     } catch (err) {
