@@ -47,8 +47,9 @@ from ..data.tatoeba import (
 from ..embeddings import data_dir
 from ..nn import Adam, clip_grad_norm
 
-#: Settings of each model. The step counts are what fits about 35 minutes of
-#: the project's 2-core machine (measured wall time in the manifest).
+#: Settings of each model. ``steps`` is a full run (about 35 minutes of one free
+#: core); the committed checkpoints are the snapshots after fewer steps that fit
+#: the CPU a shared machine gave them: ``--steps`` in the manifest's command.
 CONFIGS = {
     "transformer": {
         "d_model": 128, "n_heads": 4, "d_ff": 512, "n_layers": 3, "max_len": 64,
