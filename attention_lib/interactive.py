@@ -686,7 +686,9 @@ _LOADER_JS = """
     return vegaEmbed("#" + id + " .attention-chart-view", spec,
                      {mode: "vega-lite", renderer: "svg", actions: false});
   }).catch(function (err) {
-    document.querySelector("#" + id + " .attention-chart-view").textContent =
+    var view = document.querySelector("#" + id + " .attention-chart-view");
+    view.style.overflowWrap = "anywhere";   // a long URL in the message must not widen the page
+    view.textContent =
       "The interactive chart could not load (" + err.message + "); the figure above shows its data.";
   });
 })();
@@ -752,8 +754,8 @@ def chart_html(chart, *, caption=None, description=None, static_path="../_static
     view_style = ""
     if fit.get("max_width"):   # a chart as wide as the column (_fit_column)
         axes = int(fit.get("axes", 0))
-        view_style = (f' style="width: calc(100% - {axes}px); max-width: {int(fit["max_width"])}px"'
-                      if axes else f' style="width: 100%; max-width: {int(fit["max_width"])}px"')
+        width = f"calc(100% - {axes}px)" if axes else "100%"
+        view_style = f' style="width: {width}; max-width: {int(fit["max_width"])}px"'
     caption_html = (f'<p class="attention-chart-caption" style="font-size:0.9em">'
                     f"{esc(caption)}</p>") if caption else ""
     style = (f"<style>#{chart_id} .vega-bind {{margin: 0.2em 0}} "
