@@ -14,7 +14,7 @@ import numpy as np
 
 from .._checks import as_bool, as_int, as_mask, as_numeric, max_abs, overflow_bound
 from .._kernel import attention_backward, attention_weights, float_mask
-from ..positions import rotary as rotate
+from ..positions import rotary_tables, rotate_pairs
 from .dropout import Dropout
 from .layers import _init, _sum_to_matrix
 
@@ -271,6 +271,17 @@ class MultiHeadAttention:
             W_K, W_V = np.split(_init(rng, d_kv, 2 * kv_cols), 2, axis=1)
         return W_Q, W_K, W_V, _init(rng, q_cols, d_model)
 
+    def _rotate(self, x, start, inverse=False):
+        """Rotary positions ``start, start + 1, ...`` on ``x`` (B, heads, T, d); back if ``inverse``."""
+        key = (start, x.shape[-2], x.shape[-1], x.dtype)
+        cached = getattr(self, "_tables", None)
+        if cached is None or cached[0] != key:      # the tables of the last call are kept
+            positions = np.arange(start, start + x.shape[-2])
+            cached = self._tables = (key, *rotary_tables(positions, x.shape[-1],
+                                                          self.rotary_base, x.dtype))
+        _, cos, sin = cached
+        return rotate_pairs(x, cos, -sin if inverse else sin, self.rotary)
+
     def _split(self, y, heads):
         """``(B, T, heads d)`` -> ``(B, heads, T, d)``: a reshape and a transpose (no copy)."""
         B, T, n = y.shape
@@ -373,16 +384,14 @@ class MultiHeadAttention:
         for names, x in groups:
             y.update(zip(names, self._project(x, names)))
         q = self._split(y["Q"], H)                                        # (B, H, T, d)
-        positions = np.arange(offset, offset + T)
         if self.rotary:
-            q = rotate(q, positions, self.rotary_base, self.rotary)
+            q = self._rotate(q, offset)
         if reuse:               # cross-attention keys and values, computed once
             k, v = cache.k, cache.v
         else:
             k, v = self._split(y["K"], H_kv), self._split(y["V"], H_kv)   # (B, H_kv, S, d)
-            if self.rotary:
-                k_positions = positions if not cross else np.arange(k.shape[-2])
-                k = rotate(k, k_positions, self.rotary_base, self.rotary)
+            if self.rotary:     # keys from another sequence start at position 0
+                k = self._rotate(k, 0 if cross else offset)
             if cache is not None:
                 k, v = cache.append(k, v)
                 cache.cross = cross
@@ -403,8 +412,7 @@ class MultiHeadAttention:
         self._saved = None if cache is not None else {
             "x_q": x_q, "groups": groups,
             "q": q5, "k": k5, "v": v5, "P": P, "used": used, "drop": dropping,
-            "context": context, "positions": positions, "scale": scale,
-            "k_positions": k_positions if self.rotary else None}
+            "context": context, "scale": scale, "cross": cross}
         out = self._project(context, "O")[0]
         if self._unbatched:
             self.weights = self.weights[0]
@@ -443,8 +451,8 @@ class MultiHeadAttention:
         else:                       # summed over the query heads that share them
             dk, dv = dk.sum(axis=2), dv.sum(axis=2)
         if self.rotary:             # rotate back: R(-p) = R(p)^T
-            dq = rotate(dq, -s["positions"], self.rotary_base, self.rotary)
-            dk = rotate(dk, -s["k_positions"], self.rotary_base, self.rotary)
+            dq = self._rotate(dq, 0, inverse=True)
+            dk = self._rotate(dk, 0, inverse=True)
         d_heads, d_in = {"Q": dq, "K": dk, "V": dv}, []
         for names, x in s["groups"]:
             dy = _merge_heads([d_heads[n] for n in names])        # (B, S, columns)
