@@ -330,7 +330,8 @@ class MultiHeadAttention:
                 mask = np.where(causal, mask, -np.inf).astype(dtype, copy=False)
         return mask
 
-    def forward(self, x_q, x_kv=None, attn_mask=None, is_causal=False, cache=None, x_v=None):
+    def forward(self, x_q, x_kv=None, attn_mask=None, is_causal=False, cache=None, x_v=None,
+                need_weights=True):
         """Attend from ``x_q`` (B, L, d_model) to itself, or to ``x_kv`` (B, S, d_kv).
 
         Parameters
@@ -347,6 +348,10 @@ class MultiHeadAttention:
             Keys and values of earlier calls (see :class:`KVCache`).
         x_v : ndarray, shape (B, S, d_v), optional
             The values' own input, if it is not ``x_kv``.
+        need_weights : bool, optional
+            False: inference only. The weights are neither normalised nor
+            kept (``weights`` is None and there is no backward); the output
+            is divided instead, which saves a pass over the scores.
 
         Returns
         -------
@@ -403,19 +408,23 @@ class MultiHeadAttention:
             max_abs(q), scale, max_abs(k), q.shape[-1]))
         q5 = q.reshape(B, H_kv, G, T, q.shape[-1])         # query heads grouped by key head
         k5, v5 = k[:, :, None], v[:, :, None]
-        P, _ = attention_weights(q5, k5, scale, mask)                     # (B, H_kv, G, T, S)
+        need_weights = as_bool(need_weights, "need_weights")
+        P, total = attention_weights(q5, k5, scale, mask, normalise=need_weights)
         dropping = self.dropout.training and self.dropout.p > 0
-        used = self.dropout.forward(P) if dropping else P
-        context = (used @ v5).reshape(B, H, T, -1).transpose(0, 2, 1, 3).reshape(B, T, -1)
-        self.weights = P.reshape(B, H, T, S)
-        self._cached_forward = cache is not None
-        self._saved = None if cache is not None else {
+        used = self.dropout.forward(P) if dropping else P                 # (B, H_kv, G, T, S)
+        context = used @ v5 if need_weights else (used @ v5) / total
+        context = context.reshape(B, H, T, -1).transpose(0, 2, 1, 3).reshape(B, T, -1)
+        self.weights = P.reshape(B, H, T, S) if need_weights else None
+        self._why_no_backward = ("a forward() with a KV cache: the cache is for generation "
+                                 "(inference); train without one" if cache is not None else
+                                 "forward(need_weights=False), which keeps nothing for it")
+        self._saved = None if cache is not None or not need_weights else {
             "x_q": x_q, "groups": groups,
             "q": q5, "k": k5, "v": v5, "P": P, "used": used, "drop": dropping,
             "context": context, "scale": scale, "cross": cross}
         out = self._project(context, "O")[0]
         if self._unbatched:
-            self.weights = self.weights[0]
+            self.weights = None if self.weights is None else self.weights[0]
             return out[0]
         return out
 
@@ -427,10 +436,9 @@ class MultiHeadAttention:
         """
         s = self._saved
         if s is None:
-            raise RuntimeError(
-                "backward() after a forward() with a KV cache: the cache is for generation "
-                "(inference); train without one" if getattr(self, "_cached_forward", False)
-                else "backward() needs a forward() first: there is nothing to differentiate")
+            why = getattr(self, "_why_no_backward", None)
+            raise RuntimeError("backward() needs a forward() first: there is nothing to "
+                               "differentiate" if why is None else f"backward() after {why}")
         p, g, H, H_kv = self.params, self.grads, self.n_heads, self.n_kv_heads
         B, T = s["x_q"].shape[:2]
         expected = (B, T, p["W_O"].shape[1])
