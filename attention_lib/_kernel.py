@@ -148,6 +148,11 @@ def float_mask(mask, dtype, scores_bound, name="attn_mask"):
         return shifted.astype(dtype)
 
 
+def _largest(a):
+    """``max |a|`` as a Python float, without an array of ``|a|`` (0 if empty)."""
+    return max(float(np.max(a, initial=0)), -float(np.min(a, initial=0)))
+
+
 def overflow_risk(q, k, scale, mask):
     """Whether ``q @ k.T * scale (+ mask)`` could overflow; two bools.
 
@@ -155,8 +160,8 @@ def overflow_risk(q, k, scale, mask):
     exact check (one pass over the scores) runs only near the dtype's limit.
     """
     half = float(np.finfo(q.dtype).max) / 2
-    scaled_q = overflow_bound(max_abs(q), abs(scale))
-    bound = overflow_bound(scaled_q, max_abs(k), max(q.shape[-1], 1))
+    scaled_q = overflow_bound(_largest(q), abs(scale))
+    bound = overflow_bound(scaled_q, _largest(k), max(q.shape[-1], 1))
     scores_may = scaled_q > half or bound > half
     masked_may = scores_may
     if mask is not None and mask.dtype.kind == "f":

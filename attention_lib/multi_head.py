@@ -522,10 +522,11 @@ class MultiHeadAttention:
         for n in range(0, N, step):
             part = slice(n, n + step)
             if self_attention:
-                out[part] = layer.forward(q_in[part], attn_mask=_rows(mask, part))
+                out[part] = layer.forward(q_in[part], attn_mask=_rows(mask, part),
+                                          need_weights=need_weights)
             else:
                 out[part] = layer.forward(q_in[part], k_in[part], attn_mask=_rows(mask, part),
-                                          x_v=v_in[part])
+                                          x_v=v_in[part], need_weights=need_weights)
             if need_weights and average:   # the mean over heads, written in place
                 np.add.reduce(layer.weights, axis=1, out=weights[part])
                 weights[part] /= H

@@ -195,14 +195,30 @@ def rotary(x, positions=None, base=10000.0, layout="interleaved"):
                 f"x.shape[:-1] = {x.shape[:-1]} (one position per row)")
         if not np.isfinite(pos).all():
             raise ValueError("positions contains NaN or infinity")
-    angles = pos[..., None] * _frequencies(d, _base(base))   # (..., L, d/2)
-    cos = np.cos(angles).astype(x.dtype)
-    sin = np.sin(angles).astype(x.dtype)
+    return rotate_pairs(x, *rotary_tables(pos, d, base, x.dtype), layout)
+
+
+def rotary_tables(positions, d, base=10000.0, dtype=np.float64):
+    """``cos`` and ``sin`` of rotary's angles ``p * base^(-2i/d)``: shape (..., L, d/2) each.
+
+    Computed in float64 and then cast to ``dtype``, so that a layer can
+    compute them once and rotate with :func:`rotate_pairs` at every call.
+    """
+    angles = np.asarray(positions, dtype=np.float64)[..., None] * _frequencies(d, _base(base))
+    return np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
+
+
+def rotate_pairs(x, cos, sin, layout="interleaved"):
+    """Rotate the feature pairs of ``x`` (..., L, d) by the angles of :func:`rotary_tables`.
+
+    No checks (:func:`rotary` makes them). Passing ``-sin`` rotates back: the
+    gradient of a rotation is the rotation by the opposite angle.
+    """
+    d = x.shape[-1]
     first, second = ((slice(0, None, 2), slice(1, None, 2)) if layout == "interleaved"
                      else (slice(0, d // 2), slice(d // 2, None)))
     a, b = x[..., first], x[..., second]
-    out = np.empty(np.broadcast_shapes(x.shape, cos.shape[:-1] + (d,)),
-                   dtype=x.dtype)
+    out = np.empty(np.broadcast_shapes(x.shape, cos.shape[:-1] + (d,)), dtype=x.dtype)
     out[..., first] = a * cos - b * sin
     out[..., second] = a * sin + b * cos
     return out

@@ -320,3 +320,15 @@ def test_from_params_refuses_weights_that_do_not_fit():
     with pytest.raises(ValueError, match=r"params\['W_O'\] must be a matrix"):
         MultiHeadAttention.from_params({"W_Q": eye, "W_K": eye, "W_V": eye,
                                         "W_O": np.ones(4)}, 2)
+
+
+def test_need_weights_false_gives_the_same_output_and_keeps_nothing_for_backward():
+    att = _layer(n_kv_heads=2)
+    x = np.random.default_rng(14).normal(size=(2, 5, 8))
+    mask = np.ones((5, 5), bool)
+    mask[2] = False                                  # a query with nothing to attend to
+    out = att.forward(x, attn_mask=mask, is_causal=True)
+    fast = att.forward(x, attn_mask=mask, is_causal=True, need_weights=False)
+    assert np.allclose(fast, out, rtol=0, atol=1e-12) and att.weights is None
+    with pytest.raises(RuntimeError, match="need_weights=False"):
+        att.backward(np.ones_like(out))

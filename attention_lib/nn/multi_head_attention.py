@@ -14,7 +14,7 @@ import numpy as np
 
 from .._checks import as_bool, as_int, as_mask, as_numeric, max_abs, overflow_bound
 from .._kernel import attention_backward, attention_weights, float_mask
-from ..positions import rotary as rotate
+from ..positions import rotary_tables, rotate_pairs
 from .dropout import Dropout
 from .layers import _init, _sum_to_matrix
 
@@ -271,6 +271,17 @@ class MultiHeadAttention:
             W_K, W_V = np.split(_init(rng, d_kv, 2 * kv_cols), 2, axis=1)
         return W_Q, W_K, W_V, _init(rng, q_cols, d_model)
 
+    def _rotate(self, x, start, inverse=False):
+        """Rotary positions ``start, start + 1, ...`` on ``x`` (B, heads, T, d); back if ``inverse``."""
+        key = (start, x.shape[-2], x.shape[-1], x.dtype)
+        cached = getattr(self, "_tables", None)
+        if cached is None or cached[0] != key:      # the tables of the last call are kept
+            positions = np.arange(start, start + x.shape[-2])
+            cached = self._tables = (key, *rotary_tables(positions, x.shape[-1],
+                                                          self.rotary_base, x.dtype))
+        _, cos, sin = cached
+        return rotate_pairs(x, cos, -sin if inverse else sin, self.rotary)
+
     def _split(self, y, heads):
         """``(B, T, heads d)`` -> ``(B, heads, T, d)``: a reshape and a transpose (no copy)."""
         B, T, n = y.shape
@@ -319,7 +330,8 @@ class MultiHeadAttention:
                 mask = np.where(causal, mask, -np.inf).astype(dtype, copy=False)
         return mask
 
-    def forward(self, x_q, x_kv=None, attn_mask=None, is_causal=False, cache=None, x_v=None):
+    def forward(self, x_q, x_kv=None, attn_mask=None, is_causal=False, cache=None, x_v=None,
+                need_weights=True):
         """Attend from ``x_q`` (B, L, d_model) to itself, or to ``x_kv`` (B, S, d_kv).
 
         Parameters
@@ -336,6 +348,10 @@ class MultiHeadAttention:
             Keys and values of earlier calls (see :class:`KVCache`).
         x_v : ndarray, shape (B, S, d_v), optional
             The values' own input, if it is not ``x_kv``.
+        need_weights : bool, optional
+            False: inference only. The weights are neither normalised nor
+            kept (``weights`` is None and there is no backward); the output
+            is divided instead, which saves a pass over the scores.
 
         Returns
         -------
@@ -373,16 +389,14 @@ class MultiHeadAttention:
         for names, x in groups:
             y.update(zip(names, self._project(x, names)))
         q = self._split(y["Q"], H)                                        # (B, H, T, d)
-        positions = np.arange(offset, offset + T)
         if self.rotary:
-            q = rotate(q, positions, self.rotary_base, self.rotary)
+            q = self._rotate(q, offset)
         if reuse:               # cross-attention keys and values, computed once
             k, v = cache.k, cache.v
         else:
             k, v = self._split(y["K"], H_kv), self._split(y["V"], H_kv)   # (B, H_kv, S, d)
-            if self.rotary:
-                k_positions = positions if not cross else np.arange(k.shape[-2])
-                k = rotate(k, k_positions, self.rotary_base, self.rotary)
+            if self.rotary:     # keys from another sequence start at position 0
+                k = self._rotate(k, 0 if cross else offset)
             if cache is not None:
                 k, v = cache.append(k, v)
                 cache.cross = cross
@@ -394,20 +408,23 @@ class MultiHeadAttention:
             max_abs(q), scale, max_abs(k), q.shape[-1]))
         q5 = q.reshape(B, H_kv, G, T, q.shape[-1])         # query heads grouped by key head
         k5, v5 = k[:, :, None], v[:, :, None]
-        P, _ = attention_weights(q5, k5, scale, mask)                     # (B, H_kv, G, T, S)
+        need_weights = as_bool(need_weights, "need_weights")
+        P, total = attention_weights(q5, k5, scale, mask, normalise=need_weights)
         dropping = self.dropout.training and self.dropout.p > 0
-        used = self.dropout.forward(P) if dropping else P
-        context = (used @ v5).reshape(B, H, T, -1).transpose(0, 2, 1, 3).reshape(B, T, -1)
-        self.weights = P.reshape(B, H, T, S)
-        self._cached_forward = cache is not None
-        self._saved = None if cache is not None else {
+        used = self.dropout.forward(P) if dropping else P                 # (B, H_kv, G, T, S)
+        context = used @ v5 if need_weights else (used @ v5) / total
+        context = context.reshape(B, H, T, -1).transpose(0, 2, 1, 3).reshape(B, T, -1)
+        self.weights = P.reshape(B, H, T, S) if need_weights else None
+        self._why_no_backward = ("a forward() with a KV cache: the cache is for generation "
+                                 "(inference); train without one" if cache is not None else
+                                 "forward(need_weights=False), which keeps nothing for it")
+        self._saved = None if cache is not None or not need_weights else {
             "x_q": x_q, "groups": groups,
             "q": q5, "k": k5, "v": v5, "P": P, "used": used, "drop": dropping,
-            "context": context, "positions": positions, "scale": scale,
-            "k_positions": k_positions if self.rotary else None}
+            "context": context, "scale": scale, "cross": cross}
         out = self._project(context, "O")[0]
         if self._unbatched:
-            self.weights = self.weights[0]
+            self.weights = None if self.weights is None else self.weights[0]
             return out[0]
         return out
 
@@ -419,10 +436,9 @@ class MultiHeadAttention:
         """
         s = self._saved
         if s is None:
-            raise RuntimeError(
-                "backward() after a forward() with a KV cache: the cache is for generation "
-                "(inference); train without one" if getattr(self, "_cached_forward", False)
-                else "backward() needs a forward() first: there is nothing to differentiate")
+            why = getattr(self, "_why_no_backward", None)
+            raise RuntimeError("backward() needs a forward() first: there is nothing to "
+                               "differentiate" if why is None else f"backward() after {why}")
         p, g, H, H_kv = self.params, self.grads, self.n_heads, self.n_kv_heads
         B, T = s["x_q"].shape[:2]
         expected = (B, T, p["W_O"].shape[1])
@@ -443,8 +459,8 @@ class MultiHeadAttention:
         else:                       # summed over the query heads that share them
             dk, dv = dk.sum(axis=2), dv.sum(axis=2)
         if self.rotary:             # rotate back: R(-p) = R(p)^T
-            dq = rotate(dq, -s["positions"], self.rotary_base, self.rotary)
-            dk = rotate(dk, -s["k_positions"], self.rotary_base, self.rotary)
+            dq = self._rotate(dq, 0, inverse=True)
+            dk = self._rotate(dk, 0, inverse=True)
         d_heads, d_in = {"Q": dq, "K": dk, "V": dv}, []
         for names, x in s["groups"]:
             dy = _merge_heads([d_heads[n] for n in names])        # (B, S, columns)
