@@ -1,0 +1,112 @@
+"""Beam search for any decoder that can take one step for many hypotheses at once.
+
+A model provides ``step(y, t)``: the log-probabilities ``(N, V)`` of the next
+token for ``N`` hypotheses whose last tokens are ``y`` ``(N,)`` at position ``t``,
+and ``reorder(idx)``: keep the decoder states of rows ``idx`` (the surviving
+hypotheses, in their new order). :func:`beam_search` does the rest, for
+``B`` sentences of ``K`` hypotheses each, as ``B K`` rows.
+"""
+
+import numpy as np
+
+PAD, BOS, EOS = 0, 1, 2
+
+
+def length_penalty_gnmt(n, alpha):
+    """GNMT's length penalty ``((5 + n) / 6) ** alpha`` (Wu et al., 2016)."""
+    return ((5.0 + n) / 6.0) ** alpha
+
+
+def beam_search(step, reorder, B, K, max_len, length_penalty=0.6):
+    """The best hypothesis of each sentence (ids, without ``<bos>``/``<eos>``).
+
+    Hypotheses are ranked by ``log p(y | x) / lp(|y|)``. At each step the ``2 K``
+    best extensions of each sentence's live hypotheses are looked at in order: one
+    that ends with ``<eos>`` is finished, the others fill the ``K`` live slots. A
+    sentence stops when it has ``K`` finished hypotheses and no live one could still
+    rank above them (the log-probability only falls).
+    """
+    scores = np.tile(np.r_[0.0, np.full(K - 1, -np.inf)], B)     # one live beam at first
+    seqs = np.full((B * K, 1), BOS)
+    finished = [[] for _ in range(B)]
+    active = np.ones(B, bool)
+    for t in range(max_len):
+        logp = step(seqs[:, -1], t)                               # (B K, V)
+        V = logp.shape[1]
+        cand = (scores[:, None] + logp).reshape(B, K * V)
+        top = np.argsort(-cand, axis=1, kind="stable")[:, :2 * K]
+        rows, toks, new_scores = [], [], []
+        for b in range(B):
+            kept = 0
+            for c in top[b]:
+                k, tok, sc = c // V, c % V, cand[b, c]
+                if not (active[b] and np.isfinite(sc)):
+                    break
+                if tok == EOS:
+                    finished[b].append((sc / length_penalty_gnmt(t + 1, length_penalty),
+                                        seqs[b * K + k, 1:].tolist()))
+                    continue
+                rows.append(b * K + k)
+                toks.append(tok)
+                new_scores.append(sc)
+                kept += 1
+                if kept == K:
+                    break
+            while kept < K:                                       # dead slots
+                rows.append(b * K)
+                toks.append(PAD)
+                new_scores.append(-np.inf)
+                kept += 1
+            if active[b] and len(finished[b]) >= K:
+                best_live = max(new_scores[-K:]) / length_penalty_gnmt(max_len, length_penalty)
+                worst_kept = sorted(s for s, _ in finished[b])[-K]
+                if best_live < worst_kept:
+                    active[b] = False
+        idx = np.array(rows)
+        seqs = np.concatenate([seqs[idx], np.array(toks)[:, None]], axis=1)
+        scores = np.array(new_scores)
+        reorder(idx)
+        if not active.any():
+            break
+    out = []
+    for b in range(B):
+        if not finished[b]:                                      # nothing ended: best live one
+            k = int(np.argmax(scores[b * K:(b + 1) * K]))
+            finished[b].append((0.0, seqs[b * K + k, 1:].tolist()))
+        out.append(max(finished[b], key=lambda s: s[0])[1])
+    return out
+
+
+def log_softmax(logits):
+    z = logits - logits.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+def rnnsearch_beam_search(model, src, lengths, beam=4, length_penalty=0.6, max_len=None):
+    """Beam search for :class:`~attention_lib.models.RNNsearch`: its decoder step, ``K`` rows a sentence.
+
+    The encoder runs once; its states are repeated for the ``K`` hypotheses of a
+    sentence (they never change), and only the decoder state ``s`` follows the
+    surviving hypotheses.
+    """
+    if int(beam) < 1:
+        raise ValueError(f"beam must be at least 1, got {beam}")
+    src, K = np.asarray(src), int(beam)
+    B, S = src.shape
+    max_len = 2 * S + 10 if max_len is None else int(max_len)
+    H_enc, mask, s = model.encode(src, lengths)
+    rows = np.repeat(np.arange(B), K)
+    model._start_context(H_enc[rows], mask[rows])
+    state = {"s": s[rows]}
+    E, W, b = model.tgt_emb.params["E"], model.out.params["W"], model.out.params["b"]
+
+    def step(y, t):
+        c, _, _ = model._context(state["s"])
+        ey = E[y]
+        state["s"], _ = model.dec.step(np.concatenate([ey, c], axis=-1), state["s"])
+        return log_softmax(np.concatenate([state["s"], c, ey], axis=-1) @ W + b)
+
+    def reorder(idx):
+        state["s"] = state["s"][idx]
+
+    return beam_search(step, reorder, B, K, max_len, length_penalty)

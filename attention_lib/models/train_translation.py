@@ -1,0 +1,351 @@
+"""Train the translation models on Tatoeba English-French and write their checkpoints.
+
+Run as ``python -m attention_lib.models.train_translation --model transformer|rnnsearch
+[--steps N] [--threads N] [--out DIR]``. It trains one model on
+``data/tatoeba/train.tsv`` (subwords from ``data/tatoeba/bpe.json``), then
+evaluates it on ``test.tsv`` and writes into ``DIR`` (default
+``data/checkpoints/translation``):
+
+- ``<model>.npz``: every parameter in float16 and the configuration as JSON (no
+  pickles); the evaluation is measured on these float16 weights, so what is
+  committed is what is evaluated (the float32 weights' greedy BLEU is recorded
+  beside it);
+- ``<model>_log.json``: the training curve (loss, tokens, wall time every ``log_every`` steps);
+- ``<model>_test_greedy.txt`` and ``<model>_test_beam.txt``: the test
+  translations, one per English test sentence;
+- ``manifest.json``: for each model the configuration, seeds, steps, measured
+  wall time, tokens per second, sha256 of the checkpoint and of the tokenizer,
+  and the evaluation table. Each run updates its own entry only, and the file
+  is replaced atomically, so the two models can train side by side.
+
+Training is seeded and deterministic on one machine with a fixed number of
+BLAS threads; across CPUs the kernels round differently, so a retrained model
+matches the committed one in its evaluation (within the tolerance stated in
+the manifest), not in its bits.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from ..data.tatoeba import (
+    BOS,
+    EOS,
+    PAD,
+    Tokenizer,
+    load_pairs,
+    load_references,
+    tatoeba_dir,
+)
+from ..embeddings import data_dir
+from ..nn import Adam, clip_grad_norm
+
+#: Settings of each model. ``steps`` is a full run (about 35 minutes of one free
+#: core); the committed checkpoints are the snapshots after fewer steps that fit
+#: the CPU a shared machine gave them: ``--steps`` in the manifest's command.
+CONFIGS = {
+    "transformer": {
+        "d_model": 128, "n_heads": 4, "d_ff": 512, "n_layers": 3, "max_len": 64,
+        "batch": 96, "steps": 1400, "lr": 2e-3, "warmup": 100, "betas": [0.9, 0.98],
+        "smoothing": 0.1, "clip": 1.0, "seed": 1, "data_seed": 101, "threads": 1,
+    },
+    "rnnsearch": {
+        "emb": 128, "hidden": 192, "attn": 128, "batch": 64, "steps": 1000, "lr": 2e-3,
+        "clip": 1.0, "seed": 2, "data_seed": 102, "threads": 1,
+    },
+}
+#: Longest source and target, in subword tokens (longer training pairs are dropped;
+#: English sentences of up to 15 words stay well below).
+MAX_SRC, MAX_TGT = 48, 60
+#: Beam size and length penalty of the committed evaluation.
+BEAM, LENGTH_PENALTY = 4, 0.6
+#: Length buckets of the evaluation, in English words.
+BUCKETS = ((1, 5), (6, 10), (11, 15))
+#: How far a retrained model's greedy BLEU may move from the committed one.
+RETRAIN_TOLERANCE_BLEU = 2.0
+
+
+def checkpoint_dir():
+    return data_dir() / "checkpoints" / "translation"
+
+
+def sha256(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def build_model(name, n_vocab, config, dtype=np.float32):
+    if name == "transformer":
+        from .transformer import Transformer
+        return Transformer(n_vocab, config["d_model"], config["n_heads"], config["d_ff"],
+                           config["n_layers"], config["max_len"], seed=config["seed"],
+                           dtype=dtype)
+    from .seq2seq import RNNsearch
+    return RNNsearch(n_vocab, n_vocab, config["emb"], config["hidden"], config["attn"],
+                     seed=config["seed"], dtype=dtype)
+
+
+def encode_pairs(tok, pairs):
+    """Source and target id lists of the pairs that fit ``MAX_SRC`` and ``MAX_TGT``."""
+    src = tok.encode_batch([en for en, _ in pairs])
+    tgt = tok.encode_batch([fr for _, fr in pairs])
+    keep = [i for i in range(len(pairs)) if len(src[i]) <= MAX_SRC and len(tgt[i]) < MAX_TGT]
+    return [src[i] for i in keep], [tgt[i] for i in keep]
+
+
+def pad_batch(src, tgt=None):
+    """``(src, lengths)`` or ``(src, lengths, tgt_in, tgt_out)`` as padded int arrays."""
+    lengths = np.array([len(s) for s in src])
+    S = np.zeros((len(src), lengths.max()), np.int64)
+    for b, s in enumerate(src):
+        S[b, :len(s)] = s
+    if tgt is None:
+        return S, lengths
+    T = max(len(t) for t in tgt) + 1
+    tin, tout = np.full((len(tgt), T), PAD), np.full((len(tgt), T), PAD)
+    for b, t in enumerate(tgt):
+        tin[b, :len(t) + 1] = [BOS] + t
+        tout[b, :len(t) + 1] = t + [EOS]
+    return S, lengths, tin, tout
+
+
+def batches(rng, src, tgt, batch):
+    """An endless stream of batches of similar source length (little padding), shuffled.
+
+    Each epoch: shuffle, cut into pools of 50 batches, sort each pool by length,
+    cut into batches, shuffle the batches.
+    """
+    n = len(src)
+    while True:
+        order = rng.permutation(n)
+        out = []
+        pool = 50 * batch
+        for start in range(0, n, pool):
+            chunk = order[start:start + pool]
+            chunk = chunk[np.argsort([len(src[i]) + len(tgt[i]) / 100 for i in chunk],
+                                     kind="stable")]
+            out += [chunk[i:i + batch] for i in range(0, len(chunk), batch)]
+        for k in rng.permutation(len(out)):
+            idx = out[k]
+            yield pad_batch([src[i] for i in idx], [tgt[i] for i in idx])
+
+
+def learning_rate(step, config):
+    """Linear warm-up to ``lr``, then decay as ``1 / sqrt(step)`` (the paper's schedule, rescaled)."""
+    if "warmup" not in config:
+        return config["lr"]
+    w = config["warmup"]
+    return config["lr"] * min(step / w, (w / step) ** 0.5)
+
+
+def train(model, name, config, steps, src, tgt, log_every=25, log=sys.stdout, callback=None,
+          history=None):
+    """Train with Adam; returns the log (a list of dicts, one per ``log_every`` steps).
+
+    ``callback(step, loss)`` runs after each step; ``history``, if given, is the
+    list the log rows are appended to as they come (the callback can read it).
+    """
+    rng = np.random.default_rng(config["data_seed"])
+    opt = Adam(model.layers(), lr=config["lr"], betas=tuple(config.get("betas", (0.9, 0.999))))
+    stream = batches(rng, src, tgt, config["batch"])
+    rows = [] if history is None else history
+    losses, tokens, t0 = [], 0, time.perf_counter()
+    for step in range(1, steps + 1):
+        S, lengths, tin, tout = next(stream)
+        if name == "transformer":
+            loss = model.loss(S, lengths, tin, tout, smoothing=config["smoothing"])
+        else:
+            loss = model.loss(S, lengths, tin, tout)
+        model.backward()
+        clip_grad_norm(model.layers(), config["clip"])
+        opt.lr = learning_rate(step, config)
+        opt.step()
+        losses.append(loss)
+        tokens += int(lengths.sum() + (tout != PAD).sum())
+        if step % log_every == 0 or step == steps:
+            wall = time.perf_counter() - t0
+            rows.append({"step": step, "loss": round(float(np.mean(losses[-log_every:])), 4),
+                         "tokens": tokens, "wall_s": round(wall, 1)})
+            if log is not None:
+                print(f"step {step:5d}  loss {rows[-1]['loss']:.4f}  "
+                      f"{tokens / wall:7.0f} tokens/s  {wall:7.1f}s", file=log, flush=True)
+        if callback is not None:
+            callback(step, loss)
+    return rows
+
+
+def evaluate(model, tok, beam=None, split="test"):
+    """Scores on a split: BLEU and chrF (sacreBLEU, multi-reference), overall and by length."""
+    import sacrebleu
+
+    from ..translate import translate_sentences
+
+    sources, refs = load_references(split)
+    hyps = translate_sentences(model, tok, sources, beam=beam)
+
+    def score(idx):
+        h = [hyps[i] for i in idx]
+        n = max(len(refs[i]) for i in idx)
+        streams = [[refs[i][k] if k < len(refs[i]) else None for i in idx] for k in range(n)]
+        return {"bleu": round(sacrebleu.corpus_bleu(h, streams).score, 2),
+                "chrf": round(sacrebleu.corpus_chrf(h, streams).score, 2), "sentences": len(idx)}
+
+    words = [len(s.split()) for s in sources]
+    table = {"all": score(range(len(sources))),
+             "1-10": score([i for i, w in enumerate(words) if w <= 10])}
+    for lo, hi in BUCKETS:
+        table[f"{lo}-{hi}"] = score([i for i, w in enumerate(words) if lo <= w <= hi])
+    return table, hyps
+
+
+def write_manifest(out, name, entry):
+    """Update this model's entry of ``manifest.json``, atomically (the other model's is kept)."""
+    path = out / "manifest.json"
+    manifest = json.loads(path.read_text(encoding="utf8")) if path.exists() else {}
+    manifest.setdefault("data", {"train": "data/tatoeba/train.tsv", "test": "data/tatoeba/test.tsv",
+                                 "licence": "CC BY 2.0 FR: www.manythings.org/anki and tatoeba.org"})
+    manifest.setdefault("models", {})[name] = entry
+    manifest["retrain_tolerance_bleu"] = RETRAIN_TOLERANCE_BLEU
+    tmp = out / f"manifest.json.{name}.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf8")
+    os.replace(tmp, path)
+
+
+def save_checkpoint(model, name, path, steps):
+    """float16 parameters and the config (JSON), written atomically."""
+    arrays = {k: a.astype(np.float16) for k, a in model.state_dict().items()}
+    arrays["config"] = np.array(json.dumps({**model.config, "train_steps": steps},
+                                           sort_keys=True))
+    tmp = path.with_name(path.stem + ".tmp.npz")
+    np.savez(tmp, **arrays)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(name, path, dtype=np.float32):
+    if name == "transformer":
+        from .transformer import load
+    else:
+        from .seq2seq import load
+    return load(path, dtype=dtype)
+
+
+def validation_loss(model, name, tok, n=512):
+    """Mean cross-entropy (no smoothing) on the first ``n`` validation pairs."""
+    src, tgt = encode_pairs(tok, load_pairs("valid")[:n])
+    losses = []
+    for i in range(0, len(src), 64):
+        batch = pad_batch(src[i:i + 64], tgt[i:i + 64])
+        losses.append(model.loss(*batch) if name != "transformer"
+                      else model.loss(*batch, smoothing=0.0))
+    return round(float(np.mean(losses)), 4)
+
+
+def evaluate_checkpoint(name, out, tok, entry):
+    """Greedy (and, for the Transformer, beam) scores of the saved checkpoint, into ``entry``."""
+    model = load_checkpoint(name, out / f"{name}.npz")
+    t1 = time.perf_counter()
+    table, hyps = evaluate(model, tok)
+    greedy_s = time.perf_counter() - t1
+    (out / f"{name}_test_greedy.txt").write_text("\n".join(hyps) + "\n", encoding="utf8")
+    entry["evaluation"] = {"greedy": table, "greedy_test_seconds": round(greedy_s, 1)}
+    beam_table, beam_hyps = evaluate(model, tok, beam=BEAM)
+    (out / f"{name}_test_beam.txt").write_text("\n".join(beam_hyps) + "\n",
+                                               encoding="utf8")
+    entry["evaluation"]["beam"] = {"beam": BEAM, "length_penalty": LENGTH_PENALTY,
+                                   **beam_table}
+    write_manifest(out, name, entry)
+    print(json.dumps(entry["evaluation"], indent=1), flush=True)
+    return entry
+
+
+def record(model, name, config, out, history, wall, cpu, n_pairs, tok):
+    """Write the checkpoint, the log and the training half of the manifest entry.
+
+    The learning rate depends on the step only (not on the total), so the
+    checkpoint written after ``k`` steps is exactly what ``--steps k`` trains.
+    """
+    steps = history[-1]["step"]
+    path = out / f"{name}.npz"
+    save_checkpoint(model, name, path, steps)
+    np.savez(FLOAT32_COPY.format(name=name), **model.state_dict())
+    (out / f"{name}_log.json").write_text(json.dumps(history) + "\n", encoding="utf8")
+    entry = {"file": path.name, "sha256": sha256(path),
+             "tokenizer_sha256": sha256(tatoeba_dir() / "bpe.json"),
+             "parameters": int(model.n_params()), "config": {**config, "steps": steps},
+             "steps": steps, "wall_seconds": round(wall, 1), "cpu_seconds": round(cpu, 1),
+             "tokens_seen": history[-1]["tokens"],
+             "tokens_per_s": round(history[-1]["tokens"] / wall, 1),
+             "tokens_per_cpu_s": round(history[-1]["tokens"] / cpu, 1),
+             "epochs": round(steps * config["batch"] / n_pairs, 3),
+             "final_loss": history[-1]["loss"], "numpy": np.__version__,
+             "command": f"python -m attention_lib.models.train_translation --model {name}"
+                        f" --steps {steps} --threads {config['threads']}"}
+    write_manifest(out, name, entry)
+    return entry
+
+
+#: Where each snapshot's float32 weights go (not committed): the float16
+#: checkpoint's validation loss is compared with theirs.
+FLOAT32_COPY = "/tmp/translation_{name}_float32.npz"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, choices=sorted(CONFIGS))
+    parser.add_argument("--steps", type=int, help="override the configured step count")
+    parser.add_argument("--threads", type=int, help="BLAS threads (default: the config's)")
+    parser.add_argument("--out", default=str(checkpoint_dir()), help="output directory")
+    parser.add_argument("--save-every", type=int, default=50,
+                        help="write the checkpoint and manifest entry every N steps")
+    parser.add_argument("--evaluate-only", action="store_true",
+                        help="evaluate the checkpoint in --out and update the manifest")
+    args = parser.parse_args(argv)
+    name, config = args.model, dict(CONFIGS[args.model])
+    if args.steps:
+        config["steps"] = args.steps
+    if args.threads:
+        config["threads"] = args.threads
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    tok = Tokenizer.load()
+    with threadpool_limits(config["threads"]):
+        if args.evaluate_only:
+            manifest = json.loads((out / "manifest.json").read_text(encoding="utf8"))
+            entry = manifest["models"][name]
+            model32 = build_model(name, len(tok), CONFIGS[name])
+            with np.load(FLOAT32_COPY.format(name=name), allow_pickle=False) as f:
+                model32.load_state_dict({k: f[k] for k in f.files})
+            entry["validation_loss_float32"] = validation_loss(model32, name, tok)
+            entry["validation_loss_float16"] = validation_loss(
+                load_checkpoint(name, out / f"{name}.npz"), name, tok)
+            return evaluate_checkpoint(name, out, tok, entry)
+        src, tgt = encode_pairs(tok, load_pairs("train"))
+        model = build_model(name, len(tok), config)
+        print(f"== {name}: {model.n_params()} parameters, {len(src)} training pairs, "
+              f"{config['steps']} steps", flush=True)
+        t0, c0 = time.perf_counter(), time.process_time()
+        history = []
+
+        def snapshot(step, loss):
+            if step % args.save_every == 0 and step < config["steps"]:
+                record(model, name, config, out, history, time.perf_counter() - t0,
+                       time.process_time() - c0, len(src), tok)
+
+        train(model, name, config, config["steps"], src, tgt, callback=snapshot,
+                         history=history)
+        entry = record(model, name, config, out, history, time.perf_counter() - t0,
+                       time.process_time() - c0, len(src), tok)
+        entry["validation_loss_float32"] = validation_loss(model, name, tok)
+        entry["validation_loss_float16"] = validation_loss(
+            load_checkpoint(name, out / f"{name}.npz"), name, tok)
+        return evaluate_checkpoint(name, out, tok, entry)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,418 @@
+"""The Transformer encoder-decoder of *Attention Is All You Need* (Vaswani et al., 2017), in NumPy.
+
+The three kinds of attention of chapter 5 work together in one network::
+
+    source ids (B, S) -> E x * sqrt(d_model) + PE   (B, S, d_model)
+      encoder layer x N:  x + SelfAttn(LN(x), key padding)      bidirectional self-attention
+                          x + FFN(LN(x))
+      LN -> memory M                                            (B, S, d_model)
+    target ids (B, T) -> E y * sqrt(d_model) + PE   (B, T, d_model)
+      decoder layer x N:  y + SelfAttn(LN(y), causal)           causal self-attention
+                          y + CrossAttn(LN(y), M, key padding)  cross-attention: Q from y, K, V from M
+                          y + FFN(LN(y))
+      LN -> logits = y E^T                                      (B, T, V)   tied with the embedding
+
+Differences from the paper, each a common modern choice: layer norm inside the
+residual branch (pre-LN, as GPT-2 and ``torch.nn.Transformer(norm_first=True)``),
+which trains without a long warm-up, with a final layer norm after each stack;
+GELU in the feed-forward layer; no dropout (the model sees each sentence about
+once). Sinusoidal positions, tied embeddings, label smoothing and the warm-up
+schedule are the paper's.
+
+Every backward pass is written by hand; ``tests/test_transformer.py`` checks
+every parameter against central differences in float64 and against PyTorch's
+``nn.Transformer`` with the weights copied across.
+"""
+
+import json
+import os
+
+import numpy as np
+
+from ..masks import padding_mask
+from ..nn.block import FeedForward
+from ..nn.layers import _init, _sum_to_matrix
+from ..nn.multi_head_attention import KVCache, MultiHeadAttention
+from ..nn.norm import LayerNorm
+from ..positions import sinusoidal_positions
+from .decoding import beam_search
+
+PAD, BOS, EOS = 0, 1, 2
+
+
+def attention_layer(d_model, n_heads, rng, dtype=np.float64):
+    """The library's :class:`~attention_lib.nn.MultiHeadAttention`, with this model's initial weights.
+
+    ``W_Q, W_K, W_V, W_O`` are drawn one after the other from ``rng`` (variance
+    ``1 / d_model``), biases start at zero: the draws the committed checkpoints
+    were trained from, so that ``train_translation`` reproduces them.
+    """
+    att = MultiHeadAttention(d_model, n_heads, np.random.default_rng(0), dtype=dtype)
+    for name in "QKVO":
+        att.params[f"W_{name}"] = _init(rng, d_model, d_model).astype(dtype)
+        att.params[f"b_{name}"] = np.zeros(d_model, dtype)
+    return att
+
+
+class Composite:
+    """A layer made of named layers; ``params``/``grads`` are theirs, prefixed."""
+
+    def named_layers(self):
+        raise NotImplementedError
+
+    @property
+    def params(self):
+        return {f"{n}.{k}": a for n, layer in self.named_layers() for k, a in layer.params.items()}
+
+    @property
+    def grads(self):
+        return {f"{n}.{k}": a for n, layer in self.named_layers() for k, a in layer.grads.items()}
+
+
+def _ffn_named(ffn):
+    return [("ffn.fc1", ffn.fc1), ("ffn.fc2", ffn.fc2)]
+
+
+class EncoderLayer(Composite):
+    """``x + SelfAttn(LN(x))`` with a key-padding mask, then ``x + FFN(LN(x))``."""
+
+    def __init__(self, d_model, n_heads, d_ff, rng):
+        self.ln1, self.self_attn = LayerNorm(d_model), attention_layer(d_model, n_heads, rng)
+        self.ln2, self.ffn = LayerNorm(d_model), FeedForward(d_model, d_ff, rng)
+
+    def named_layers(self):
+        return [("ln1", self.ln1), ("self_attn", self.self_attn), ("ln2", self.ln2)] + \
+            _ffn_named(self.ffn)
+
+    def forward(self, x, mask):
+        x = x + self.self_attn.forward(self.ln1.forward(x), attn_mask=mask)
+        return x + self.ffn.forward(self.ln2.forward(x))
+
+    def backward(self, grad):
+        grad = grad + self.ln2.backward(self.ffn.backward(grad))
+        return grad + self.ln1.backward(self.self_attn.backward(grad))
+
+
+class DecoderLayer(Composite):
+    """Causal ``SelfAttn``, then ``CrossAttn`` over the encoder's output, then ``FFN``; pre-LN."""
+
+    def __init__(self, d_model, n_heads, d_ff, rng):
+        self.ln1, self.self_attn = LayerNorm(d_model), attention_layer(d_model, n_heads, rng)
+        self.ln2, self.cross_attn = LayerNorm(d_model), attention_layer(d_model, n_heads, rng)
+        self.ln3, self.ffn = LayerNorm(d_model), FeedForward(d_model, d_ff, rng)
+
+    def named_layers(self):
+        return [("ln1", self.ln1), ("self_attn", self.self_attn), ("ln2", self.ln2),
+                ("cross_attn", self.cross_attn), ("ln3", self.ln3)] + _ffn_named(self.ffn)
+
+    def forward(self, y, memory, src_mask, caches=None):
+        """``caches``: a (self-attention, cross-attention) pair of :class:`~attention_lib.nn.KVCache`."""
+        self_cache, cross_cache = (None, None) if caches is None else caches
+        y = y + self.self_attn.forward(self.ln1.forward(y), is_causal=True, cache=self_cache)
+        y = y + self.cross_attn.forward(self.ln2.forward(y), memory, attn_mask=src_mask,
+                                        cache=cross_cache)
+        return y + self.ffn.forward(self.ln3.forward(y))
+
+    def backward(self, grad):
+        """``(dy, dmemory)``."""
+        grad = grad + self.ln3.backward(self.ffn.backward(grad))
+        dy, dmem = self.cross_attn.backward(grad)
+        grad = grad + self.ln2.backward(dy)
+        return grad + self.ln1.backward(self.self_attn.backward(grad)), dmem
+
+
+class SharedEmbedding:
+    """One table ``E`` (V, d_model) for source tokens, target tokens and the output layer."""
+
+    def __init__(self, n_vocab, d_model, rng):
+        self.params = {"E": rng.normal(scale=d_model ** -0.5, size=(n_vocab, d_model))}
+        self.grads = {}
+
+
+def label_smoothed_cross_entropy(logits, targets, smoothing=0.1, ignore=PAD):
+    """Mean cross-entropy against ``(1 - eps) onehot + eps / V`` over non-padding rows, and its gradient.
+
+    The paper's label smoothing (Szegedy et al., 2016), as
+    ``torch.nn.functional.cross_entropy(..., label_smoothing=eps, ignore_index=PAD)``.
+
+    Returns
+    -------
+    loss : float
+    grad : ndarray, the shape of ``logits``
+        ``(softmax(z) - q) / N`` on the kept rows, 0 on padding.
+    """
+    V = logits.shape[-1]
+    keep = targets != ignore
+    n = max(int(keep.sum()), 1)
+    z = logits - logits.max(axis=-1, keepdims=True)
+    log_p = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+    nll = -np.take_along_axis(log_p, targets[..., None], axis=-1)[..., 0]
+    smooth = -log_p.mean(axis=-1)
+    loss = float((((1 - smoothing) * nll + smoothing * smooth) * keep).sum() / n)
+    grad = np.exp(log_p)
+    grad -= smoothing / V
+    np.put_along_axis(grad, targets[..., None],
+                      np.take_along_axis(grad, targets[..., None], axis=-1) - (1 - smoothing),
+                      axis=-1)
+    grad *= (keep / n)[..., None].astype(grad.dtype)
+    return loss, grad
+
+
+class Transformer:
+    """The encoder-decoder Transformer with a shared source/target vocabulary.
+
+    Parameters
+    ----------
+    n_vocab : int
+        Vocabulary size ``V`` (id 0 padding, 1 ``<bos>``, 2 ``<eos>``).
+    d_model, n_heads, d_ff : int
+    n_layers : int
+        Encoder layers, and as many decoder layers.
+    max_len : int
+        Longest source or target sequence, in tokens (the positions' table).
+    seed : int
+    dtype : float32 to train, float64 to check gradients.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attention_lib.models.transformer import Transformer
+    >>> model = Transformer(n_vocab=11, d_model=8, n_heads=2, d_ff=16, n_layers=1, max_len=6)
+    >>> src = np.array([[3, 4, 5], [6, 7, 0]])                 # second sentence padded
+    >>> tgt_in, tgt_out = np.array([[1, 8, 9], [1, 10, 0]]), np.array([[8, 9, 2], [10, 2, 0]])
+    >>> loss = model.loss(src, [3, 2], tgt_in, tgt_out)
+    >>> model.backward()
+    >>> model.decoder[0].cross_attn.weights.shape              # (B, heads, T, S)
+    (2, 2, 3, 3)
+    >>> float(model.decoder[0].cross_attn.weights[1, :, :, 2].max())   # padding gets nothing
+    0.0
+    """
+
+    def __init__(self, n_vocab, d_model=192, n_heads=4, d_ff=768, n_layers=3, max_len=64,
+                 seed=0, dtype=np.float32):
+        self.config = {"model": "Transformer", "n_vocab": int(n_vocab), "d_model": int(d_model),
+                       "n_heads": int(n_heads), "d_ff": int(d_ff), "n_layers": int(n_layers),
+                       "max_len": int(max_len), "seed": int(seed)}
+        rng = np.random.default_rng(seed)
+        self.emb = SharedEmbedding(n_vocab, d_model, rng)
+        self.encoder = [EncoderLayer(d_model, n_heads, d_ff, rng) for _ in range(n_layers)]
+        self.enc_ln = LayerNorm(d_model)
+        self.decoder = [DecoderLayer(d_model, n_heads, d_ff, rng) for _ in range(n_layers)]
+        self.dec_ln = LayerNorm(d_model)
+        self.dtype, self.d_model, self.max_len = np.dtype(dtype), d_model, max_len
+        self.pe = sinusoidal_positions(max_len, d_model).astype(dtype)
+        for layer in self.leaf_layers():
+            for k, a in layer.params.items():
+                layer.params[k] = a.astype(dtype)
+
+    # -- parameters ------------------------------------------------------
+    def named_layers(self):
+        """``(name, layer)`` for every layer with parameters; the names are the checkpoint's."""
+        out = [("emb", self.emb)]
+        out += [(f"encoder.{i}", layer) for i, layer in enumerate(self.encoder)]
+        out += [("enc_ln", self.enc_ln)]
+        out += [(f"decoder.{i}", layer) for i, layer in enumerate(self.decoder)]
+        return out + [("dec_ln", self.dec_ln)]
+
+    def layers(self):
+        """Every layer with parameters (what :class:`~attention_lib.nn.Adam` takes)."""
+        return [layer for _, layer in self.named_layers()]
+
+    def leaf_layers(self):
+        out = []
+        for _, layer in self.named_layers():
+            out += [sub for _, sub in layer.named_layers()] if isinstance(layer, Composite) \
+                else [layer]
+        return out
+
+    def n_params(self):
+        return sum(a.size for layer in self.layers() for a in layer.params.values())
+
+    def state_dict(self):
+        return {f"{n}.{k}": a for n, layer in self.named_layers() for k, a in layer.params.items()}
+
+    def load_state_dict(self, state):
+        for n, layer in self.named_layers():
+            subs = layer.named_layers() if isinstance(layer, Composite) else [(None, layer)]
+            for sn, sub in subs:
+                for k, a in sub.params.items():
+                    key = f"{n}.{k}" if sn is None else f"{n}.{sn}.{k}"
+                    arr = np.asarray(state[key])
+                    if arr.shape != a.shape:
+                        raise ValueError(f"{key} has shape {arr.shape} in the checkpoint "
+                                         f"but {a.shape} in the model")
+                    sub.params[k] = arr.astype(self.dtype)
+
+    # -- forward ---------------------------------------------------------
+    def _embed(self, ids, start=0):
+        T = ids.shape[1]
+        if start + T > self.max_len:
+            raise ValueError(f"a sequence of {start + T} tokens is longer than max_len = "
+                             f"{self.max_len}, the model's longest")
+        return self.emb.params["E"][ids] * self.dtype.type(np.sqrt(self.d_model)) \
+            + self.pe[start:start + T]
+
+    def encode(self, src, lengths):
+        """The memory ``M`` (B, S, d_model) and the source mask (B, 1, 1, S)."""
+        src = np.asarray(src)
+        lengths = np.asarray(lengths, dtype=np.int64)
+        if src.ndim != 2 or lengths.shape != (src.shape[0],):
+            raise ValueError(f"src must be (B, S) and lengths (B,), got {src.shape} and "
+                             f"{lengths.shape}")
+        if lengths.size and lengths.min() < 1:
+            raise ValueError("lengths must be at least 1: every sentence needs a token")
+        mask = padding_mask(lengths, src.shape[1])[:, None, None, :]
+        x = self._embed(src)
+        for layer in self.encoder:
+            x = layer.forward(x, mask)
+        self._src = src
+        return self.enc_ln.forward(x), mask
+
+    def decode(self, tgt_in, memory, src_mask):
+        """Logits (B, T, V) of every next token, with teacher forcing."""
+        y = self._embed(np.asarray(tgt_in))
+        for layer in self.decoder:
+            y = layer.forward(y, memory, src_mask)
+        self._h = self.dec_ln.forward(y)
+        self._tgt = np.asarray(tgt_in)
+        return self._h @ self.emb.params["E"].T
+
+    def forward(self, src, lengths, tgt_in):
+        memory, mask = self.encode(src, lengths)
+        return self.decode(tgt_in, memory, mask)
+
+    def loss(self, src, lengths, tgt_in, tgt_out, smoothing=0.0):
+        """Mean (label-smoothed) cross-entropy per target token, padding excluded."""
+        logits = self.forward(src, lengths, tgt_in)
+        loss, self._dlogits = label_smoothed_cross_entropy(logits, np.asarray(tgt_out),
+                                                           smoothing)
+        return loss
+
+    def backward(self, dlogits=None):
+        """Gradients of the last :meth:`loss` (or of ``dlogits``) for every parameter."""
+        dlogits = self._dlogits if dlogits is None else dlogits
+        E = self.emb.params["E"]
+        d = self.d_model
+        dE = _sum_to_matrix(dlogits, self._h)                    # (V, d): output side
+        dy = self.dec_ln.backward(dlogits @ E)
+        dmem = 0
+        for layer in reversed(self.decoder):
+            dy, dm = layer.backward(dy)
+            dmem = dmem + dm
+        dx = self.enc_ln.backward(dmem)
+        for layer in reversed(self.encoder):
+            dx = layer.backward(dx)
+        s = self.dtype.type(np.sqrt(d))
+        np.add.at(dE, self._tgt.reshape(-1), (dy * s).reshape(-1, d))
+        np.add.at(dE, self._src.reshape(-1), (dx * s).reshape(-1, d))
+        self.emb.grads["E"] = dE
+
+    # -- decoding --------------------------------------------------------
+    def _caches(self):
+        """One (self-attention, cross-attention) cache pair per decoder layer.
+
+        The self-attention cache gains a row of keys and values per step; the
+        cross-attention cache computes the encoder's keys and values at the first
+        step and reuses them after.
+        """
+        return [(KVCache(), KVCache()) for _ in self.decoder]
+
+    def _step(self, y, t, memory, mask, caches):
+        """Log-probabilities (N, V) of the next token after ``y`` (N,) at position ``t``."""
+        h = self._embed(y[:, None], start=t)
+        for layer, pair in zip(self.decoder, caches):
+            h = layer.forward(h, memory, mask, caches=pair)
+        logits = self.dec_ln.forward(h)[:, 0] @ self.emb.params["E"].T
+        z = logits - logits.max(axis=-1, keepdims=True)
+        return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+    def greedy(self, src, lengths, max_len=None, cache=True):
+        """Batched greedy decoding: each sentence's ids, up to (without) ``<eos>``.
+
+        With ``cache=True`` each decoder layer keeps its self-attention keys and
+        values (one row appended per step) and computes the cross-attention
+        keys and values once; ``cache=False`` reruns the decoder over the whole
+        prefix at every step (the same tokens, slower).
+        """
+        src = np.asarray(src)
+        B, S = src.shape
+        max_len = self._max_out(S, max_len)
+        memory, mask = self.encode(src, lengths)
+        caches = self._caches()
+        y = np.full(B, BOS)
+        out, done = [y], np.zeros(B, bool)
+        for t in range(max_len):
+            if cache:
+                logp = self._step(out[-1], t, memory, mask, caches)
+            else:
+                logits = self.decode(np.stack(out, axis=1), memory, mask)[:, -1]
+                logp = logits
+            nxt = np.where(done, PAD, logp.argmax(axis=-1))
+            out.append(nxt)
+            done |= nxt == EOS
+            if done.all():
+                break
+        return [_until_eos(row) for row in np.stack(out[1:], axis=1).tolist()]
+
+    def _max_out(self, S, max_len):
+        limit = self.max_len - 1
+        return min(limit, 2 * S + 10) if max_len is None else min(limit, int(max_len))
+
+    def beam_search(self, src, lengths, beam=4, length_penalty=0.6, max_len=None):
+        """Beam search, batched over sentences and beams: each sentence's best ids.
+
+        Hypotheses are ranked by ``log p(y | x) / lp(y)`` with GNMT's length penalty
+        ``lp = ((5 + |y|) / 6) ** length_penalty`` (0 ranks by the raw
+        log-probability, which favours short outputs). A sentence stops when it
+        has ``beam`` finished hypotheses and no live one can still rank above them.
+        """
+        if int(beam) < 1:
+            raise ValueError(f"beam must be at least 1, got {beam}")
+        src, K = np.asarray(src), int(beam)
+        B, S = src.shape
+        max_len = self._max_out(S, max_len)
+        memory, mask = self.encode(src, lengths)
+        rows = np.repeat(np.arange(B), K)                  # K rows per sentence
+        memory, mask = memory[rows], mask[rows]
+        caches = self._caches()
+
+        def step(y, t):
+            return self._step(y, t, memory, mask, caches)
+
+        def reorder(idx):
+            # Self-attention caches follow the surviving hypotheses. The cross-attention
+            # keys and values are the same for the K rows of a sentence, and idx never
+            # leaves a sentence's rows, so they need no reordering.
+            for self_cache, _ in caches:
+                self_cache.k, self_cache.v = self_cache.k[idx], self_cache.v[idx]
+
+        return beam_search(step, reorder, B, K, max_len, length_penalty)
+
+
+def _until_eos(row):
+    return row[:row.index(EOS)] if EOS in row else [t for t in row if t != PAD]
+
+
+def save(model, path, dtype=np.float16, **extra):
+    """Write the parameters (``dtype``, float16 by default) and the config (JSON) to ``.npz``.
+
+    The file is written beside ``path`` and renamed into place, so a reader never
+    sees half a checkpoint.
+    """
+    arrays = {k: a.astype(dtype) for k, a in model.state_dict().items()}
+    arrays["config"] = np.array(json.dumps({**model.config, **extra}, sort_keys=True))
+    tmp = f"{path}.tmp.npz"
+    np.savez(tmp, **arrays)
+    os.replace(tmp, path)
+
+
+def load(path, dtype=np.float32):
+    """Read a model written by :func:`save` (``allow_pickle=False``)."""
+    with np.load(path, allow_pickle=False) as f:
+        config = json.loads(str(f["config"]))
+        kwargs = {k: config[k] for k in ("n_vocab", "d_model", "n_heads", "d_ff", "n_layers",
+                                          "max_len", "seed")}
+        model = Transformer(**kwargs, dtype=dtype)
+        model.load_state_dict({k: f[k] for k in f.files if k != "config"})
+    model.config = config
+    return model
