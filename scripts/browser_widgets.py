@@ -109,7 +109,7 @@ def check_widget(page, widget, label, problems, shots, width, timeout):
         if not run("I like green apples."):
             fail(f"no translation: {status.inner_text()}")
         french = widget.locator(".aft-french").inner_text()
-        if not french.strip():
+        if not french.strip() or french == "(no translation)":
             fail("the translation is empty")
         if canvas_ink(widget) < 50:
             fail("no cross-attention heat map")

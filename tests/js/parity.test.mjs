@@ -30,7 +30,7 @@ function maxAbsDiff(a, b) {
 }
 
 test("the fixture covers every model and at least 20 prompts each", () => {
-  for (const name of ["shakespeare", "stories260k"]) {
+  for (const name of ["shakespeare", "stories260k", "translator"]) {
     assert.ok(fixture.models[name], `no reference for ${name} in the fixture`);
     assert.ok(fixture.models[name].cases.length >= 20, `${name}: fewer than 20 prompts`);
   }
