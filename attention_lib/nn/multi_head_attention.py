@@ -11,6 +11,7 @@ True where a query *may attend*, a float mask is added to the scores.
 """
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from .._checks import as_bool, as_int, as_mask, as_numeric, max_abs, overflow_bound
 from .._kernel import attention_backward, attention_weights, float_mask
@@ -288,9 +289,16 @@ class MultiHeadAttention:
         return y.reshape(B, T, heads, n // heads).transpose(0, 2, 1, 3)
 
     def _weight(self, names, kind="W_"):
-        """The weights (or biases) of the projections ``names`` side by side."""
+        """The weights (or biases) of the projections ``names`` side by side.
+
+        No copy when they already are: views of consecutive columns of one
+        array (the PyTorch-style adapter's ``in_proj_weight``).
+        """
         arrays = [self.params[kind + n] for n in names]
-        return arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=-1)
+        if len(arrays) == 1:
+            return arrays[0]
+        whole = _joined(arrays)
+        return np.concatenate(arrays, axis=-1) if whole is None else whole
 
     def _project(self, x, names):
         """``x W + b`` for the projections ``names`` that read ``x``, in one product."""
@@ -478,6 +486,20 @@ class MultiHeadAttention:
         if self._unbatched:
             d_in = [d[0] for d in d_in]
         return d_in[0] if len(d_in) == 1 else tuple(d_in)
+
+
+def _joined(arrays):
+    """One view of ``arrays`` side by side if they are consecutive columns of one buffer."""
+    first = arrays[0]
+    if first.base is None or any(a.base is not first.base or a.strides != first.strides
+                                 or a.shape[:-1] != first.shape[:-1] for a in arrays):
+        return None
+    start, pointer = 0, first.__array_interface__["data"][0]
+    for a in arrays:
+        if a.__array_interface__["data"][0] != pointer + start * first.strides[-1]:
+            return None
+        start += a.shape[-1]
+    return as_strided(first, first.shape[:-1] + (start,), first.strides, writeable=False)
 
 
 def _merge_heads(parts):
