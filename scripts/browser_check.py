@@ -198,7 +198,10 @@ PHONE_LAYOUT_JS = r"""
 async (width) => {
   await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
   const article = document.querySelector('.bd-article') || document.body;
-  const column = article.getBoundingClientRect();
+  // the text column: the article's content box, inside its padding
+  const box = article.getBoundingClientRect(), style = getComputedStyle(article);
+  const column = {left: box.left + parseFloat(style.paddingLeft),
+                  right: box.right - parseFloat(style.paddingRight)};
   const shown = el => el.checkVisibility();
   const snippet = el => (el.textContent || '').trim().replace(/\s+/g, ' ').slice(0, 50);
   const describe = el => el.tagName.toLowerCase()
