@@ -635,17 +635,18 @@ def online_softmax_chart(scores=None, block_size=4, *, n=16, seed=0,
             legend=alt.Legend(orient="bottom")))
     first = base.transform_filter("datum.j == 0")
     rule = first.mark_rule(color=OKABE_ITO_ORANGE, strokeDash=[6, 3], strokeWidth=2).encode(y="m:Q")
-    label = first.mark_text(align="left", baseline="bottom", color="#333333",
+    label = first.mark_text(align="left", baseline="bottom", color="#333333", lineBreak="\n",
                             fontSize=FONT_SIZE).encode(   # above the plot, clear of the bars
         x=alt.value(0), y=alt.value(-6), text=alt.Text("label:N")).transform_calculate(
-        label="'running max m = ' + format(datum.m, '.4f') + ',  running sum ℓ = '"
+        # two lines, so that the text fits above a phone's narrow plot
+        label="'running max m = ' + format(datum.m, '.4f') + '\\nrunning sum ℓ = '"
               " + format(datum.l, '.4f')")
     top = alt.layer(bars, rule, label).properties(height=170)
     weights = base.mark_bar(color=OKABE_ITO_BLUE).encode(
         x=xj, y=alt.Y("weight:Q", title="exp(e_j − m) / ℓ", scale=alt.Scale(domain=[0, 1])),
         tooltip=tooltip).properties(height=120)
     chart = (alt.vconcat(top, weights, data=alt.Data(values=rows)).add_params(seen)
-             .properties(title=alt.Title(title, offset=22)))
+             .properties(title=alt.Title(title, offset=40)))
     chart = _fit_column(chart, 440, axes=70)   # 440-px panels, their axes to the left
     description = description or (
         f"Interactive chart of the online softmax over {x.size} scores in {n_blocks} "

@@ -198,20 +198,29 @@ PHONE_LAYOUT_JS = r"""
 async (width) => {
   await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
   const article = document.querySelector('.bd-article') || document.body;
-  const column = article.getBoundingClientRect();
+  // the text column: the article's content box, inside its padding
+  const box = article.getBoundingClientRect(), style = getComputedStyle(article);
+  const column = {left: box.left + parseFloat(style.paddingLeft),
+                  right: box.right - parseFloat(style.paddingRight)};
   const shown = el => el.checkVisibility();
   const snippet = el => (el.textContent || '').trim().replace(/\s+/g, ' ').slice(0, 50);
   const describe = el => el.tagName.toLowerCase()
     + (el.id ? '#' + el.id : '') + (el.classList.length ? '.' + [...el.classList].join('.') : '')
     + (snippet(el) ? ' ' + JSON.stringify(snippet(el)) : '');
   const clips = el => { const o = getComputedStyle(el).overflowX; return o !== 'visible'; };
-  const clipped = el => { for (let a = el.parentElement; a && a !== document.body; a = a.parentElement)
-                            if (clips(a)) return true; return false; };
+  const clipped = el => {
+    for (let a = el.parentElement; a && a !== document.body; a = a.parentElement)
+      if (clips(a)) return true;
+    return false;
+  };
   // What sticks out of the screen to the right (the page cannot scroll to the
   // left) and is not inside a box that scrolls or clips, nor fixed to the
   // screen (the theme's sidebars wait off-screen until they are opened).
-  const fixed = el => { for (let a = el; a && a !== document.body; a = a.parentElement)
-                          if (getComputedStyle(a).position === 'fixed') return true; return false; };
+  const fixed = el => {
+    for (let a = el; a && a !== document.body; a = a.parentElement)
+      if (getComputedStyle(a).position === 'fixed') return true;
+    return false;
+  };
   const out = new Set();
   for (const el of document.body.querySelectorAll('*')) {
     if (el.closest('.figure-zoom-overlay, script, style, noscript')) continue;
@@ -224,7 +233,8 @@ async (width) => {
     let box = t.parentElement;
     while (box && box !== article && !clips(box)) box = box.parentElement;
     const b = (box && box !== article ? box : t).getBoundingClientRect();
-    const scrolls = box && box !== article && ['auto', 'scroll'].includes(getComputedStyle(box).overflowX);
+    const scrolls = box && box !== article
+                    && ['auto', 'scroll'].includes(getComputedStyle(box).overflowX);
     return {text: snippet(t), width: t.getBoundingClientRect().width, boxLeft: b.left,
             boxRight: b.right, inBox: !!(box && box !== article), scrolls: !!scrolls,
             cutOff: !!(box && box !== article && !scrolls && t.scrollWidth > box.clientWidth + 1)};
@@ -431,13 +441,15 @@ def check_figure_text(page, figures, site, base, label, problems):
             continue
         enlarged = size * zoom["width"] / full
         smallest.append(enlarged)
-        if enlarged < MIN_FIGURE_TEXT_PX or not zoom["closed"] or zoom["pageWidth"] > page.viewport_size["width"] + 1:
+        sideways = zoom["pageWidth"] > page.viewport_size["width"] + 1
+        if enlarged < MIN_FIGURE_TEXT_PX or not zoom["closed"] or sideways:
             problems.append(("figure-text-small", f"{label}: {name}: smallest text {shown:.1f} "
-                             f"CSS px, enlarged {enlarged:.1f} CSS px (needs {MIN_FIGURE_TEXT_PX}); "
+                             f"CSS px, enlarged {enlarged:.1f} CSS px "
+                             f"(needs {MIN_FIGURE_TEXT_PX}); "
                              f"overlay closed by Escape: {zoom['closed']}, page width while "
                              f"open {zoom['pageWidth']} px"))
-    return (f"figure text >= {min(smallest):.1f} CSS px" if smallest else "no figure text measured") \
-        + (f", {unknown} unknown" if unknown else "")
+    text = f"figure text >= {min(smallest):.1f} CSS px" if smallest else "no figure text measured"
+    return text + (f", {unknown} unknown" if unknown else "")
 
 
 def check_phone_layout(page, site, base, problems):
@@ -449,8 +461,9 @@ def check_phone_layout(page, site, base, problems):
                          "sticking out: " + "; ".join(m["outermost"][:5])))
     col = m["column"]
     for t in m["tables"]:
+        sticks_out = t["boxRight"] > col["right"] + 1 or t["boxLeft"] < col["left"] - 1
         if t["cutOff"] or (t["inBox"] and t["boxRight"] > PHONE_WIDTH + 1) or (
-                not t["inBox"] and (t["boxRight"] > col["right"] + 1 or t["boxLeft"] < col["left"] - 1)):
+                not t["inBox"] and sticks_out):
             problems.append(("table-cut-off", f"{label}: table {t['text']!r} ({t['width']:.0f} px) "
                              "neither fits the column nor scrolls inside its own box"))
     for c in m["charts"]:
@@ -458,7 +471,8 @@ def check_phone_layout(page, site, base, problems):
             problems.append(("chart-too-wide", f"{label}: chart {c['name']!r} is {c['width']:.0f} "
                              f"px wide, the column {col['right'] - col['left']:.0f} px"))
     text = check_figure_text(page, m["figures"], site, base, label, problems)
-    scrolling = sum(t["scrolls"] and t["width"] > col["right"] - col["left"] + 1 for t in m["tables"])
+    column = col["right"] - col["left"]
+    scrolling = sum(t["scrolls"] and t["width"] > column + 1 for t in m["tables"])
     return (f"{label}: page {m['scrollWidth']} px wide; {len(m['tables'])} tables "
             f"({scrolling} scroll in their box); {len(m['charts'])} charts; "
             f"{len(m['figures'])} figures, {text}")
@@ -470,8 +484,9 @@ def run_axe(page, axe_source, label, problems):
     found = page.evaluate(AXE_RUN_JS)
     for v in found:
         if v["impact"] in AXE_IMPACTS:
+            example = v["target"][0] if v["target"] else "?"
             problems.append((f"axe-{v['impact']}", f"{label}: {v['id']} on {v['nodes']} "
-                             f"element(s): {v['help']} (e.g. {v['target'][0] if v['target'] else '?'})"))
+                             f"element(s): {v['help']} (e.g. {example})"))
     minor = sorted({f"{v['id']} ({v['impact']})" for v in found if v["impact"] not in AXE_IMPACTS})
     return (f"{label}: axe {sum(v['impact'] in AXE_IMPACTS for v in found)} critical/serious"
             + (f", other: {', '.join(minor)}" if minor else ""))
@@ -572,7 +587,12 @@ def check_page(context, url, base, is_chapter, is_notebook, screenshot=None,
         try:
             page.wait_for_load_state("networkidle", timeout=timeout * 500)
         except PlaywrightError:
-            problems.append(("timeout", f"the network was still busy {timeout / 2:.0f} s after load"))
+            # (Not on the phone: the same requests were judged on the desktop,
+            # and emulated-mobile Chromium can leave a web font's request
+            # pending for ever on a page whose MathJax reports an error.)
+            if not phone:
+                problems.append(("timeout",
+                                 f"the network was still busy {timeout / 2:.0f} s after load"))
         info = page.evaluate(INSPECT_PAGE_JS, min(20000, int(timeout * 1000 / 3)))
         viewport = page.viewport_size
         if screenshot is not None:   # before the checks below resize, hover and type
