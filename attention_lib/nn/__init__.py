@@ -48,22 +48,7 @@ from .optim import Adam
 from .recurrent import GRU, GRUCell
 from .utils import clip_grad_norm
 
-__all__ = [
-           "GELU",
-           "GRU",
-           "Adam",
-           "AdditiveAttention",
-           "Attention",
-           "Dropout",
-           "Embedding",
-           "FeedForward",
-           "GRUCell",
-           "KVCache",
-           "LayerNorm",
-           "Linear",
-           "MultiHeadAttention",
-           "SelfAttention",
-           "TransformerBlock",
-           "clip_grad_norm",
-           "softmax_cross_entropy",
-]
+__all__ = ["Adam", "AdditiveAttention", "Attention", "clip_grad_norm", "Dropout",
+           "Embedding", "FeedForward", "GELU", "GRU", "GRUCell", "KVCache", "LayerNorm",
+           "Linear", "MultiHeadAttention", "SelfAttention", "TransformerBlock",
+           "softmax_cross_entropy"]
