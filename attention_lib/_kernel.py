@@ -44,8 +44,10 @@ def attention_inputs(query, key, value, attn_mask, is_causal, scale):
     ``mask`` is ``None``, a boolean array (True = may attend) or a float array
     to add to the scores, already checked to broadcast to ``(..., L, S)``.
     """
-    q, k, v = (as_numeric(a, name) for a, name in
-               ((query, "query"), (key, "key"), (value, "value")))
+    q, k, v = (
+        as_numeric(a, name)
+        for a, name in ((query, "query"), (key, "key"), (value, "value"))
+    )
     dtype = float_dtype(q, k, v)
     q, k, v = (a.astype(dtype, copy=False) for a in (q, k, v))
     require_ndim(q, "query", 2, "(..., L, E)")
@@ -54,11 +56,13 @@ def attention_inputs(query, key, value, attn_mask, is_causal, scale):
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
             f"query has {q.shape[-1]} features but key has {k.shape[-1]}: "
-            f"the last axes must match")
+            f"the last axes must match"
+        )
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(
             f"key has {k.shape[-2]} positions but value has {v.shape[-2]}: "
-            f"every key needs one value (axis -2 must match)")
+            f"every key needs one value (axis -2 must match)"
+        )
     try:
         batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     except ValueError:
@@ -82,9 +86,12 @@ def attention_inputs(query, key, value, attn_mask, is_causal, scale):
         if not fits:
             raise ValueError(
                 f"attn_mask of shape {mask.shape} cannot broadcast to the "
-                f"scores' shape (..., L, S) = {scores_shape}")
+                f"scores' shape (..., L, S) = {scores_shape}"
+            )
         if mask.dtype.kind != "b" and (np.isnan(mask).any() or np.isposinf(mask).any()):
-            raise ValueError("attn_mask contains NaN or +inf; use -inf or False to mask")
+            raise ValueError(
+                "attn_mask contains NaN or +inf; use -inf or False to mask"
+            )
     if is_causal:
         causal = causal_mask(L, S)
         if mask is None:
@@ -102,7 +109,9 @@ def attention_inputs(query, key, value, attn_mask, is_causal, scale):
         raise ValueError(
             f"scale = {scale:.3g} overflows {dtype} (largest "
             f"{np.finfo(dtype).max:.3g}), so neither it nor the scores query @ "
-            f"key.T * scale can be represented: " + advice(dtype, "pass a smaller scale"))
+            f"key.T * scale can be represented: "
+            + advice(dtype, "pass a smaller scale")
+        )
     # Each output is a weighted sum of up to S values with weights <= 1 (the
     # normalisation may come last), so |value| * S must fit in the dtype.
     biggest = float(np.finfo(dtype).max)
@@ -110,9 +119,12 @@ def attention_inputs(query, key, value, attn_mask, is_causal, scale):
         raise ValueError(
             f"value holds magnitudes up to {max_abs(v):.3g}: the weighted sum "
             f"over S = {S} keys could overflow {dtype} (largest {biggest:.3g}): "
-            + advice(dtype, "scale value down (and the output back up)"))
+            + advice(dtype, "scale value down (and the output back up)")
+        )
     if mask is not None and mask.dtype.kind != "b":
-        scores_bound = overflow_bound(max_abs(q), abs(scale), max_abs(k), max(q.shape[-1], 1))
+        scores_bound = overflow_bound(
+            max_abs(q), abs(scale), max_abs(k), max(q.shape[-1], 1)
+        )
         mask = float_mask(mask, dtype, scores_bound)
     return q, k, v, mask, dtype.type(scale)
 
@@ -135,15 +147,16 @@ def float_mask(mask, dtype, scores_bound, name="attn_mask"):
         return mask.astype(dtype, copy=False)
     wide = mask.astype(np.result_type(mask.dtype, np.float64), copy=False)
     row_best = np.max(np.where(finite, wide, -np.inf), axis=-1, keepdims=True)
-    row_best[np.isneginf(row_best)] = 0.0          # rows with nothing finite
-    shifted = wide - row_best                      # <= 0 where finite
+    row_best[np.isneginf(row_best)] = 0.0  # rows with nothing finite
+    shifted = wide - row_best  # <= 0 where finite
     lost = finite & (shifted < -biggest)
     if lost.any() and not float(-shifted[lost].max()) > 2 * scores_bound:
         raise ValueError(
             f"{name} holds finite biases up to {max_abs(mask[finite]):.3g} that differ "
             f"within a row by more than {dtype} can hold (largest {biggest:.3g}) while "
             f"the scores are large enough to matter: use -inf (or a boolean mask) to "
-            f"mask, and finite biases well inside {biggest:.3g}, or float64 inputs")
+            f"mask, and finite biases well inside {biggest:.3g}, or float64 inputs"
+        )
     with np.errstate(over="ignore"):
         return shifted.astype(dtype)
 
@@ -175,7 +188,9 @@ def check_scores(scores, dtype):
     if not np.isfinite(scores).all():
         raise ValueError(
             f"the scores query @ key.T * scale overflow {dtype} (largest "
-            f"{np.finfo(dtype).max:.3g}) although the inputs are finite: " + advice(dtype))
+            f"{np.finfo(dtype).max:.3g}) although the inputs are finite: "
+            + advice(dtype)
+        )
 
 
 def check_masked_scores(scores, mask, dtype):
@@ -184,7 +199,8 @@ def check_masked_scores(scores, mask, dtype):
         raise ValueError(
             f"adding attn_mask to the scores overflows {dtype}: use -inf (or a "
             f"boolean mask) to mask, and finite biases well inside "
-            f"{np.finfo(dtype).max:.3g}")
+            f"{np.finfo(dtype).max:.3g}"
+        )
 
 
 def attention_weights(q, k, scale, mask=None, normalise=True, check=True):
@@ -208,15 +224,17 @@ def attention_weights(q, k, scale, mask=None, normalise=True, check=True):
     total : ndarray (..., L, 1)
         The row sums before normalising (1 for fully masked rows).
     """
-    scores_may, masked_may = overflow_risk(q, k, scale, mask) if check else (False, False)
+    scores_may, masked_may = (
+        overflow_risk(q, k, scale, mask) if check else (False, False)
+    )
     # Scale the (L, E) queries rather than the (L, S) scores: fewer multiplies.
     with np.errstate(over="ignore", invalid="ignore"):
-        scores = (q * scale) @ np.swapaxes(k, -1, -2)          # (..., L, S)
+        scores = (q * scale) @ np.swapaxes(k, -1, -2)  # (..., L, S)
     if scores_may:
         check_scores(scores, q.dtype)
-    if mask is not None:    # in place: the mask broadcasts to the scores
+    if mask is not None:  # in place: the mask broadcasts to the scores
         full = np.broadcast_shapes(scores.shape, mask.shape)
-        if scores.shape != full:     # batch axes that only the mask has
+        if scores.shape != full:  # batch axes that only the mask has
             scores = np.broadcast_to(scores, full).copy()
         if mask.dtype.kind == "b":
             np.copyto(scores, -np.inf, where=~mask)
@@ -225,9 +243,9 @@ def attention_weights(q, k, scale, mask=None, normalise=True, check=True):
                 scores += mask
             if masked_may:
                 check_masked_scores(scores, mask, q.dtype)
-    if scores.shape[-1] == 0:        # no keys at all: nothing to attend to
+    if scores.shape[-1] == 0:  # no keys at all: nothing to attend to
         return scores, np.ones(scores.shape[:-1] + (1,), scores.dtype)
-    return softmax_inplace(scores, normalise=normalise)       # in place: no (L, S) copies
+    return softmax_inplace(scores, normalise=normalise)  # in place: no (L, S) copies
 
 
 def attention_backward(d_out, q, k, v, weights, scale, used=None, dropout=None):
@@ -241,11 +259,11 @@ def attention_backward(d_out, q, k, v, weights, scale, used=None, dropout=None):
         dQ = scale dS K,    dK = scale dS^T Q
     """
     used = weights if used is None else used
-    dV = np.swapaxes(used, -1, -2) @ d_out                   # (..., S, Ev)
-    dS = d_out @ np.swapaxes(v, -1, -2)                      # dP, (..., L, S)
+    dV = np.swapaxes(used, -1, -2) @ d_out  # (..., S, Ev)
+    dS = d_out @ np.swapaxes(v, -1, -2)  # dP, (..., L, S)
     if dropout is not None:
         dS = dropout.backward(dS)
-    dS = softmax_backward(dS, weights, overwrite=True)     # in place: no second (L, S)
-    dQ = (dS @ k) * scale                                    # (..., L, E)
-    dK = (np.swapaxes(dS, -1, -2) @ q) * scale               # (..., S, E)
+    dS = softmax_backward(dS, weights, overwrite=True)  # in place: no second (L, S)
+    dQ = (dS @ k) * scale  # (..., L, E)
+    dK = (np.swapaxes(dS, -1, -2) @ q) * scale  # (..., S, E)
     return dQ, dK, dV

@@ -23,13 +23,13 @@ import statistics
 import time
 
 import numpy as np
+from _common import describe_machine
+
 from attention_lib.models.train_shakespeare import CONFIG, build_model
 from attention_lib.nn import Adam, clip_grad_norm, softmax_cross_entropy
 
-from _common import describe_machine
-
 N_VOCAB = 65
-now = time.perf_counter   # --cpu-time: time.process_time
+now = time.perf_counter  # --cpu-time: time.process_time
 
 
 def step(model, opt, layers, x, y, times):
@@ -53,8 +53,11 @@ def main():
     parser.add_argument("--threads", default=THREADS)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--profile", action="store_true")
-    parser.add_argument("--cpu-time", action="store_true",
-                        help="the process's CPU time instead of the wall clock (one thread)")
+    parser.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="the process's CPU time instead of the wall clock (one thread)",
+    )
     args = parser.parse_args()
     global now
     if args.cpu_time:
@@ -66,7 +69,7 @@ def main():
     rng = np.random.default_rng(0)
     B, T = CONFIG["batch"], CONFIG["max_len"]
     x, y = rng.integers(0, N_VOCAB, (B, T)), rng.integers(0, N_VOCAB, (B, T))
-    step(model, opt, layers, x, y, {})                  # untimed: first-call costs
+    step(model, opt, layers, x, y, {})  # untimed: first-call costs
     times = {}
     profiler = cProfile.Profile(now) if args.profile else None
     for _ in range(args.steps):

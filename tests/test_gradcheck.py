@@ -18,16 +18,23 @@ def test_numerical_gradient_restores_the_array_it_perturbs():
 def test_a_correct_backward_passes_and_the_largest_error_is_returned():
     rng = np.random.default_rng(0)
     layer, x = Linear(3, 2, rng), rng.normal(size=(4, 3))
-    err = check_gradients([layer], lambda: np.sum(layer.forward(x) ** 2),
-                          lambda: [layer.backward(2 * layer.forward(x))], [x])
+    err = check_gradients(
+        [layer],
+        lambda: np.sum(layer.forward(x) ** 2),
+        lambda: [layer.backward(2 * layer.forward(x))],
+        [x],
+    )
     assert 0 < err < 1e-6
 
 
-@pytest.mark.parametrize("wrong, message", [
-    ("W", r"layer 0 \(Linear\), parameter W: relative error"),
-    ("b", r"layer 0 \(Linear\), parameter b: relative error"),
-    ("x", r"input 0: relative error"),
-])
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        ("W", r"layer 0 \(Linear\), parameter W: relative error"),
+        ("b", r"layer 0 \(Linear\), parameter b: relative error"),
+        ("x", r"input 0: relative error"),
+    ],
+)
 def test_a_wrong_gradient_fails_naming_the_layer_and_parameter(wrong, message):
     rng = np.random.default_rng(1)
     layer, x = Linear(3, 2, rng), rng.normal(size=(4, 3))
@@ -40,7 +47,9 @@ def test_a_wrong_gradient_fails_naming_the_layer_and_parameter(wrong, message):
         return [dx]
 
     with pytest.raises(AssertionError, match=message):
-        check_gradients([layer], lambda: np.sum(layer.forward(x) ** 2), run_backward, [x])
+        check_gradients(
+            [layer], lambda: np.sum(layer.forward(x) ** 2), run_backward, [x]
+        )
 
 
 def test_missing_gradients_are_reported():

@@ -64,11 +64,16 @@ class KVCache:
         if batch != self.k.shape[0]:
             raise ValueError(
                 f"the KV cache holds {self.k.shape[0]} sequences but this call has "
-                f"{batch}: a cache belongs to one batch; start a new cache for another")
-        if k_shape is not None and k_shape[1:2] + k_shape[3:] != self.k.shape[1:2] + self.k.shape[3:]:
+                f"{batch}: a cache belongs to one batch; start a new cache for another"
+            )
+        if (
+            k_shape is not None
+            and k_shape[1:2] + k_shape[3:] != self.k.shape[1:2] + self.k.shape[3:]
+        ):
             raise ValueError(
                 f"the KV cache holds keys of shape (B, heads, S, d_head) = {self.k.shape} "
-                f"but this layer makes {k_shape}: was the cache made for another layer?")
+                f"but this layer makes {k_shape}: was the cache made for another layer?"
+            )
 
     def append(self, k, v):
         """Add the new rows ``k, v`` (B, n_kv_heads, T, d_head); return all keys and values."""
@@ -86,14 +91,22 @@ def _float_rows(x, name, width, batch=None, ndim=3):
     x = as_numeric(x, name)
     if x.dtype.kind != "f":
         raise TypeError(f"{name} must be a floating-point array, got dtype {x.dtype}")
-    if x.ndim not in (2, 3) or x.shape[-1] != width or (batch is not None and x.ndim != ndim):
+    if (
+        x.ndim not in (2, 3)
+        or x.shape[-1] != width
+        or (batch is not None and x.ndim != ndim)
+    ):
         want = f"(B, T, {width})" if ndim == 3 else f"(T, {width}) like x_q"
-        raise ValueError(f"{name} must have shape {want}: (batch, positions, "
-                         f"features), got {x.shape}")
+        raise ValueError(
+            f"{name} must have shape {want}: (batch, positions, "
+            f"features), got {x.shape}"
+        )
     x = x if x.ndim == 3 else x[None]
     if batch is not None and x.shape[0] != batch:
-        raise ValueError(f"{name} holds {x.shape[0]} sequences but x_q holds {batch}: "
-                         f"the batch sizes must match")
+        raise ValueError(
+            f"{name} holds {x.shape[0]} sequences but x_q holds {batch}: "
+            f"the batch sizes must match"
+        )
     return x
 
 
@@ -172,19 +185,34 @@ class MultiHeadAttention:
     ((3, 5, 8), (8, 4))
     """
 
-    def __init__(self, d_model, n_heads, rng, n_kv_heads=None, d_head=None, d_kv=None,
-                 bias=True, dropout=0.0, rotary=None, rotary_base=10000.0,
-                 dtype=np.float64):
+    def __init__(
+        self,
+        d_model,
+        n_heads,
+        rng,
+        n_kv_heads=None,
+        d_head=None,
+        d_kv=None,
+        bias=True,
+        dropout=0.0,
+        rotary=None,
+        rotary_base=10000.0,
+        dtype=np.float64,
+    ):
         d_model = as_int(d_model, "d_model", 1)
         H = as_int(n_heads, "n_heads", 1)
         H_kv = H if n_kv_heads is None else as_int(n_kv_heads, "n_kv_heads", 1)
         if H % H_kv:
-            raise ValueError(f"n_kv_heads = {H_kv} does not divide n_heads = {H}: each "
-                             f"key/value head serves n_heads / n_kv_heads query heads")
+            raise ValueError(
+                f"n_kv_heads = {H_kv} does not divide n_heads = {H}: each "
+                f"key/value head serves n_heads / n_kv_heads query heads"
+            )
         if d_head is None:
             if d_model % H:
-                raise ValueError(f"n_heads = {H} does not divide d_model = {d_model}: "
-                                 f"each head gets d_model / n_heads features (or pass d_head)")
+                raise ValueError(
+                    f"n_heads = {H} does not divide d_model = {d_model}: "
+                    f"each head gets d_model / n_heads features (or pass d_head)"
+                )
             d_head = d_model // H
         d_head = as_int(d_head, "d_head", 1)
         d_kv = d_model if d_kv is None else as_int(d_kv, "d_kv", 1)
@@ -193,7 +221,9 @@ class MultiHeadAttention:
         if rotary and d_head % 2:
             raise ValueError(f"rotary needs an even head size, got d_head = {d_head}")
         if not (isinstance(rotary_base, (int, float)) and rotary_base > 0):
-            raise ValueError(f"rotary_base must be a positive number, got {rotary_base!r}")
+            raise ValueError(
+                f"rotary_base must be a positive number, got {rotary_base!r}"
+            )
         dtype = np.dtype(dtype)
         if dtype not in (np.float32, np.float64):
             raise TypeError(f"dtype must be float32 or float64, got {dtype}")
@@ -204,15 +234,18 @@ class MultiHeadAttention:
         if not isinstance(rng, np.random.Generator):
             raise TypeError(f"rng must be a numpy.random.Generator, got {rng!r}")
         self.params = {}
-        for name, W in zip("QKVO", self._draw(rng, d_model, d_kv, H * d_head, H_kv * d_head)):
+        for name, W in zip(
+            "QKVO", self._draw(rng, d_model, d_kv, H * d_head, H_kv * d_head)
+        ):
             self.params["W_" + name] = np.ascontiguousarray(W, dtype=dtype)
             if self.bias:
                 self.params["b_" + name] = np.zeros(W.shape[1], dtype)
         self.grads, self._saved = {}, None
 
     @classmethod
-    def from_params(cls, params, n_heads, n_kv_heads=None, rotary=None,
-                    rotary_base=10000.0):
+    def from_params(
+        cls, params, n_heads, n_kv_heads=None, rotary=None, rotary_base=10000.0
+    ):
         """A layer around existing weights (the arrays themselves, not copies).
 
         ``params`` holds ``W_Q, W_K, W_V, W_O`` in the layout of
@@ -233,30 +266,50 @@ class MultiHeadAttention:
         H = as_int(n_heads, "n_heads", 1)
         H_kv = H if n_kv_heads is None else as_int(n_kv_heads, "n_kv_heads", 1)
         names = [n + x for n in ("W_", "b_") for x in "QKVO"]
-        arrays = {k: as_numeric(params[k], f"params[{k!r}]") for k in names if k in params}
-        if set(params) - set(names) or not set(names[:4]) <= set(arrays) or len(arrays) not in (4, 8):
-            raise ValueError(f"params must hold W_Q, W_K, W_V, W_O and either all or none of "
-                             f"b_Q, b_K, b_V, b_O; got {sorted(params)}")
+        arrays = {
+            k: as_numeric(params[k], f"params[{k!r}]") for k in names if k in params
+        }
+        if (
+            set(params) - set(names)
+            or not set(names[:4]) <= set(arrays)
+            or len(arrays) not in (4, 8)
+        ):
+            raise ValueError(
+                f"params must hold W_Q, W_K, W_V, W_O and either all or none of "
+                f"b_Q, b_K, b_V, b_O; got {sorted(params)}"
+            )
         for k in names[:4]:
             if arrays[k].ndim != 2:
-                raise ValueError(f"params[{k!r}] must be a matrix (inputs, outputs), got "
-                                 f"shape {arrays[k].shape}")
+                raise ValueError(
+                    f"params[{k!r}] must be a matrix (inputs, outputs), got "
+                    f"shape {arrays[k].shape}"
+                )
         W_Q, W_K, W_V = (arrays["W_" + x] for x in "QKV")
         d_head, d_v = W_Q.shape[-1] // H, W_V.shape[-1] // max(H_kv, 1)
-        shapes = {"W_Q": (W_Q.shape[0], H * d_head), "W_K": (W_K.shape[0], H_kv * d_head),
-                  "W_V": (W_V.shape[0], H_kv * d_v), "W_O": (H * d_v, W_Q.shape[0]),
-                  "b_Q": (H * d_head,), "b_K": (H_kv * d_head,), "b_V": (H_kv * d_v,),
-                  "b_O": (W_Q.shape[0],)}
+        shapes = {
+            "W_Q": (W_Q.shape[0], H * d_head),
+            "W_K": (W_K.shape[0], H_kv * d_head),
+            "W_V": (W_V.shape[0], H_kv * d_v),
+            "W_O": (H * d_v, W_Q.shape[0]),
+            "b_Q": (H * d_head,),
+            "b_K": (H_kv * d_head,),
+            "b_V": (H_kv * d_v,),
+            "b_O": (W_Q.shape[0],),
+        }
         for k, a in arrays.items():
             if a.shape != shapes[k] or a.dtype.kind != "f" or d_head == 0 or H % H_kv:
-                raise ValueError(f"params[{k!r}] has shape {a.shape} and dtype {a.dtype}; "
-                                 f"{n_heads} heads sharing {H_kv} key/value heads need "
-                                 f"floats of shape {shapes[k]}")
+                raise ValueError(
+                    f"params[{k!r}] has shape {a.shape} and dtype {a.dtype}; "
+                    f"{n_heads} heads sharing {H_kv} key/value heads need "
+                    f"floats of shape {shapes[k]}"
+                )
         layer = cls.__new__(cls)
         layer.n_heads, layer.n_kv_heads, layer.d_head = H, H_kv, d_head
         if rotary not in _ROTARY or (rotary and d_head % 2):
-            raise ValueError(f"rotary must be one of {_ROTARY} (with an even head size), "
-                             f"got {rotary!r} for d_head = {d_head}")
+            raise ValueError(
+                f"rotary must be one of {_ROTARY} (with an even head size), "
+                f"got {rotary!r} for d_head = {d_head}"
+            )
         layer.rotary, layer.rotary_base = rotary, float(rotary_base)
         layer.bias, layer.dropout = len(arrays) == 8, Dropout(0.0)
         layer.params, layer.grads, layer._saved = arrays, {}, None
@@ -264,9 +317,14 @@ class MultiHeadAttention:
 
     def _draw(self, rng, d_model, d_kv, q_cols, kv_cols):
         """``W_Q, W_K, W_V, W_O``, each with variance ``1 / fan-in``."""
-        if d_kv == d_model:     # one draw: the numbers of the fused W_QKV of earlier versions
-            W_Q, W_K, W_V = np.split(_init(rng, d_model, q_cols + 2 * kv_cols),
-                                     [q_cols, q_cols + kv_cols], axis=1)
+        if (
+            d_kv == d_model
+        ):  # one draw: the numbers of the fused W_QKV of earlier versions
+            W_Q, W_K, W_V = np.split(
+                _init(rng, d_model, q_cols + 2 * kv_cols),
+                [q_cols, q_cols + kv_cols],
+                axis=1,
+            )
         else:
             W_Q = _init(rng, d_model, q_cols)
             W_K, W_V = np.split(_init(rng, d_kv, 2 * kv_cols), 2, axis=1)
@@ -276,10 +334,12 @@ class MultiHeadAttention:
         """Rotary positions ``start, start + 1, ...`` on ``x`` (B, heads, T, d); back if ``inverse``."""
         key = (start, x.shape[-2], x.shape[-1], x.dtype)
         cached = getattr(self, "_tables", None)
-        if cached is None or cached[0] != key:      # the tables of the last call are kept
+        if cached is None or cached[0] != key:  # the tables of the last call are kept
             positions = np.arange(start, start + x.shape[-2])
-            cached = self._tables = (key, *rotary_tables(positions, x.shape[-1],
-                                                          self.rotary_base, x.dtype))
+            cached = self._tables = (
+                key,
+                *rotary_tables(positions, x.shape[-1], self.rotary_base, x.dtype),
+            )
         _, cos, sin = cached
         return rotate_pairs(x, cos, -sin if inverse else sin, self.rotary)
 
@@ -319,16 +379,20 @@ class MultiHeadAttention:
             except ValueError:
                 fits = False
             if not fits:
-                raise ValueError(f"attn_mask of shape {mask.shape} does not broadcast to "
-                                 f"(B, n_heads, L, S) = {(B, H, T, S)}")
+                raise ValueError(
+                    f"attn_mask of shape {mask.shape} does not broadcast to "
+                    f"(B, n_heads, L, S) = {(B, H, T, S)}"
+                )
             if mask.dtype.kind == "f":
                 if np.isnan(mask).any() or np.isposinf(mask).any():
-                    raise ValueError("attn_mask contains NaN or +inf; use -inf or False to mask")
+                    raise ValueError(
+                        "attn_mask contains NaN or +inf; use -inf or False to mask"
+                    )
                 mask = float_mask(mask, dtype, scores_bound())
             m = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
             heads = (H_kv, H // H_kv) if m.shape[1] == H else (1, 1)
             mask = m.reshape(m.shape[:1] + heads + m.shape[2:])
-        if is_causal:           # the query at position p sees keys 0 .. p
+        if is_causal:  # the query at position p sees keys 0 .. p
             causal = np.arange(S) <= np.arange(offset, offset + T)[:, None]
             if mask is None:
                 mask = causal
@@ -338,8 +402,16 @@ class MultiHeadAttention:
                 mask = np.where(causal, mask, -np.inf).astype(dtype, copy=False)
         return mask
 
-    def forward(self, x_q, x_kv=None, attn_mask=None, is_causal=False, cache=None, x_v=None,
-                need_weights=True):
+    def forward(
+        self,
+        x_q,
+        x_kv=None,
+        attn_mask=None,
+        is_causal=False,
+        cache=None,
+        x_v=None,
+        need_weights=True,
+    ):
         """Attend from ``x_q`` (B, L, d_model) to itself, or to ``x_kv`` (B, S, d_kv).
 
         Parameters
@@ -366,7 +438,7 @@ class MultiHeadAttention:
         ndarray, shape (B, L, d_model)
         """
         p, H, H_kv = self.params, self.n_heads, self.n_kv_heads
-        self._unbatched = np.ndim(x_q) == 2             # (T, d_model): one sequence
+        self._unbatched = np.ndim(x_q) == 2  # (T, d_model): one sequence
         x_q = _float_rows(x_q, "x_q", p["W_Q"].shape[0])
         is_causal = as_bool(is_causal, "is_causal")
         if cache is not None and not isinstance(cache, KVCache):
@@ -378,32 +450,49 @@ class MultiHeadAttention:
         if cache is not None:
             cache.check(B)
             if len(cache) and not cache.cross and x_kv is not None:
-                raise ValueError("this KV cache holds self-attention keys; cross-attention "
-                                 "(x_kv) needs a cache of its own")
+                raise ValueError(
+                    "this KV cache holds self-attention keys; cross-attention "
+                    "(x_kv) needs a cache of its own"
+                )
         reuse = cache is not None and cache.cross and x_v is None
         cross = x_kv is not None or reuse
         if x_kv is not None and not reuse:
             nd = 2 if self._unbatched else 3
             x_kv = _float_rows(x_kv, "x_kv", p["W_K"].shape[0], B, nd)
-            x_v = x_kv if x_v is None else _float_rows(x_v, "x_v", p["W_V"].shape[0], B, nd)
+            x_v = (
+                x_kv
+                if x_v is None
+                else _float_rows(x_v, "x_v", p["W_V"].shape[0], B, nd)
+            )
             if x_v.shape[1] != x_kv.shape[1]:
-                raise ValueError(f"x_kv has {x_kv.shape[1]} positions but x_v has "
-                                 f"{x_v.shape[1]}: every key needs one value")
+                raise ValueError(
+                    f"x_kv has {x_kv.shape[1]} positions but x_v has "
+                    f"{x_v.shape[1]}: every key needs one value"
+                )
         # Projections that read the same input are one matrix product.
-        groups = ([("QKV", x_q)] if not cross else [("Q", x_q)] if reuse
-                  else [("Q", x_q), ("KV", x_kv)] if x_v is x_kv
-                  else [("Q", x_q), ("K", x_kv), ("V", x_v)])
+        groups = (
+            [("QKV", x_q)]
+            if not cross
+            else [("Q", x_q)]
+            if reuse
+            else [("Q", x_q), ("KV", x_kv)]
+            if x_v is x_kv
+            else [("Q", x_q), ("K", x_kv), ("V", x_v)]
+        )
         y = {}
         for names, x in groups:
             y.update(zip(names, self._project(x, names)))
-        q = self._split(y["Q"], H)                                        # (B, H, T, d)
+        q = self._split(y["Q"], H)  # (B, H, T, d)
         if self.rotary:
             q = self._rotate(q, offset)
-        if reuse:               # cross-attention keys and values, computed once
+        if reuse:  # cross-attention keys and values, computed once
             k, v = cache.k, cache.v
         else:
-            k, v = self._split(y["K"], H_kv), self._split(y["V"], H_kv)   # (B, H_kv, S, d)
-            if self.rotary:     # keys from another sequence start at position 0
+            k, v = (
+                self._split(y["K"], H_kv),
+                self._split(y["V"], H_kv),
+            )  # (B, H_kv, S, d)
+            if self.rotary:  # keys from another sequence start at position 0
                 k = self._rotate(k, 0 if cross else offset)
             if cache is not None:
                 k, v = cache.append(k, v)
@@ -412,24 +501,48 @@ class MultiHeadAttention:
             cache.position += T
         S, G = k.shape[-2], H // H_kv
         scale = q.dtype.type(1 / np.sqrt(q.shape[-1]))
-        mask = self._mask(attn_mask, is_causal, B, T, S, offset, q.dtype, lambda: overflow_bound(
-            max_abs(q), scale, max_abs(k), q.shape[-1]))
-        q5 = q.reshape(B, H_kv, G, T, q.shape[-1])         # query heads grouped by key head
+        mask = self._mask(
+            attn_mask,
+            is_causal,
+            B,
+            T,
+            S,
+            offset,
+            q.dtype,
+            lambda: overflow_bound(max_abs(q), scale, max_abs(k), q.shape[-1]),
+        )
+        q5 = q.reshape(B, H_kv, G, T, q.shape[-1])  # query heads grouped by key head
         k5, v5 = k[:, :, None], v[:, :, None]
         need_weights = as_bool(need_weights, "need_weights")
         P, total = attention_weights(q5, k5, scale, mask, normalise=need_weights)
         dropping = self.dropout.training and self.dropout.p > 0
-        used = self.dropout.forward(P) if dropping else P                 # (B, H_kv, G, T, S)
+        used = self.dropout.forward(P) if dropping else P  # (B, H_kv, G, T, S)
         context = used @ v5 if need_weights else (used @ v5) / total
         context = context.reshape(B, H, T, -1).transpose(0, 2, 1, 3).reshape(B, T, -1)
         self.weights = P.reshape(B, H, T, S) if need_weights else None
-        self._why_no_backward = ("a forward() with a KV cache: the cache is for generation "
-                                 "(inference); train without one" if cache is not None else
-                                 "forward(need_weights=False), which keeps nothing for it")
-        self._saved = None if cache is not None or not need_weights else {
-            "x_q": x_q, "groups": groups,
-            "q": q5, "k": k5, "v": v5, "P": P, "used": used, "drop": dropping,
-            "context": context, "scale": scale, "cross": cross}
+        self._why_no_backward = (
+            "a forward() with a KV cache: the cache is for generation "
+            "(inference); train without one"
+            if cache is not None
+            else "forward(need_weights=False), which keeps nothing for it"
+        )
+        self._saved = (
+            None
+            if cache is not None or not need_weights
+            else {
+                "x_q": x_q,
+                "groups": groups,
+                "q": q5,
+                "k": k5,
+                "v": v5,
+                "P": P,
+                "used": used,
+                "drop": dropping,
+                "context": context,
+                "scale": scale,
+                "cross": cross,
+            }
+        )
         out = self._project(context, "O")[0]
         if self._unbatched:
             self.weights = None if self.weights is None else self.weights[0]
@@ -445,33 +558,46 @@ class MultiHeadAttention:
         s = self._saved
         if s is None:
             why = getattr(self, "_why_no_backward", None)
-            raise RuntimeError("backward() needs a forward() first: there is nothing to "
-                               "differentiate" if why is None else f"backward() after {why}")
+            raise RuntimeError(
+                "backward() needs a forward() first: there is nothing to differentiate"
+                if why is None
+                else f"backward() after {why}"
+            )
         p, g, H, H_kv = self.params, self.grads, self.n_heads, self.n_kv_heads
         B, T = s["x_q"].shape[:2]
         expected = (B, T, p["W_O"].shape[1])
         grad = as_numeric(grad, "grad")
-        if grad.shape != expected[self._unbatched:]:
-            raise ValueError(f"grad has shape {grad.shape} but the output of the last "
-                             f"forward() has shape {expected[self._unbatched:]}")
+        if grad.shape != expected[self._unbatched :]:
+            raise ValueError(
+                f"grad has shape {grad.shape} but the output of the last "
+                f"forward() has shape {expected[self._unbatched :]}"
+            )
         grad = grad.reshape(expected)
         g["W_O"] = _sum_to_matrix(s["context"], grad)
-        d_ctx = grad @ p["W_O"].T                                       # (B, T, H dv)
+        d_ctx = grad @ p["W_O"].T  # (B, T, H dv)
         d_ctx = d_ctx.reshape(B, T, H, -1).transpose(0, 2, 1, 3)
         d_ctx = d_ctx.reshape(B, H_kv, H // H_kv, T, d_ctx.shape[-1])
-        dq, dk, dv = attention_backward(d_ctx, s["q"], s["k"], s["v"], s["P"], s["scale"],
-                                        s["used"], self.dropout if s["drop"] else None)
+        dq, dk, dv = attention_backward(
+            d_ctx,
+            s["q"],
+            s["k"],
+            s["v"],
+            s["P"],
+            s["scale"],
+            s["used"],
+            self.dropout if s["drop"] else None,
+        )
         dq = dq.reshape(B, H, T, -1)
         if H == H_kv:
             dk, dv = dk[:, :, 0], dv[:, :, 0]
-        else:                       # summed over the query heads that share them
+        else:  # summed over the query heads that share them
             dk, dv = dk.sum(axis=2), dv.sum(axis=2)
-        if self.rotary:             # rotate back: R(-p) = R(p)^T
+        if self.rotary:  # rotate back: R(-p) = R(p)^T
             dq = self._rotate(dq, 0, inverse=True)
             dk = self._rotate(dk, 0, inverse=True)
         d_heads, d_in = {"Q": dq, "K": dk, "V": dv}, []
         for names, x in s["groups"]:
-            dy = _merge_heads([d_heads[n] for n in names])        # (B, S, columns)
+            dy = _merge_heads([d_heads[n] for n in names])  # (B, S, columns)
             widths = np.cumsum([p["W_" + n].shape[1] for n in names])[:-1]
             for n, dW in zip(names, np.split(_sum_to_matrix(x, dy), widths, axis=1)):
                 g["W_" + n] = dW
@@ -482,7 +608,7 @@ class MultiHeadAttention:
             d_in.append(dy @ self._weight(names).T)
         if self.bias:
             g["b_O"] = grad.reshape(-1, grad.shape[-1]).sum(axis=0)
-        self.grads = {k: g[k] for k in p}                 # in the order of params
+        self.grads = {k: g[k] for k in p}  # in the order of params
         if self._unbatched:
             d_in = [d[0] for d in d_in]
         return d_in[0] if len(d_in) == 1 else tuple(d_in)
@@ -491,26 +617,38 @@ class MultiHeadAttention:
 def _joined(arrays):
     """One view of ``arrays`` side by side if they are consecutive columns of one buffer."""
     first = arrays[0]
-    if first.base is None or any(a.base is not first.base or a.strides != first.strides
-                                 or a.shape[:-1] != first.shape[:-1] for a in arrays):
+    if first.base is None or any(
+        a.base is not first.base
+        or a.strides != first.strides
+        or a.shape[:-1] != first.shape[:-1]
+        for a in arrays
+    ):
         return None
     start, pointer = 0, first.__array_interface__["data"][0]
     for a in arrays:
         if a.__array_interface__["data"][0] != pointer + start * first.strides[-1]:
             return None
         start += a.shape[-1]
-    return as_strided(first, first.shape[:-1] + (start,), first.strides, writeable=False)
+    return as_strided(
+        first, first.shape[:-1] + (start,), first.strides, writeable=False
+    )
 
 
 def _merge_heads(parts):
     """Per-head gradients ``(B, heads, T, d)`` side by side as ``(B, T, columns)``, one copy."""
     B, _, T, _ = parts[0].shape
-    if len({d.shape[-1] for d in parts}) > 1:    # heads of different sizes: no shared buffer
-        return np.concatenate([d.transpose(0, 2, 1, 3).reshape(B, T, -1) for d in parts], -1)
-    out = np.empty((B, T, sum(d.shape[1] for d in parts), parts[0].shape[-1]), parts[0].dtype)
+    if (
+        len({d.shape[-1] for d in parts}) > 1
+    ):  # heads of different sizes: no shared buffer
+        return np.concatenate(
+            [d.transpose(0, 2, 1, 3).reshape(B, T, -1) for d in parts], -1
+        )
+    out = np.empty(
+        (B, T, sum(d.shape[1] for d in parts), parts[0].shape[-1]), parts[0].dtype
+    )
     start = 0
     for d in parts:
-        out[:, :, start:start + d.shape[1]] = d.transpose(0, 2, 1, 3)
+        out[:, :, start : start + d.shape[1]] = d.transpose(0, 2, 1, 3)
         start += d.shape[1]
     return out.reshape(B, T, -1)
 
@@ -534,8 +672,13 @@ class SelfAttention(MultiHeadAttention):
     """
 
     def __init__(self, d_model, n_heads, rng, dropout=0.0, causal=True, rotary=False):
-        super().__init__(d_model, n_heads, rng, dropout=dropout,
-                         rotary="interleaved" if as_bool(rotary, "rotary") else None)
+        super().__init__(
+            d_model,
+            n_heads,
+            rng,
+            dropout=dropout,
+            rotary="interleaved" if as_bool(rotary, "rotary") else None,
+        )
         self.causal = as_bool(causal, "causal")
 
     def forward(self, x, cache=None):
@@ -569,8 +712,12 @@ class Attention(MultiHeadAttention):
         super().__init__(d_model, 1, rng, d_head=d_k, bias=False)
 
     def _draw(self, rng, d_model, d_kv, q_cols, kv_cols):
-        return (_init(rng, d_model, q_cols), _init(rng, d_model, kv_cols),
-                _init(rng, d_model, self.d_v), _init(rng, self.d_v, d_model))
+        return (
+            _init(rng, d_model, q_cols),
+            _init(rng, d_model, kv_cols),
+            _init(rng, d_model, self.d_v),
+            _init(rng, self.d_v, d_model),
+        )
 
     def forward(self, x_q, x_kv, attn_mask=None, is_causal=False):
         out = super().forward(x_q, x_kv, attn_mask, is_causal)
