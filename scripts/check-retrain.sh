@@ -5,7 +5,7 @@
 #   bash scripts/check-retrain.sh              # both (below)
 #   bash scripts/check-retrain.sh seq2seq      # chapter 3's four encoder-decoders:
 #                                              # a few minutes of CPU (one thread)
-#   bash scripts/check-retrain.sh shakespeare  # chapter 11's Shakespeare model:
+#   bash scripts/check-retrain.sh shakespeare  # chapter 12's Shakespeare model:
 #                                              # about 45 minutes on 2 cores
 #
 # Training is seeded, so on one machine it is repeatable bit for bit; across

@@ -8,7 +8,7 @@ every layer that has parameters (each once), the list :class:`~attention_lib.nn.
   of chapter 3;
 - :mod:`attention_lib.models.gpt`: TinyGPT, the decoder-only Transformer of chapter 10;
 - :mod:`attention_lib.models.pretrained`: ``load_pretrained(name)``, the book's trained
-  language models (chapter 11's Shakespeare, chapter 12's stories260K) and their tokenizers.
+  language models (chapter 12's Shakespeare, chapter 13's stories260K) and their tokenizers.
 """
 
 from .gpt import TinyGPT

@@ -2,11 +2,11 @@
 
 Two models ship with the repository:
 
-- ``"shakespeare"``: chapter 11's character-level :class:`~attention_lib.models.TinyGPT`,
+- ``"shakespeare"``: chapter 12's character-level :class:`~attention_lib.models.TinyGPT`,
   trained in NumPy on Tiny Shakespeare by
   :mod:`attention_lib.models.train_shakespeare` (``data/checkpoints/shakespeare/``),
   with a :class:`CharTokenizer` (one character, one token);
-- ``"stories260k"``: chapter 12's Llama-family model, Karpathy's stories260K from
+- ``"stories260k"``: chapter 13's Llama-family model, Karpathy's stories260K from
   llama2.c, with its SentencePiece-style tokenizer (read from the model's GGUF file by
   :func:`attention_lib.models.llama.load_stories260k`).
 
@@ -118,7 +118,7 @@ def _sha256(path):
 
 
 def load_shakespeare(folder=None, verify=True):
-    """Chapter 11's model and tokenizer from ``folder`` (default :func:`shakespeare_dir`).
+    """Chapter 12's model and tokenizer from ``folder`` (default :func:`shakespeare_dir`).
 
     With ``verify`` (the default) the checkpoint's sha256 must match its
     ``manifest.json``; a missing or altered file raises
@@ -149,7 +149,7 @@ def load_pretrained(name, path=None):
     Parameters
     ----------
     name : {"shakespeare", "stories260k"}
-        Chapter 11's character-level Shakespeare model, or chapter 12's
+        Chapter 12's character-level Shakespeare model, or chapter 13's
         stories260K (a Llama-family model by Andrej Karpathy).
     path : str or Path, optional
         Where the files are, instead of ``data/``: the checkpoint's folder

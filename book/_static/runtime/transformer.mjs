@@ -1,6 +1,6 @@
 // transformer.mjs: the book's Transformers, run in the reader's browser (or in node).
 //
-// One ES module, no dependencies, written to be read after chapters 10 to 12.
+// One ES module, no dependencies, written to be read after chapters 10 to 13.
 // It runs the forward pass of the book's trained models one token at a time
 // with a KV cache, in Float32Arrays:
 //
@@ -213,7 +213,7 @@ function rotate(x, start, hd, p, layout, base) {
 
 /**
  * The keys and values one attention layer has seen: rows of nKv * hd floats,
- * appended one position at a time (chapter 11's KV cache, in a flat array).
+ * appended one position at a time (chapter 12's KV cache, in a flat array).
  */
 class KVCache {
   constructor(maxLen, width) {
