@@ -14,7 +14,6 @@ execute the notebooks).
 
 import argparse
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
