@@ -79,3 +79,17 @@ def test_silu_matches_torch_forward_and_backward():
     (yt * torch.tensor(g)).sum().backward()
     assert np.allclose(y, yt.detach().numpy(), rtol=0, atol=1e-12)
     assert np.allclose(dx, xt.grad.numpy(), rtol=0, atol=1e-12)
+
+
+def test_gelu_backward_before_forward_is_refused():
+    with pytest.raises(RuntimeError, match=r"GELU.backward\(\) was called before forward"):
+        GELU().backward(np.ones(3))
+
+
+def test_gelu_refuses_integer_input_and_a_gradient_of_another_shape():
+    with pytest.raises((TypeError, ValueError), match="x"):
+        GELU().forward(np.arange(3))
+    gelu = GELU()
+    gelu.forward(np.ones((2, 3)))
+    with pytest.raises(ValueError, match="grad must have the shape"):
+        gelu.backward(np.ones((3, 2)))

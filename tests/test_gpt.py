@@ -153,3 +153,14 @@ def test_shakespeare_checkpoint_keeps_the_fused_attention_names_and_loads(tmp_pa
     attn = loaded.blocks[1].attn.params
     assert np.array_equal(np.concatenate([attn["W_Q"], attn["W_K"], attn["W_V"]], axis=1),
                           ts.named_params(loaded)["blocks.1.attn.W_QKV"])
+
+
+def test_train_refuses_a_mode_that_is_not_a_bool():
+    import numpy as np
+    import pytest
+
+    from attention_lib import TinyGPT
+    model = TinyGPT(n_vocab=5, d_model=8, n_heads=2, n_layers=1, d_ff=16, max_len=4,
+                    rng=np.random.default_rng(0), dropout=0.1)
+    with pytest.raises(TypeError, match="mode must be True or False"):
+        model.train("no")

@@ -102,9 +102,10 @@ class TinyGPT(Composite):
 
     def train(self, mode=True):
         """Switch dropout on (``mode=True``) or off; returns the model."""
+        mode = as_bool(mode, "mode")
         for block in self.blocks:
             for drop in block.dropouts():
-                drop.training = bool(mode)
+                drop.training = mode
         return self
 
     def new_cache(self):

@@ -48,9 +48,10 @@ class GELU:
                              f'got {approximate!r}')
         self.approximate = approximate
         self.params, self.grads = {}, {}
+        self.x = None
 
     def forward(self, x):
-        self.x = x
+        x = self.x = as_float_input(x, "x")
         if self.approximate == "tanh":
             self.t = np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * (x * x * x)))
             return 0.5 * x * (1.0 + self.t)
@@ -58,6 +59,11 @@ class GELU:
         return x * self.cdf
 
     def backward(self, grad):
+        require_forward(self.x, self)
+        grad = as_float_input(grad, "grad")
+        if grad.shape != self.x.shape:
+            raise ValueError(f"grad must have the shape of forward's output "
+                             f"{self.x.shape}, got {grad.shape}")
         x = self.x
         if self.approximate == "tanh":
             t = self.t
