@@ -213,6 +213,20 @@ def require_forward(cache, layer, method="backward", before="forward"):
                            f"{before}(): call {before}() first")
 
 
+def as_output_grad(grad, layer, shape):
+    """``grad`` as a floating array shaped like ``layer``'s last output, after its forward pass.
+
+    Raises ``RuntimeError`` before any forward pass (``shape`` is None), ``TypeError``
+    for a non-float gradient and ``ValueError`` for another shape.
+    """
+    require_forward(shape, layer)
+    grad = as_float_input(grad, "grad")
+    if grad.shape != tuple(shape):
+        raise ValueError(f"grad must have the shape of forward's output "
+                         f"{tuple(shape)}, got {grad.shape}")
+    return grad
+
+
 def as_mask_01(mask, name, shape, layout):
     """A padding mask as booleans: ``bool`` or numbers that are all 0 or 1.
 

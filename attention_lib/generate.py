@@ -34,34 +34,17 @@ import sys
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from ._cli import EXIT_BROKEN_PIPE, int_at_least
 from .embeddings import DataFileError
 from .models.pretrained import MODELS, load_pretrained
-
-#: Exit status when the reader of our output goes away (``... | head -c 100``):
-#: 128 + SIGPIPE, as a shell reports for a Unix tool stopped by the pipe.
-EXIT_BROKEN_PIPE = 141
 
 #: Tokens generated per call of ``model.generate`` while the context has room:
 #: each call starts a new KV cache, so the pieces are as long as the room allows.
 CHUNK = 32
 
 
-def _count(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"must be an integer >= 0 (0, 1, 2, ...), got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0 (0, 1, 2, ...), got {text!r}")
-    return value
 
 
-def _positive(text):
-    value = _count(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer (1, 2, ...), got {text!r}")
-    return value
 
 
 def _number(text):
@@ -102,16 +85,16 @@ def build_parser():
     parser.add_argument("--prompt", default="", metavar="TEXT",
                         help="the text to continue (default: empty, which stories260k "
                              "starts from its start token; shakespeare needs a prompt)")
-    parser.add_argument("--max-new-tokens", required=True, type=_count, metavar="N",
+    parser.add_argument("--max-new-tokens", required=True, type=int_at_least(0), metavar="N",
                         help="how many tokens to add (characters for shakespeare)")
     parser.add_argument("--temperature", type=_temperature, default=1.0, metavar="T",
                         help="0 is greedy; below 1 sharper, above 1 flatter (default 1)")
-    parser.add_argument("--top-k", type=_positive, default=None, metavar="K",
+    parser.add_argument("--top-k", type=int_at_least(1), default=None, metavar="K",
                         help="sample only among the K most likely tokens")
     parser.add_argument("--top-p", type=_top_p, default=None, metavar="P",
                         help="sample only among the most likely tokens whose probabilities "
                              "add up to P (nucleus sampling)")
-    parser.add_argument("--seed", type=_count, default=None, metavar="S",
+    parser.add_argument("--seed", type=int_at_least(0), default=None, metavar="S",
                         help="seed of the sampler, for repeatable output (default: fresh)")
     return parser
 

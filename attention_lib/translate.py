@@ -9,6 +9,8 @@ Library use::
 
 import numpy as np
 
+from ._cli import int_at_least
+
 #: Longest source the command line translates, in subword tokens; longer lines
 #: are cut to their first ``MAX_SOURCE_TOKENS`` tokens (the models were trained on
 #: sentences of up to 15 English words, well under 48 tokens).
@@ -98,15 +100,6 @@ def load_model(name, directory=None, dtype=np.float32):
 CHUNK = 512
 
 
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        import argparse
-        raise argparse.ArgumentTypeError(f"must be a positive integer (1, 2, ...), got {text!r}")
-    return value
 
 
 def main(argv=None, stdin=None, stdout=None, stderr=None):
@@ -120,7 +113,7 @@ def main(argv=None, stdin=None, stdout=None, stderr=None):
     import os
     import sys
 
-    from .align.cli import EXIT_BROKEN_PIPE
+    from ._cli import EXIT_BROKEN_PIPE
     from .align.scoring import split_lines
 
     stdin = sys.stdin if stdin is None else stdin
@@ -137,7 +130,7 @@ def main(argv=None, stdin=None, stdout=None, stderr=None):
                              "standard input)")
     parser.add_argument("--model", choices=MODELS, default="transformer",
                         help="which model translates (default transformer)")
-    parser.add_argument("--beam", type=_positive_int, default=1, metavar="N",
+    parser.add_argument("--beam", type=int_at_least(1), default=1, metavar="N",
                         help="beam size (default 1: greedy decoding)")
     parser.add_argument("--length-penalty", type=float, default=0.6, metavar="ALPHA",
                         help="beam search's length penalty ((5 + |y|) / 6) ** ALPHA (default 0.6)")

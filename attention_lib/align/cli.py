@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 
+from .._cli import EXIT_BROKEN_PIPE, int_at_least
 from ..embeddings import DataFileError
 from .attention import DEFAULT_METHOD, DEFAULT_PRIOR, METHODS, Aligner
 from .em import DEFAULT_ITERATIONS, DEFAULT_TENSION, EMAligner
@@ -27,21 +28,8 @@ CLI_METHODS = METHODS + ("em",)
 #: keeps one line to a few hundred MB. Longer lines are refused up front.
 MAX_WORD_PAIRS = 4_000_000
 
-#: Exit status when the reader of our output goes away (``... | head -1``):
-#: 128 + SIGPIPE, what a shell reports for a Unix tool stopped by the pipe.
-EXIT_BROKEN_PIPE = 141
 
 
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"must be a positive integer (1, 2, ...), got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(
-            f"must be a positive integer (1, 2, ...), got {text!r}")
-    return value
 
 
 def _read_lines(parser, path, flag, stdin):
@@ -109,7 +97,7 @@ def main(argv=None, stdin=None, stdout=None):
                         help=f"diagonal prior >= 0: lambda in cosine units for the "
                              f"attention methods (default {DEFAULT_PRIOR}), the "
                              f"tension kappa for em (default {DEFAULT_TENSION})")
-    parser.add_argument("--iterations", type=_positive_int, default=None, metavar="N",
+    parser.add_argument("--iterations", type=int_at_least(1), default=None, metavar="N",
                         help=f"EM iterations, --method em only (default {DEFAULT_ITERATIONS})")
     args = parser.parse_args(argv)
     em = args.method == "em"

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._cli import EXIT_BROKEN_PIPE, int_at_least
 from ..embeddings import data_dir
 from ..nn import Adam, clip_grad_norm
 from ..toy_translation import encode_batch, make_pair, source_vocab, target_vocab
@@ -158,22 +159,11 @@ def sha256(path):
 
 #: Exit status when the reader of our output goes away (``... | head``), as
 #: :mod:`attention_lib.align` does: 128 + SIGPIPE.
-EXIT_BROKEN_PIPE = 141
 
 _PROG = "python -m attention_lib.models.train_seq2seq"
 _TEST_SEED = 2015
 
 
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"must be a positive integer (1, 2, ...), got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(
-            f"must be a positive integer (1, 2, ...), got {text!r}")
-    return value
 
 
 def _command(runs, test_per_bucket):
@@ -243,7 +233,7 @@ def main(argv=None):
                         help="output directory (its manifest.json is merged, not replaced)")
     parser.add_argument("--runs", nargs="+", default=None, choices=list(RUNS),
                         help="which models to train (default: all four)")
-    parser.add_argument("--test-per-bucket", type=_positive_int, default=None, metavar="N",
+    parser.add_argument("--test-per-bucket", type=int_at_least(1), default=None, metavar="N",
                         help="test sentences per length bucket (default 100)")
     parser.add_argument("--evaluate-only", action="store_true",
                         help="re-evaluate the checkpoints in --out and print the table")

@@ -3,7 +3,7 @@
 import numpy as np
 from scipy.special import erf, expit
 
-from .._checks import as_float_input, require_forward
+from .._checks import as_float_input, as_output_grad
 
 # Python floats, not NumPy scalars: a float64 scalar would promote float32
 # activations to float64 (NEP 50) and halve the speed of float32 training.
@@ -59,11 +59,7 @@ class GELU:
         return x * self.cdf
 
     def backward(self, grad):
-        require_forward(self.x, self)
-        grad = as_float_input(grad, "grad")
-        if grad.shape != self.x.shape:
-            raise ValueError(f"grad must have the shape of forward's output "
-                             f"{self.x.shape}, got {grad.shape}")
+        grad = as_output_grad(grad, self, None if self.x is None else self.x.shape)
         x = self.x
         if self.approximate == "tanh":
             t = self.t
@@ -106,10 +102,6 @@ class SiLU:
         return self.x * self.sigma
 
     def backward(self, grad):
-        require_forward(self.x, self)
-        grad = as_float_input(grad, "grad")
-        if grad.shape != self.x.shape:
-            raise ValueError(f"grad must have the shape of forward's output "
-                             f"{self.x.shape}, got {grad.shape}")
+        grad = as_output_grad(grad, self, None if self.x is None else self.x.shape)
         s = self.sigma
         return grad * (s * (1.0 + self.x * (1.0 - s)))

@@ -1,6 +1,6 @@
 """Llama's feed-forward layer: a SiLU-gated linear unit (SwiGLU)."""
 
-from .._checks import as_float_input, as_int, require_forward
+from .._checks import as_float_input, as_int, as_output_grad
 from .activations import SiLU
 from .layers import _init, _sum_to_matrix
 
@@ -63,11 +63,7 @@ class SwiGLU:
         return self.z @ self.params["W2"]
 
     def backward(self, grad):
-        require_forward(self.x, self)
-        grad = as_float_input(grad, "grad")
-        if grad.shape != self.x.shape:
-            raise ValueError(f"grad must have the shape of forward's output "
-                             f"{self.x.shape}, got {grad.shape}")
+        grad = as_output_grad(grad, self, None if self.x is None else self.x.shape)
         p = self.params
         self.grads["W2"] = _sum_to_matrix(self.z, grad)
         dz = grad @ p["W2"].T
