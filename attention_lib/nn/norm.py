@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .._checks import as_float_input, as_int, require_forward
+from .._checks import as_float_input, as_int, as_output_grad
 
 
 class LayerNorm:
@@ -89,19 +89,10 @@ class LayerNorm:
         m = row_max(cs)
         u = cs / m
         scale = s * m               # sigma = scale * sqrt(mean(u^2) + eps / scale^2)
-        with np.errstate(over="ignore"):
-            tiny_eps = self.eps / np.square(scale.astype(np.float64))   # 0 if scale^2 overflows
-        root = np.sqrt((u**2).mean(axis=-1, keepdims=True) + tiny_eps.astype(u.dtype))
-        with np.errstate(over="ignore", under="ignore"):
-            inv_sigma = (1.0 / root) / scale
-        return u / root, inv_sigma
+        return _unit_rms(u, scale, self.eps)
 
     def backward(self, grad):
-        require_forward(self.x_hat, self)
-        grad = as_float_input(grad, "grad")
-        if grad.shape != self.x_hat.shape:
-            raise ValueError(f"grad must have the shape of forward's output "
-                             f"{self.x_hat.shape}, got {grad.shape}")
+        grad = as_output_grad(grad, self, None if self.x_hat is None else self.x_hat.shape)
         x_hat, d = self.x_hat, self.x_hat.shape[-1]
         self.grads["gamma"] = (grad * x_hat).reshape(-1, d).sum(axis=0)
         self.grads["beta"] = grad.reshape(-1, d).sum(axis=0)
@@ -183,20 +174,26 @@ class RMSNorm:
         s = np.where(s > 0, s, 1).astype(x.dtype)
         with np.errstate(invalid="ignore"):      # inf / inf: NaN, as it should be
             u = x / s
-        with np.errstate(over="ignore"):
-            tiny_eps = self.eps / np.square(s.astype(np.float64))   # 0 if s^2 overflows
-        root = np.sqrt((u * u).mean(axis=-1, keepdims=True) + tiny_eps.astype(u.dtype))
-        with np.errstate(over="ignore", under="ignore"):
-            r = (1.0 / root) / s
-        return u / root, r
+        return _unit_rms(u, s, self.eps)
 
     def backward(self, grad):
-        require_forward(self.x_hat, self)
-        grad = as_float_input(grad, "grad")
-        if grad.shape != self.x_hat.shape:
-            raise ValueError(f"grad must have the shape of forward's output "
-                             f"{self.x_hat.shape}, got {grad.shape}")
+        grad = as_output_grad(grad, self, None if self.x_hat is None else self.x_hat.shape)
         x_hat, d = self.x_hat, self.x_hat.shape[-1]
         self.grads["gamma"] = (grad * x_hat).reshape(-1, d).sum(axis=0)
         h = grad * self.params["gamma"]
         return self.r * (h - x_hat * (h * x_hat).mean(axis=-1, keepdims=True))
+
+
+def _unit_rms(u, scale, eps):
+    """``u / root`` and ``1 / (root * scale)``: ``root * scale`` is the RMS of ``u * scale``.
+
+    ``u`` is a row divided by ``scale`` (its largest magnitude, or 1), so its squares
+    cannot overflow; ``eps`` is divided by ``scale**2`` to match (it underflows to 0
+    when ``scale**2`` would overflow, where it no longer matters).
+    """
+    with np.errstate(over="ignore"):
+        tiny_eps = eps / np.square(scale.astype(np.float64))
+    root = np.sqrt((u * u).mean(axis=-1, keepdims=True) + tiny_eps.astype(u.dtype))
+    with np.errstate(over="ignore", under="ignore"):
+        inv = (1.0 / root) / scale
+    return u / root, inv
