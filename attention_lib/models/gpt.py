@@ -189,21 +189,8 @@ class TinyGPT(Composite):
                              f"{tokens.min()} to {tokens.max()}")
         squeeze = tokens.ndim == 1
         seq = tokens[None] if squeeze else tokens
-        n_new = as_int(max_new_tokens, "max_new_tokens")
-        if seq.shape[1] + n_new > self.max_len:
-            raise ValueError(f"prompt ({seq.shape[1]}) + max_new_tokens ({n_new}) "
-                             f"exceeds max_len = {self.max_len}")
-        if isinstance(temperature, (bool, np.bool_)) or not isinstance(
-                temperature, numbers.Real) or not np.isfinite(temperature) or temperature < 0:
-            raise ValueError(f"temperature must be >= 0 and finite, got {temperature!r}")
-        if top_k is not None:
-            top_k = as_int(top_k, "top_k", 1)
-        if top_p is not None:
-            top_p = as_probability(top_p, "top_p", high_open=False)
-        if temperature > 0 and rng is None:
-            raise ValueError("sampling (temperature > 0) needs rng, a numpy.random.Generator")
-        if rng is not None:
-            as_rng(rng)
+        n_new, top_k, top_p = check_generate_args(seq.shape[1], self.max_len, max_new_tokens,
+                                                  temperature, top_k, top_p, rng)
         use_cache = as_bool(use_cache, "use_cache")
         drops = [d for b in self.blocks for d in b.dropouts()]
         was_training = [d.training for d in drops]
@@ -213,7 +200,7 @@ class TinyGPT(Composite):
             step = seq                       # what the model reads at this step
             for _ in range(n_new):
                 logits = self.forward(step if use_cache else seq, cache)[:, -1]
-                nxt = _pick(logits, temperature, top_k, top_p, rng)     # (B,)
+                nxt = pick_next_token(logits, temperature, top_k, top_p, rng)     # (B,)
                 seq = np.concatenate([seq, nxt[:, None]], axis=1)
                 step = nxt[:, None]
         finally:                             # dropout as it was, even after an error
@@ -222,7 +209,31 @@ class TinyGPT(Composite):
         return seq[0] if squeeze else seq
 
 
-def _pick(logits, temperature, top_k, top_p, rng):
+def check_generate_args(prompt_len, max_len, max_new_tokens, temperature, top_k, top_p, rng):
+    """Check the arguments of a model's ``generate`` before its first forward pass.
+
+    Returns ``(max_new_tokens, top_k, top_p)`` as ints and a float; raises
+    ``ValueError`` or ``TypeError`` naming the argument otherwise.
+    """
+    n_new = as_int(max_new_tokens, "max_new_tokens")
+    if prompt_len + n_new > max_len:
+        raise ValueError(f"prompt ({prompt_len}) + max_new_tokens ({n_new}) "
+                         f"exceeds max_len = {max_len}")
+    if (isinstance(temperature, (bool, np.bool_)) or not isinstance(temperature, numbers.Real)
+            or not np.isfinite(temperature) or temperature < 0):
+        raise ValueError(f"temperature must be >= 0 and finite, got {temperature!r}")
+    if top_k is not None:
+        top_k = as_int(top_k, "top_k", 1)
+    if top_p is not None:
+        top_p = as_probability(top_p, "top_p", high_open=False)
+    if temperature > 0 and rng is None:
+        raise ValueError("sampling (temperature > 0) needs rng, a numpy.random.Generator")
+    if rng is not None:
+        as_rng(rng)
+    return n_new, top_k, top_p
+
+
+def pick_next_token(logits, temperature, top_k, top_p, rng):
     """The next token of each row of ``logits`` (B, V): greedy or sampled."""
     if temperature == 0:
         return logits.argmax(axis=-1)

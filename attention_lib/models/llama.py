@@ -26,11 +26,10 @@ llama2.c on TinyStories (5 layers, E = 64, 8 query heads sharing 4 key/value
 heads, 512 tokens) from ``data/stories260k/``, with its tokenizer.
 """
 
-import numbers
 
 import numpy as np
 
-from .._checks import as_int, as_int_array, as_numeric, as_probability, as_rng
+from .._checks import as_int, as_int_array, as_numeric
 from ..data.gguf import read_gguf
 from ..data.llama_tokenizer import LlamaTokenizer
 from ..nn.block import Composite
@@ -38,7 +37,7 @@ from ..nn.layers import Embedding, Linear
 from ..nn.multi_head_attention import KVCache, MultiHeadAttention
 from ..nn.norm import RMSNorm
 from ..nn.swiglu import SwiGLU
-from .gpt import _pick
+from .gpt import check_generate_args, pick_next_token
 
 STORIES260K = "stories260k/tinyllamas-stories-260k-f32.gguf"
 STORIES260K_DOC = "stories260k/llama2c_doc_stories260K.md"
@@ -238,27 +237,13 @@ class Llama(Composite):
             raise ValueError(f"tokens must be integers in [0, {n_vocab}), got "
                              f"{tokens.min()} to {tokens.max()}")
         seq = (tokens[None] if tokens.ndim == 1 else tokens).astype(np.int64)
-        n_new = as_int(max_new_tokens, "max_new_tokens")
-        if seq.shape[1] + n_new > self.max_len:
-            raise ValueError(f"prompt ({seq.shape[1]}) + max_new_tokens ({n_new}) "
-                             f"exceeds max_len = {self.max_len}")
-        if (isinstance(temperature, (bool, np.bool_))
-                or not isinstance(temperature, numbers.Real)
-                or not np.isfinite(temperature) or temperature < 0):
-            raise ValueError(f"temperature must be >= 0 and finite, got {temperature!r}")
-        if top_k is not None:
-            top_k = as_int(top_k, "top_k", 1)
-        if top_p is not None:
-            top_p = as_probability(top_p, "top_p", high_open=False)
-        if temperature > 0 and rng is None:
-            raise ValueError("sampling (temperature > 0) needs rng, a numpy.random.Generator")
-        if rng is not None:
-            as_rng(rng)
+        n_new, top_k, top_p = check_generate_args(seq.shape[1], self.max_len, max_new_tokens,
+                                                  temperature, top_k, top_p, rng)
         cache = self.new_cache() if use_cache else None
         step = seq
         for _ in range(n_new):
             logits = self.forward(step if use_cache else seq, cache)[:, -1]
-            nxt = _pick(logits.astype(np.float64), temperature, top_k, top_p, rng)
+            nxt = pick_next_token(logits.astype(np.float64), temperature, top_k, top_p, rng)
             seq = np.concatenate([seq, nxt[:, None]], axis=1)
             step = nxt[:, None]
         return seq[0] if tokens.ndim == 1 else seq
