@@ -304,7 +304,7 @@ function mountTranslator(root, name) {
   const button = h("button", { type: "button", class: "aft-go" }, "Translate");
   const status = h("p", { class: "aft-status", role: "status", "aria-live": "polite" },
     "Press Translate: the model loads on first use, from this site.");
-  const output = h("p", { class: "aft-output aft-french", lang: "fr", "aria-label": "The French translation" });
+  const output = h("p", { class: "aft-output aft-french", lang: "fr", role: "status", "aria-label": "The French translation" });
   const layer = h("select", { id: id("layer") });
   const head = h("select", { id: id("head") });
   const canvas = h("canvas", { class: "aft-heatmap", role: "img", "aria-label": "No translation yet" });
