@@ -213,6 +213,16 @@ def require_forward(cache, layer, method="backward", before="forward"):
                            f"{before}(): call {before}() first")
 
 
+def as_features(x, d, owner, dim="d"):
+    """``x`` as a floating array whose last axis has ``d`` features, as ``owner`` was built for."""
+    x = as_float_input(x, "x")
+    if x.ndim == 0 or x.shape[-1] != d:
+        got = f"{x.shape[-1]} features" if x.ndim else "no axes (a scalar)"
+        raise ValueError(f"x has {got} but {owner} was built for {dim} = {d}: "
+                         f"the last axes must match")
+    return x
+
+
 def as_output_grad(grad, layer, shape):
     """``grad`` as a floating array shaped like ``layer``'s last output, after its forward pass.
 

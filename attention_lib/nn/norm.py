@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .._checks import as_float_input, as_int, as_output_grad
+from .._checks import as_features, as_int, as_output_grad
 
 
 class LayerNorm:
@@ -51,11 +51,7 @@ class LayerNorm:
 
     def forward(self, x):
         d = self.params["gamma"].shape[0]
-        x = as_float_input(x, "x")
-        if x.ndim == 0 or x.shape[-1] != d:
-            got = f"{x.shape[-1]} features" if x.ndim else "no axes (a scalar)"
-            raise ValueError(f"x has {got} but LayerNorm was "
-                             f"built for d = {d}: the last axes must match")
+        x = as_features(x, d, "LayerNorm", "d")
         with np.errstate(over="ignore", invalid="ignore"):   # checked on the next line
             centred = x - x.mean(axis=-1, keepdims=True)
             var = (centred**2).mean(axis=-1, keepdims=True)
@@ -149,11 +145,7 @@ class RMSNorm:
 
     def forward(self, x):
         d = self.params["gamma"].shape[0]
-        x = as_float_input(x, "x")
-        if x.ndim == 0 or x.shape[-1] != d:
-            got = f"{x.shape[-1]} features" if x.ndim else "no axes (a scalar)"
-            raise ValueError(f"x has {got} but RMSNorm was "
-                             f"built for d = {d}: the last axes must match")
+        x = as_features(x, d, "RMSNorm", "d")
         with np.errstate(over="ignore", invalid="ignore"):   # checked on the next line
             mean_square = (x * x).mean(axis=-1, keepdims=True)
         if np.isfinite(mean_square).all():

@@ -1,6 +1,6 @@
 """Llama's feed-forward layer: a SiLU-gated linear unit (SwiGLU)."""
 
-from .._checks import as_float_input, as_int, as_output_grad
+from .._checks import as_features, as_int, as_output_grad
 from .activations import SiLU
 from .layers import _init, _sum_to_matrix
 
@@ -51,11 +51,7 @@ class SwiGLU:
 
     def forward(self, x):
         d = self.params["W1"].shape[0]
-        x = as_float_input(x, "x")
-        if x.ndim == 0 or x.shape[-1] != d:
-            got = f"{x.shape[-1]} features" if x.ndim else "no axes (a scalar)"
-            raise ValueError(f"x has {got} but SwiGLU was built for "
-                             f"d_model = {d}: the last axes must match")
+        x = as_features(x, d, "SwiGLU", "d_model")
         self.x = x
         self.u = x @ self.params["W3"]
         self.s = self.silu.forward(x @ self.params["W1"])
