@@ -53,7 +53,7 @@ from ..nn import Adam, clip_grad_norm
 CONFIGS = {
     "transformer": {
         "d_model": 128, "n_heads": 4, "d_ff": 512, "n_layers": 3, "max_len": 64,
-        "batch": 96, "steps": 6000, "lr": 2e-3, "warmup": 400, "betas": [0.9, 0.98],
+        "batch": 96, "steps": 5500, "lr": 2e-3, "warmup": 400, "betas": [0.9, 0.98],
         "smoothing": 0.1, "clip": 1.0, "seed": 1, "data_seed": 101, "threads": 1,
     },
     "rnnsearch": {
