@@ -57,7 +57,7 @@ CONFIGS = {
         "smoothing": 0.1, "clip": 1.0, "seed": 1, "data_seed": 101, "threads": 1,
     },
     "rnnsearch": {
-        "emb": 128, "hidden": 192, "attn": 128, "batch": 64, "steps": 4000, "lr": 2e-3,
+        "emb": 128, "hidden": 192, "attn": 128, "batch": 64, "steps": 3600, "lr": 2e-3,
         "clip": 1.0, "seed": 2, "data_seed": 102, "threads": 1,
     },
 }
