@@ -43,8 +43,8 @@ from .backward import (blockwise_attention_backward,
 from .bottleneck import BottleneckResult, bottleneck_experiment
 from .blockwise import blockwise_attention, online_softmax_step
 from .dot_product import scaled_dot_product_attention
-from .embeddings import (DataFileError, Tokens, data_dir, embed, load_embeddings,
-                         load_vocab, tokenize)
+from .data.embeddings import Tokens, embed, load_embeddings, load_vocab, tokenize
+from .data.paths import DataFileError, data_dir
 from .masks import causal_mask, padding_mask
 from .models import RNNencdec, RNNsearch, TinyGPT
 from .multi_head import MultiHeadAttention
@@ -52,7 +52,7 @@ from .positions import alibi_bias, alibi_slopes, rotary, sinusoidal_positions
 from . import interactive
 from .softmax import log_softmax, logsumexp, softmax, softmax_backward
 from .tables import format_table, print_table
-from .toy_translation import Pair, generate_pairs
+from .data.toy_translation import Pair, generate_pairs
 from ._widgets import widget_html
 
 __version__ = "1.0.0"

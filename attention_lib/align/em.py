@@ -50,7 +50,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..embeddings import load_embeddings, load_vocab, tokenize
+from ..data.embeddings import load_embeddings, load_vocab, tokenize
 from ..softmax import logsumexp, softmax
 from .attention import grow_diag
 from .scoring import leave_one_out

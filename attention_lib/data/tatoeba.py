@@ -27,7 +27,7 @@ import unicodedata
 from collections import Counter
 from pathlib import Path
 
-from ..embeddings import data_dir
+from .paths import data_dir
 
 #: Longest English sentence kept, in words (split on spaces).
 MAX_WORDS = 15

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..align.scoring import aer_from_counts
 from .._checks import as_int
-from ..toy_translation import CONTENT_CLASSES, WORD_CLASSES, encode_batch, generate_pairs
+from ..data.toy_translation import CONTENT_CLASSES, WORD_CLASSES, encode_batch, generate_pairs
 
 #: The length buckets of the test sets (source words, inclusive), as in the paper's Figure 2.
 BUCKETS = ((5, 9), (10, 14), (15, 19), (20, 24), (25, 29), (30, 34), (35, 39), (40, 44), (45, 50))
@@ -89,7 +89,7 @@ def alignment_error_rate(pairs, weights, classes=None):
         Attention of each reference target word over the source words.
     classes : collection of str, optional
         Only score target words of these classes (e.g.
-        :data:`~attention_lib.toy_translation.CONTENT_CLASSES`).
+        :data:`~attention_lib.data.toy_translation.CONTENT_CLASSES`).
 
     Returns
     -------
@@ -100,7 +100,7 @@ def alignment_error_rate(pairs, weights, classes=None):
     Examples
     --------
     >>> import numpy as np
-    >>> from attention_lib.toy_translation import Pair
+    >>> from attention_lib.data.toy_translation import Pair
     >>> p = Pair(("a", "b"), ("x", "y"), ((1, 0), (0, 1)), ("noun", "verb"))
     >>> alignment_error_rate([p], [np.array([[0.1, 0.9], [0.8, 0.2]])])
     0.0

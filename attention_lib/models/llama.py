@@ -32,6 +32,7 @@ import numpy as np
 from .._checks import as_int, as_int_array, as_numeric
 from ..data.gguf import read_gguf
 from ..data.llama_tokenizer import LlamaTokenizer
+from ..data.paths import verified_path
 from ..nn.block import Composite
 from ..nn.layers import Embedding, Linear
 from ..nn.multi_head_attention import KVCache, MultiHeadAttention
@@ -336,7 +337,6 @@ def load_stories260k(path=None, dtype=np.float32):
     'Once upon a time, there was a little girl named Lily. She'
     """
     if path is None:
-        from ..embeddings import verified_path
         path = verified_path(STORIES260K)
     model = Llama.from_gguf(path, dtype=dtype)
     return model, LlamaTokenizer.from_gguf(read_gguf(path))
@@ -351,7 +351,6 @@ def stories260k_reference():
     command line and the block's last newline): 256 tokens of greedy
     decoding from ``<s>``, run.c's default number of steps.
     """
-    from ..embeddings import verified_path
     doc = verified_path(STORIES260K_DOC).read_text(encoding="utf8")
     blocks = doc.split("```")[1::2]                    # the insides of the code blocks
     block = next(b for b in blocks if "-t 0.0" in b.split("\n", 2)[1])

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..embeddings import DataFileError, data_dir
+from ..data.paths import DataFileError, data_dir
 
 #: The names :func:`load_pretrained` knows.
 MODELS = ("shakespeare", "stories260k")

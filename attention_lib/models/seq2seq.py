@@ -40,7 +40,7 @@ from ..nn.additive import AdditiveAttention
 from ..nn.layers import Embedding, Linear
 from ..nn.losses import softmax_cross_entropy
 from ..nn.recurrent import GRU, GRUCell
-from ..toy_translation import BOS, EOS, PAD
+from ..data.toy_translation import BOS, EOS, PAD
 
 
 class RNNencdec:

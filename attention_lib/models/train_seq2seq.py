@@ -35,9 +35,9 @@ from pathlib import Path
 import numpy as np
 
 from .._cli import EXIT_BROKEN_PIPE, int_at_least
-from ..embeddings import data_dir
+from ..data.paths import data_dir
 from ..nn import Adam, clip_grad_norm
-from ..toy_translation import encode_batch, make_pair, source_vocab, target_vocab
+from ..data.toy_translation import encode_batch, make_pair, source_vocab, target_vocab
 from .evaluation import evaluate, make_test_sets
 from .seq2seq import MODELS, load, save
 
