@@ -5,7 +5,7 @@ mathematics of one idea, written in the book's notation:
 
 - :mod:`attention_lib.softmax`: the numerically stable softmax, log-softmax and log-sum-exp.
 - :mod:`attention_lib.masks`: causal and padding masks.
-- :mod:`attention_lib.interactive`: charts that recompute attention in the
+- :mod:`attention_lib.presentation`: charts that recompute attention in the
   reader's browser (Altair, imported only when a chart is built).
 - :mod:`attention_lib.additive`: Bahdanau (additive) attention.
 - :mod:`attention_lib.bottleneck`: the information-bottleneck experiment (chapter 1).
@@ -24,7 +24,7 @@ mathematics of one idea, written in the book's notation:
   SentencePiece tokenizer).
 - :mod:`attention_lib.toy_translation`: chapter 3's toy English-French grammar, with
   the gold word alignment of every pair.
-- :mod:`attention_lib.tables`: plain-text tables for printed results.
+- :mod:`attention_lib.presentation.tables`: plain-text tables for printed results.
 - ``glue``: numbers for the prose (myst-nb's ``glue`` when it is installed, else
   the value is displayed), so a downloaded chapter runs in a plain Jupyter.
 - :mod:`attention_lib.embeddings`: aligned English/French word vectors from ``data/``.
@@ -36,7 +36,6 @@ mathematics of one idea, written in the book's notation:
   book's trained models (``attention_lib.models.load_pretrained``).
 """
 
-from ._glue import glue
 from .additive import additive_attention, additive_scores
 from .backward import (blockwise_attention_backward,
                        scaled_dot_product_attention_backward)
@@ -49,16 +48,13 @@ from .masks import causal_mask, padding_mask
 from .models import RNNencdec, RNNsearch, TinyGPT
 from .multi_head import MultiHeadAttention
 from .positions import alibi_bias, alibi_slopes, rotary, sinusoidal_positions
-from . import interactive
+from .presentation import format_table, glue, print_table, widget_html
 from .softmax import log_softmax, logsumexp, softmax, softmax_backward
-from .tables import format_table, print_table
 from .data.toy_translation import Pair, generate_pairs
-from ._widgets import widget_html
 
 __version__ = "1.0.0"
 
 __all__ = [
-    "interactive",
     "additive_attention",
     "additive_scores",
     "alibi_bias",
