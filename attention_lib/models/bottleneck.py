@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from ._checks import as_float, as_int, require_finite
-from .dot_product import scaled_dot_product_attention
+from .._checks import as_float, as_int, require_finite
+from ..dot_product import scaled_dot_product_attention
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ def nearest_token(vectors, embeddings):
     Examples
     --------
     >>> import numpy as np
-    >>> from attention_lib.bottleneck import nearest_token
+    >>> from attention_lib.models.bottleneck import nearest_token
     >>> E = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])
     >>> nearest_token(np.array([[0.9, 0.2], [-0.6, 0.1], [0.1, 2.0]]), E)
     array([0, 2, 1])
@@ -161,7 +161,7 @@ def fit_linear_code(X, d):
     Points on a line in 3-D are kept exactly by a code of one number:
 
     >>> import numpy as np
-    >>> from attention_lib.bottleneck import fit_linear_code
+    >>> from attention_lib.models.bottleneck import fit_linear_code
     >>> t = np.linspace(-1, 1, 5)[:, None]
     >>> X = t * np.array([1.0, 2.0, 2.0])
     >>> mean, basis = fit_linear_code(X, 1)
@@ -206,7 +206,7 @@ def fixed_vector_recovery(train_tokens, test_tokens, embeddings, widths):
     Examples
     --------
     >>> import numpy as np
-    >>> from attention_lib.bottleneck import fixed_vector_recovery
+    >>> from attention_lib.models.bottleneck import fixed_vector_recovery
     >>> rng = np.random.default_rng(0)
     >>> E = rng.normal(size=(10, 4))               # V = 10 symbols, p = 4
     >>> train, test = rng.integers(10, size=(500, 6)), rng.integers(10, size=(200, 6))
@@ -264,7 +264,7 @@ def attention_recovery(tokens, embeddings, position_codes, sharpness):
     With one-hot position codes the query matches exactly one state:
 
     >>> import numpy as np
-    >>> from attention_lib.bottleneck import attention_recovery
+    >>> from attention_lib.models.bottleneck import attention_recovery
     >>> rng = np.random.default_rng(0)
     >>> E = rng.normal(size=(10, 4))
     >>> tokens = rng.integers(10, size=(50, 8))
