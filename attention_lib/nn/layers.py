@@ -9,12 +9,12 @@ import numpy as np
 from .._checks import as_float_input, as_int, as_numeric, as_rng, require_forward
 
 
-def _sum_to_matrix(x, grad):
+def sum_to_matrix(x, grad):
     """``sum over batch of x_b^T grad_b``: the gradient of a shared weight."""
     return x.reshape(-1, x.shape[-1]).T @ grad.reshape(-1, grad.shape[-1])
 
 
-def _init(rng, n_in, n_out):
+def init_weight(rng, n_in, n_out):
     """Weights drawn with variance ``1 / n_in`` (LeCun), so outputs start O(1)."""
     return rng.normal(scale=1.0 / np.sqrt(n_in), size=(n_in, n_out))
 
@@ -50,7 +50,7 @@ class Linear:
 
     def __init__(self, n_in, n_out, rng, bias=True):
         n_in, n_out = as_int(n_in, "n_in", 1), as_int(n_out, "n_out", 1)
-        self.params = {"W": _init(as_rng(rng), n_in, n_out)}
+        self.params = {"W": init_weight(as_rng(rng), n_in, n_out)}
         if bias:
             self.params["b"] = np.zeros(n_out)
         self.grads = {}
@@ -74,7 +74,7 @@ class Linear:
         if grad.shape != want:
             raise ValueError(f"grad must have the shape of forward's output {want}, "
                              f"got {grad.shape}")
-        self.grads["W"] = _sum_to_matrix(self.x, grad)
+        self.grads["W"] = sum_to_matrix(self.x, grad)
         if "b" in self.params:
             self.grads["b"] = grad.reshape(-1, grad.shape[-1]).sum(axis=0)
         return grad @ self.params["W"].T

@@ -17,7 +17,7 @@ from .._checks import as_bool, as_int, as_mask, as_numeric, max_abs, overflow_bo
 from .._kernel import attention_backward, attention_weights, float_mask
 from ..positions import rotary_tables, rotate_pairs
 from .dropout import Dropout
-from .layers import _init, _sum_to_matrix
+from .layers import init_weight, sum_to_matrix
 
 _ROTARY = (None, "interleaved", "half")
 
@@ -321,14 +321,14 @@ class MultiHeadAttention:
             d_kv == d_model
         ):  # one draw: the numbers of the fused W_QKV of earlier versions
             W_Q, W_K, W_V = np.split(
-                _init(rng, d_model, q_cols + 2 * kv_cols),
+                init_weight(rng, d_model, q_cols + 2 * kv_cols),
                 [q_cols, q_cols + kv_cols],
                 axis=1,
             )
         else:
-            W_Q = _init(rng, d_model, q_cols)
-            W_K, W_V = np.split(_init(rng, d_kv, 2 * kv_cols), 2, axis=1)
-        return W_Q, W_K, W_V, _init(rng, q_cols, d_model)
+            W_Q = init_weight(rng, d_model, q_cols)
+            W_K, W_V = np.split(init_weight(rng, d_kv, 2 * kv_cols), 2, axis=1)
+        return W_Q, W_K, W_V, init_weight(rng, q_cols, d_model)
 
     def _rotate(self, x, start, inverse=False):
         """Rotary positions ``start, start + 1, ...`` on ``x`` (B, heads, T, d); back if ``inverse``."""
@@ -573,7 +573,7 @@ class MultiHeadAttention:
                 f"forward() has shape {expected[self._unbatched :]}"
             )
         grad = grad.reshape(expected)
-        g["W_O"] = _sum_to_matrix(s["context"], grad)
+        g["W_O"] = sum_to_matrix(s["context"], grad)
         d_ctx = grad @ p["W_O"].T  # (B, T, H dv)
         d_ctx = d_ctx.reshape(B, T, H, -1).transpose(0, 2, 1, 3)
         d_ctx = d_ctx.reshape(B, H_kv, H // H_kv, T, d_ctx.shape[-1])
@@ -599,7 +599,7 @@ class MultiHeadAttention:
         for names, x in s["groups"]:
             dy = _merge_heads([d_heads[n] for n in names])  # (B, S, columns)
             widths = np.cumsum([p["W_" + n].shape[1] for n in names])[:-1]
-            for n, dW in zip(names, np.split(_sum_to_matrix(x, dy), widths, axis=1)):
+            for n, dW in zip(names, np.split(sum_to_matrix(x, dy), widths, axis=1)):
                 g["W_" + n] = dW
             if self.bias:
                 db = dy.reshape(-1, dy.shape[-1]).sum(axis=0)
@@ -713,10 +713,10 @@ class Attention(MultiHeadAttention):
 
     def _draw(self, rng, d_model, d_kv, q_cols, kv_cols):
         return (
-            _init(rng, d_model, q_cols),
-            _init(rng, d_model, kv_cols),
-            _init(rng, d_model, self.d_v),
-            _init(rng, self.d_v, d_model),
+            init_weight(rng, d_model, q_cols),
+            init_weight(rng, d_model, kv_cols),
+            init_weight(rng, d_model, self.d_v),
+            init_weight(rng, self.d_v, d_model),
         )
 
     def forward(self, x_q, x_kv, attn_mask=None, is_causal=False):

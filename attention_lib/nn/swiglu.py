@@ -2,7 +2,7 @@
 
 from .._checks import as_features, as_int, as_output_grad
 from .activations import SiLU
-from .layers import _init, _sum_to_matrix
+from .layers import init_weight, sum_to_matrix
 
 
 class SwiGLU:
@@ -43,8 +43,8 @@ class SwiGLU:
 
     def __init__(self, d_model, d_ff, rng):
         d_model, d_ff = as_int(d_model, "d_model", 1), as_int(d_ff, "d_ff", 1)
-        self.params = {"W1": _init(rng, d_model, d_ff), "W3": _init(rng, d_model, d_ff),
-                       "W2": _init(rng, d_ff, d_model)}
+        self.params = {"W1": init_weight(rng, d_model, d_ff), "W3": init_weight(rng, d_model, d_ff),
+                       "W2": init_weight(rng, d_ff, d_model)}
         self.grads = {}
         self.silu = SiLU()
         self.x = None
@@ -61,11 +61,11 @@ class SwiGLU:
     def backward(self, grad):
         grad = as_output_grad(grad, self, None if self.x is None else self.x.shape)
         p = self.params
-        self.grads["W2"] = _sum_to_matrix(self.z, grad)
+        self.grads["W2"] = sum_to_matrix(self.z, grad)
         dz = grad @ p["W2"].T
         du = dz * self.s
         da = self.silu.backward(dz * self.u)
-        self.grads["W1"] = _sum_to_matrix(self.x, da)
-        self.grads["W3"] = _sum_to_matrix(self.x, du)
+        self.grads["W1"] = sum_to_matrix(self.x, da)
+        self.grads["W3"] = sum_to_matrix(self.x, du)
         return da @ p["W1"].T + du @ p["W3"].T
 
