@@ -59,8 +59,10 @@ def _check_pair_index(k, n_pairs, name="k"):
     if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
         raise TypeError(f"{name} must be a whole number (a pair index), got {k!r}")
     if not 0 <= k < n_pairs:
-        raise IndexError(f"{name} = {k} is not a pair of this corpus: it has {n_pairs} "
-                         f"pairs, numbered 0 to {n_pairs - 1}")
+        raise IndexError(
+            f"{name} = {k} is not a pair of this corpus: it has {n_pairs} "
+            f"pairs, numbered 0 to {n_pairs - 1}"
+        )
     return int(k)
 
 
@@ -114,8 +116,16 @@ class Model1:
            [0.3333, 0.6667]])
     """
 
-    def __init__(self, source, target, init_scores=None, tension=0.0, null_prob=0.0,
-                 pseudo_count=0.0, max_batch_cells=1 << 17):
+    def __init__(
+        self,
+        source,
+        target,
+        init_scores=None,
+        tension=0.0,
+        null_prob=0.0,
+        pseudo_count=0.0,
+        max_batch_cells=1 << 17,
+    ):
         self.cells = cells = CellIndex(source, target, max_batch_cells)
         self.n_source, self.n_target, self.n_cells = cells.n_source, cells.n_target, cells.n_cells
         self.cell_source, self.cell_target = cells.cell_source, cells.cell_target
@@ -125,8 +135,10 @@ class Model1:
         self.tension = as_real(tension, "tension")
         self.null_prob = as_real(null_prob, "null_prob", 0.0, 1.0, high_open=True)
         self.pseudo_count = as_real(pseudo_count, "pseudo_count")
-        self._priors = [self.cells.batch_prior(self._log_prior, members, *cells.shape[1:])
-                        for members, cells in self.cells.batches]
+        self._priors = [
+            self.cells.batch_prior(self._log_prior, members, *cells.shape[1:])
+            for members, cells in self.cells.batches
+        ]
         self._start_table(init_scores)
         self.iterations = 0
 
@@ -147,16 +159,19 @@ class Model1:
         scores = np.zeros(self.n_cells)
         if init_scores is not None and (~is_null).any():
             words = ~is_null
-            given = np.asarray(init_scores(self.cell_source[words], self.cell_target[words]),
-                               dtype=np.float64)
+            given = np.asarray(
+                init_scores(self.cell_source[words], self.cell_target[words]), dtype=np.float64
+            )
             if given.shape != (int(words.sum()),) or not np.isfinite(given).all():
                 raise ValueError("init_scores must return one finite score per word pair")
             scores[words] = given
         top = np.full(self.n_source + 1, -np.inf)
         np.maximum.at(top, self.cell_source, scores)
         weights = np.exp(scores - top[self.cell_source])
-        self.t0 = weights / np.bincount(self.cell_source, weights,
-                                        minlength=self.n_source + 1)[self.cell_source]
+        self.t0 = (
+            weights
+            / np.bincount(self.cell_source, weights, minlength=self.n_source + 1)[self.cell_source]
+        )
         self.t = self.t0.copy()
         self._log_t_cache = None
 
@@ -173,7 +188,7 @@ class Model1:
             words = logits - log_norm + np.log1p(-self.null_prob)
             null = np.full(words.shape[:-1] + (1,), np.log(self.null_prob))
         out = np.concatenate((null, words), axis=-1)
-        out[~np.isfinite(out)] = -np.inf   # masked words, and NULL when p0 = 0
+        out[~np.isfinite(out)] = -np.inf  # masked words, and NULL when p0 = 0
         return out
 
     # ------------------------------------------------------------- EM
@@ -181,7 +196,7 @@ class Model1:
         if self._log_t_cache is None or self._log_t_cache[0] is not self.t:
             with np.errstate(divide="ignore"):
                 self._log_t_cache = (self.t, np.append(np.log(self.t), -np.inf))
-        return self._log_t_cache[1]   # the last entry is the padding cell's
+        return self._log_t_cache[1]  # the last entry is the padding cell's
 
     def _batch_scores(self):
         """Each batch's pairs, cells and scores ``log t(f_j | e_i) + log p(i | j)``."""
@@ -207,7 +222,7 @@ class Model1:
         """Set ``t(f | e) = (c(e, f) + alpha t0(f | e)) / (c(e) + alpha)``."""
         numerator = counts + self.pseudo_count * self.t0
         total = np.bincount(self.cell_source, numerator, minlength=self.n_source + 1)
-        keep = total[self.cell_source] == 0      # a word that received no weight
+        keep = total[self.cell_source] == 0  # a word that received no weight
         self.t = np.where(keep, self.t, numerator / np.where(keep, 1.0, total[self.cell_source]))
 
     def step(self):
@@ -226,7 +241,7 @@ class Model1:
         total = 0.0
         for _, _, scores in self._batch_scores():
             lse = logsumexp(scores, axis=-1)
-            total += float(np.sum(lse[np.isfinite(lse)]))   # padding rows are all -inf
+            total += float(np.sum(lse[np.isfinite(lse)]))  # padding rows are all -inf
         return total
 
     def log_prior_of_table(self):

@@ -27,8 +27,12 @@ DEFAULT_TENSION = 2.0
 DEFAULT_TEMPERATURE = 0.05
 DEFAULT_PSEUDO_COUNT = 1.0
 DEFAULT_NULL_PROB = 0.05
-EM_GRID = {"tension": (1.0, 2.0, 4.0), "temperature": (0.05, 0.1, 0.2),
-           "pseudo_count": (1.0, 5.0, 20.0), "null_prob": (0.0, 0.05, 0.2)}
+EM_GRID = {
+    "tension": (1.0, 2.0, 4.0),
+    "temperature": (0.05, 0.1, 0.2),
+    "pseudo_count": (1.0, 5.0, 20.0),
+    "null_prob": (0.0, 0.05, 0.2),
+}
 EM_MAX_ITERATIONS = 10
 SYMMETRISATIONS = ("intersect", "grow-diag")
 
@@ -44,12 +48,12 @@ def _check_iterations(n, name="iterations"):
 class Corpus(NamedTuple):
     """A tokenised corpus, as :meth:`EMAligner.prepare` numbers it."""
 
-    en: list           # one array of word ids per sentence
+    en: list  # one array of word ids per sentence
     fr: list
-    words_en: list     # id -> lower-cased word
+    words_en: list  # id -> lower-cased word
     words_fr: list
     similarity: object
-    models: dict       # (direction) -> Model1 holding the shared indexing
+    models: dict  # (direction) -> Model1 holding the shared indexing
 
 
 class EMAligner:
@@ -85,19 +89,28 @@ class EMAligner:
     ['0-0 1-1 2-3 3-4', '0-0 1-1']
     """
 
-    def __init__(self, iterations=DEFAULT_ITERATIONS, prior=DEFAULT_TENSION,
-                 temperature=DEFAULT_TEMPERATURE, pseudo_count=DEFAULT_PSEUDO_COUNT,
-                 null_prob=DEFAULT_NULL_PROB, symmetrise="intersect"):
+    def __init__(
+        self,
+        iterations=DEFAULT_ITERATIONS,
+        prior=DEFAULT_TENSION,
+        temperature=DEFAULT_TEMPERATURE,
+        pseudo_count=DEFAULT_PSEUDO_COUNT,
+        null_prob=DEFAULT_NULL_PROB,
+        symmetrise="intersect",
+    ):
         self.iterations = _check_iterations(iterations)
-        self.settings = {"tension": as_real(prior, "prior"),
-                         "null_prob": as_real(null_prob, "null_prob", 0.0, 1.0, True),
-                         "pseudo_count": as_real(pseudo_count, "pseudo_count")}
+        self.settings = {
+            "tension": as_real(prior, "prior"),
+            "null_prob": as_real(null_prob, "null_prob", 0.0, 1.0, True),
+            "pseudo_count": as_real(pseudo_count, "pseudo_count"),
+        }
         self.temperature = as_real(temperature, "temperature")
         if self.temperature == 0:
             raise ValueError("temperature must be > 0, got 0")
         if symmetrise not in SYMMETRISATIONS:
-            raise ValueError(f"symmetrise must be one of {', '.join(SYMMETRISATIONS)}, "
-                             f"got {symmetrise!r}")
+            raise ValueError(
+                f"symmetrise must be one of {', '.join(SYMMETRISATIONS)}, got {symmetrise!r}"
+            )
         self.symmetrise = symmetrise
         self.vocab = {lang: load_vocab(lang) for lang in ("en", "fr")}
         self.vectors = {lang: load_embeddings(lang) for lang in ("en", "fr")}
@@ -106,8 +119,10 @@ class EMAligner:
     def prepare(self, english, french):
         """Tokenise a corpus (via :func:`attention_lib.tokenize`) and number its words."""
         if len(english) != len(french):
-            raise ValueError(f"english has {len(english)} sentences but french has "
-                             f"{len(french)}: they must be sentence pairs")
+            raise ValueError(
+                f"english has {len(english)} sentences but french has "
+                f"{len(french)}: they must be sentence pairs"
+            )
         ids, words = {}, {}
         for lang, side in (("en", english), ("fr", french)):
             # Intern each word: a dict of the distinct words and an integer array
@@ -116,28 +131,37 @@ class EMAligner:
             first_seen, sentences = {}, []
             for sentence in side:
                 tokens = [w.lower() for w in tokenize(sentence, self.vocab[lang]).words]
-                sentences.append(np.fromiter(
-                    (first_seen.setdefault(w, len(first_seen)) for w in tokens),
-                    dtype=np.int64, count=len(tokens)))
-            types = sorted(first_seen)                 # ids in code-point order
+                sentences.append(
+                    np.fromiter(
+                        (first_seen.setdefault(w, len(first_seen)) for w in tokens),
+                        dtype=np.int64,
+                        count=len(tokens),
+                    )
+                )
+            types = sorted(first_seen)  # ids in code-point order
             rank = np.empty(len(types), dtype=np.int64)
             rank[[first_seen[w] for w in types]] = np.arange(len(types))
             ids[lang] = [rank[s] for s in sentences]
             words[lang] = types or [""]
-        return Corpus(ids["en"], ids["fr"], words["en"], words["fr"],
-                      Similarity(words["en"], words["fr"], self.vocab, self.vectors), {})
+        return Corpus(
+            ids["en"],
+            ids["fr"],
+            words["en"],
+            words["fr"],
+            Similarity(words["en"], words["fr"], self.vocab, self.vectors),
+            {},
+        )
 
     def _models(self, corpus):
         sim, tau = corpus.similarity, self.temperature
         scores = {"fr2en": lambda e, f: sim(e, f) / tau, "en2fr": lambda f, e: sim(e, f) / tau}
-        if not corpus.models:     # number the word pairs once per corpus
-            corpus.models["fr2en"] = Model1(corpus.en, corpus.fr, scores["fr2en"],
-                                            **self.settings)
-            corpus.models["en2fr"] = Model1(corpus.fr, corpus.en, scores["en2fr"],
-                                            **self.settings)
+        if not corpus.models:  # number the word pairs once per corpus
+            corpus.models["fr2en"] = Model1(corpus.en, corpus.fr, scores["fr2en"], **self.settings)
+            corpus.models["en2fr"] = Model1(corpus.fr, corpus.en, scores["en2fr"], **self.settings)
             return corpus.models["fr2en"], corpus.models["en2fr"]
-        return tuple(corpus.models[d].with_settings(scores[d], **self.settings)
-                     for d in ("fr2en", "en2fr"))
+        return tuple(
+            corpus.models[d].with_settings(scores[d], **self.settings) for d in ("fr2en", "en2fr")
+        )
 
     def _combine(self, fr2en, en2fr):
         if self.symmetrise == "intersect":
@@ -193,7 +217,7 @@ class EMAligner:
         """
         if self.models is None:
             raise RuntimeError("call fit(english, french) before align(k)")
-        fr2en, en2fr = self.models   # fr2en checks k
+        fr2en, en2fr = self.models  # fr2en checks k
         return self._combine(fr2en.decode(k), {(i, j) for j, i in en2fr.decode(k)})
 
 

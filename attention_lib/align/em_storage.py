@@ -52,8 +52,10 @@ class CellIndex:
 
     def __init__(self, source, target, max_batch_cells=1 << 17):
         if len(source) != len(target):
-            raise ValueError(f"source has {len(source)} sentences but target has "
-                             f"{len(target)}: they must be sentence pairs")
+            raise ValueError(
+                f"source has {len(source)} sentences but target has "
+                f"{len(target)}: they must be sentence pairs"
+            )
         src = [self._ids(s, "source") for s in source]
         tgt = [self._ids(s, "target") for s in target]
         self.n_source = max((int(s.max()) + 1 for s in src if len(s)), default=0)
@@ -63,7 +65,8 @@ class CellIndex:
             raise ValueError(
                 f"word ids up to {self.n_source - 1} (source) and {self.n_target - 1} (target) "
                 f"are too large to number their pairs in int64: number the words "
-                f"0, 1, 2, ... (as EMAligner.prepare does)")
+                f"0, 1, 2, ... (as EMAligner.prepare does)"
+            )
         # A pair with an empty side has nothing to align: treat it as empty.
         self.m = np.array([len(s) if len(t) else 0 for s, t in zip(src, tgt)])
         self.n = np.array([len(t) if len(s) else 0 for s, t in zip(src, tgt)])
@@ -135,25 +138,31 @@ class CellIndex:
         start = 0
         while start < len(order):
             stop = start + 1
-            while (stop < len(order) and (stop + 1 - start) * self.n[order[stop]]
-                   * (self.m[order[start:stop + 1]].max() + 1) <= max_batch_cells):
+            while (
+                stop < len(order)
+                and (stop + 1 - start)
+                * self.n[order[stop]]
+                * (self.m[order[start : stop + 1]].max() + 1)
+                <= max_batch_cells
+            ):
                 stop += 1
             members = order[start:stop]
             rows, cols = self.n[members].max(), self.m[members].max() + 1
             cells = np.full((len(members), rows, cols), self.n_cells, dtype=index_type)
             keys = np.concatenate([self._cell_keys(src[k], tgt[k]).ravel() for k in members])
-            by_key = np.argsort(keys)    # sorted needles: a cache-friendly search
+            by_key = np.argsort(keys)  # sorted needles: a cache-friendly search
             found = np.empty(len(keys), dtype=index_type)
             found[by_key] = np.searchsorted(self._cell_key, keys[by_key])
             start_of = np.cumsum([0] + [self.n[k] * (self.m[k] + 1) for k in members])
             for b, k in enumerate(members):
-                cells[b, :self.n[k], :self.m[k] + 1] = (
-                    found[start_of[b]:start_of[b + 1]].reshape(self.n[k], -1))
+                cells[b, : self.n[k], : self.m[k] + 1] = found[
+                    start_of[b] : start_of[b + 1]
+                ].reshape(self.n[k], -1)
             self.slot_batch[members] = len(self.batches)
             self.slot_row[members] = np.arange(len(members))
             self.batches.append((members, cells))
             start = stop
-        del self._cell_key                                 # only needed to number cells
+        del self._cell_key  # only needed to number cells
 
     def batch_prior(self, log_prior, members, rows, cols):
         """``log_prior(m, n, rows, cols)`` of a batch, each distinct ``(m, n)`` computed once.
@@ -177,8 +186,10 @@ class CellIndex:
         """Pair ``k``'s ``(n, m + 1)`` cell numbers and log prior (``priors``: one per batch)."""
         batch, b = self.slot_batch[k], self.slot_row[k]
         n, m = self.n[k], self.m[k]
-        return (self.batches[batch][1][b, :n, :m + 1],
-                self.expand_prior(priors[batch], b)[:n, :m + 1])
+        return (
+            self.batches[batch][1][b, :n, : m + 1],
+            self.expand_prior(priors[batch], b)[:n, : m + 1],
+        )
 
 
 class Similarity:
@@ -187,8 +198,10 @@ class Similarity:
     def __init__(self, words_en, words_fr, vocab, vectors):
         self.width = len(words_fr)
         words = {"en": words_en, "fr": words_fr}
-        self.rows = {lang: np.array([vocab[lang].get(w, -1) for w in words[lang]],
-                                    dtype=np.int64) for lang in ("en", "fr")}
+        self.rows = {
+            lang: np.array([vocab[lang].get(w, -1) for w in words[lang]], dtype=np.int64)
+            for lang in ("en", "fr")
+        }
         # for each English word, the id of the same string in French (or -1)
         fr_id = {w: k for k, w in enumerate(words_fr)}
         self.same = np.array([fr_id.get(w, -1) for w in words_en], dtype=np.int64)
@@ -196,7 +209,7 @@ class Similarity:
         self.keys = self.values = None
 
     def _compute(self, en, fr):
-        out = (self.same[en] == fr).astype(np.float64)   # no vectors: same string?
+        out = (self.same[en] == fr).astype(np.float64)  # no vectors: same string?
         r_en, r_fr = self.rows["en"][en], self.rows["fr"][fr]
         known = np.flatnonzero((r_en >= 0) & (r_fr >= 0))
         if not len(known):
@@ -210,14 +223,15 @@ class Similarity:
         vec_en, vec_fr = self.vectors["en"], self.vectors["fr"]
         for a, b in zip(starts, np.r_[starts[1:], len(order)]):
             cells = order[a:b]
-            out[cells] = (vec_fr[r_fr[cells]].astype(np.float64)
-                          @ vec_en[e_sorted[a]].astype(np.float64))
+            out[cells] = vec_fr[r_fr[cells]].astype(np.float64) @ vec_en[e_sorted[a]].astype(
+                np.float64
+            )
         return out
 
     def __call__(self, en, fr):
-        keys = np.asarray(en, dtype=np.int64) * self.width + fr    # int32 ids could overflow
+        keys = np.asarray(en, dtype=np.int64) * self.width + fr  # int32 ids could overflow
         if self.keys is None:
-            order = np.argsort(keys, kind="stable")   # usually sorted already
+            order = np.argsort(keys, kind="stable")  # usually sorted already
             self.keys, self.values = keys[order], self._compute(en[order], fr[order])
         pos = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
         found = self.keys[pos] == keys

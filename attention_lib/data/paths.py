@@ -17,8 +17,8 @@ REBUILD = "python data/build_embeddings.py"
 _MANIFEST = "MANIFEST.json"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
-_verified = {}   # path -> (size, mtime_ns) of the version that was checked
-_cache = {}      # (read, path, version) -> loaded object
+_verified = {}  # path -> (size, mtime_ns) of the version that was checked
+_cache = {}  # (read, path, version) -> loaded object
 
 
 class DataFileError(OSError):
@@ -55,7 +55,8 @@ def data_file_error(path, what):
     """A :class:`DataFileError` saying what is wrong with ``path`` and how to restore it."""
     return DataFileError(
         f"{path}: {what}. Restore it from the repository (git checkout -- "
-        f"data/) or rebuild the data with `{REBUILD}` (see data/README.md)")
+        f"data/) or rebuild the data with `{REBUILD}` (see data/README.md)"
+    )
 
 
 def _sha256(path):
@@ -77,18 +78,27 @@ def _manifest(folder):
         raise data_file_error(path, f"the checksum manifest is unreadable ({err})") from None
     files = manifest.get("files") if isinstance(manifest, dict) else None
     if not isinstance(files, dict):
-        raise data_file_error(path, 'the checksum manifest is malformed: it must be a '
-                             'JSON object whose "files" is an object mapping '
-                             'each file name to {"sha256": ..., "bytes": ...}')
+        raise data_file_error(
+            path,
+            "the checksum manifest is malformed: it must be a "
+            'JSON object whose "files" is an object mapping '
+            'each file name to {"sha256": ..., "bytes": ...}',
+        )
     for name, entry in files.items():
-        ok = (isinstance(entry, dict)
-              and isinstance(entry.get("sha256"), str)
-              and _SHA256.fullmatch(entry["sha256"]) is not None
-              and type(entry.get("bytes")) is int and entry["bytes"] >= 0)
+        ok = (
+            isinstance(entry, dict)
+            and isinstance(entry.get("sha256"), str)
+            and _SHA256.fullmatch(entry["sha256"]) is not None
+            and type(entry.get("bytes")) is int
+            and entry["bytes"] >= 0
+        )
         if not ok:
-            raise data_file_error(path, f"the checksum manifest is malformed: the entry "
-                                 f"for {name!r} is {entry!r}, not "
-                                 f'{{"sha256": <64 hex digits>, "bytes": <size>}}')
+            raise data_file_error(
+                path,
+                f"the checksum manifest is malformed: the entry "
+                f"for {name!r} is {entry!r}, not "
+                f'{{"sha256": <64 hex digits>, "bytes": <size>}}',
+            )
     return files
 
 
@@ -120,7 +130,8 @@ def verified_path(name):
             "the repository's data/ beside the package, which works when the "
             "project is installed editable from a checkout (pip install -e .); "
             "otherwise set ATTENTION_DATA_DIR to the data/ folder, or rebuild the "
-            f"data there with `{REBUILD}` (see data/README.md)")
+            f"data there with `{REBUILD}` (see data/README.md)"
+        )
     if not path.is_file():
         raise data_file_error(path, "the file is missing")
     stat = path.stat()
@@ -131,11 +142,15 @@ def verified_path(name):
     if entry is None:
         raise data_file_error(path, f"{_MANIFEST} has no checksum for this file")
     if stat.st_size != entry["bytes"]:
-        raise data_file_error(path, f"it has {stat.st_size} bytes but {_MANIFEST} "
-                             f"says {entry['bytes']} (truncated or altered)")
+        raise data_file_error(
+            path,
+            f"it has {stat.st_size} bytes but {_MANIFEST} "
+            f"says {entry['bytes']} (truncated or altered)",
+        )
     if _sha256(path) != entry["sha256"]:
-        raise data_file_error(path, f"its SHA-256 does not match {_MANIFEST} "
-                             "(the file is corrupted or was altered)")
+        raise data_file_error(
+            path, f"its SHA-256 does not match {_MANIFEST} (the file is corrupted or was altered)"
+        )
     _verified[path] = stamp
     return path
 

@@ -11,12 +11,29 @@
 """
 
 from ._glue import glue
-from .charts import (attention_heatmap_chart, mask_explorer_chart, mask_explorer_scores,
-                     online_softmax_chart, saturation_chart, saturation_scores)
+from .charts import (
+    attention_heatmap_chart,
+    mask_explorer_chart,
+    mask_explorer_scores,
+    online_softmax_chart,
+    saturation_chart,
+    saturation_scores,
+)
 from .embed import chart_html, show
 from .tables import format_table, print_table
 from .widgets import widget_html
 
-__all__ = ["attention_heatmap_chart", "chart_html", "format_table", "glue", "mask_explorer_chart",
-           "mask_explorer_scores", "online_softmax_chart", "print_table", "saturation_chart",
-           "saturation_scores", "show", "widget_html"]
+__all__ = [
+    "attention_heatmap_chart",
+    "chart_html",
+    "format_table",
+    "glue",
+    "mask_explorer_chart",
+    "mask_explorer_scores",
+    "online_softmax_chart",
+    "print_table",
+    "saturation_chart",
+    "saturation_scores",
+    "show",
+    "widget_html",
+]

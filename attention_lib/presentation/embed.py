@@ -32,7 +32,7 @@ VENDOR_VERSIONS = {"vega": "6.4.0", "vega-lite": "6.4.1", "vega-embed": "7.3.0"}
 def _loader_js():
     """``chart_loader.js`` without its leading comment: a function expression."""
     text = files(__package__).joinpath("chart_loader.js").read_text(encoding="utf8")
-    return text[text.index("(function"):].strip()
+    return text[text.index("(function") :].strip()
 
 
 def _script_safe(text):
@@ -81,8 +81,11 @@ def chart_html(chart, *, caption=None, description=None, static_path="../_static
     text = json.dumps(spec, sort_keys=True, separators=(",", ":"))
     chart_id = "attention-chart-" + hashlib.sha256(text.encode()).hexdigest()[:12]
     description = description or spec.get("description", "An interactive chart.")
-    label = caption or (spec.get("title") if isinstance(spec.get("title"), str) else None) \
+    label = (
+        caption
+        or (spec.get("title") if isinstance(spec.get("title"), str) else None)
         or "Interactive chart"
+    )
     names = ["vega", "vega-lite", "vega-embed"]
     local = [f"{static_path}{n}.min.js" for n in names]
     cdn = [f"https://cdn.jsdelivr.net/npm/{n}@{VENDOR_VERSIONS[n]}/build/{n}.min.js" for n in names]
@@ -91,24 +94,31 @@ def chart_html(chart, *, caption=None, description=None, static_path="../_static
     esc = html.escape
     fit = (spec.get("usermeta") or {}).get("attention_lib", {})
     view_style = ""
-    if fit.get("max_width"):   # a chart as wide as the column (vega.fit_column)
+    if fit.get("max_width"):  # a chart as wide as the column (vega.fit_column)
         axes = int(fit.get("axes", 0))
         width = f"calc(100% - {axes}px)" if axes else "100%"
         view_style = f' style="width: {width}; max-width: {int(fit["max_width"])}px"'
-    caption_html = (f'<p class="attention-chart-caption" style="font-size:0.9em">'
-                    f"{esc(caption)}</p>") if caption else ""
-    style = (f"<style>#{chart_id} .vega-bind {{margin: 0.2em 0}} "
-             f"#{chart_id} .vega-bind-name {{margin-right: 0.5em}} "
-             f"#{chart_id} .vega-bind label {{margin-right: 1em}} "
-             f"#{chart_id} .vega-bind input {{margin-right: 0.3em}} "
-             f"#{chart_id} .vega-bind input[type=range] {{width: min(16em, 50vw)}}</style>")
-    return (style + f'<div class="attention-chart" id="{chart_id}" role="figure" '
-            f'aria-label="{esc(label)}" aria-describedby="{chart_id}-description">'
-            f'<p id="{chart_id}-description" style="position:absolute;width:1px;height:1px;'
-            f'overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap">{esc(description)}</p>'
-            f'<div class="attention-chart-view"{view_style}></div>{caption_html}'
-            f"<noscript>This interactive chart needs JavaScript; the figure above shows "
-            f"the same data.</noscript></div>\n<script>{script}</script>")
+    caption_html = (
+        (f'<p class="attention-chart-caption" style="font-size:0.9em">{esc(caption)}</p>')
+        if caption
+        else ""
+    )
+    style = (
+        f"<style>#{chart_id} .vega-bind {{margin: 0.2em 0}} "
+        f"#{chart_id} .vega-bind-name {{margin-right: 0.5em}} "
+        f"#{chart_id} .vega-bind label {{margin-right: 1em}} "
+        f"#{chart_id} .vega-bind input {{margin-right: 0.3em}} "
+        f"#{chart_id} .vega-bind input[type=range] {{width: min(16em, 50vw)}}</style>"
+    )
+    return (
+        style + f'<div class="attention-chart" id="{chart_id}" role="figure" '
+        f'aria-label="{esc(label)}" aria-describedby="{chart_id}-description">'
+        f'<p id="{chart_id}-description" style="position:absolute;width:1px;height:1px;'
+        f'overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap">{esc(description)}</p>'
+        f'<div class="attention-chart-view"{view_style}></div>{caption_html}'
+        f"<noscript>This interactive chart needs JavaScript; the figure above shows "
+        f"the same data.</noscript></div>\n<script>{script}</script>"
+    )
 
 
 def show(chart, *, caption=None, description=None, static_path="../_static/vendor/"):
@@ -127,9 +137,14 @@ def show(chart, *, caption=None, description=None, static_path="../_static/vendo
 
     spec = chart.to_dict()
     lab_spec = dict(spec, **{"$schema": "https://vega.github.io/schema/vega-lite/v5.json"})
-    display({"text/html": chart_html(chart, caption=caption, description=description,
-                                     static_path=static_path),
-             "application/vnd.vegalite.v5+json": lab_spec,
-             "text/plain": "(An interactive chart, shown on the book's web pages and in "
-                           f"JupyterLab: {caption or description or spec.get('description', '')})"},
-            raw=True)
+    display(
+        {
+            "text/html": chart_html(
+                chart, caption=caption, description=description, static_path=static_path
+            ),
+            "application/vnd.vegalite.v5+json": lab_spec,
+            "text/plain": "(An interactive chart, shown on the book's web pages and in "
+            f"JupyterLab: {caption or description or spec.get('description', '')})",
+        },
+        raw=True,
+    )

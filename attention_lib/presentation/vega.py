@@ -9,9 +9,9 @@ imported only when a chart is built: the numerical modules never need it.
 import json
 
 OKABE_ITO_BLUE, OKABE_ITO_ORANGE, GREY = "#0072B2", "#E69F00", "#BBBBBB"
-FONT_SIZE = 14       # CSS px of tick labels, legends and text marks
+FONT_SIZE = 14  # CSS px of tick labels, legends and text marks
 TITLE_FONT_SIZE = 16  # CSS px of titles and axis titles: the body text's size
-LABEL_CHAR_WIDTH = 0.62 * FONT_SIZE   # CSS px per character, roughly (DejaVu Sans)
+LABEL_CHAR_WIDTH = 0.62 * FONT_SIZE  # CSS px per character, roughly (DejaVu Sans)
 
 
 def altair():
@@ -19,8 +19,10 @@ def altair():
     try:
         import altair as alt
     except ImportError:  # pragma: no cover - said plainly instead of a traceback
-        raise ImportError("attention_lib's interactive charts need Altair: "
-                          "pip install -r requirements.txt (altair==6.3.0)") from None
+        raise ImportError(
+            "attention_lib's interactive charts need Altair: "
+            "pip install -r requirements.txt (altair==6.3.0)"
+        ) from None
     return alt
 
 
@@ -40,9 +42,13 @@ def word_axis(alt, labels, title, step=None):
     if title == "key" and step is not None:
         widest = max(len(w) for w in labels) * LABEL_CHAR_WIDTH
         angle = 0 if widest <= step - 4 else -45
-    return alt.Axis(title=title, labelExpr=f"{json.dumps(labels)}[datum.value]",
-                    labelAngle=angle, orient="top" if title == "key" else "left",
-                    **({"labelAlign": "left"} if angle else {}))
+    return alt.Axis(
+        title=title,
+        labelExpr=f"{json.dumps(labels)}[datum.value]",
+        labelAngle=angle,
+        orient="top" if title == "key" else "left",
+        **({"labelAlign": "left"} if angle else {}),
+    )
 
 
 def fit_column(chart, max_width, axes=0):
@@ -55,31 +61,37 @@ def fit_column(chart, max_width, axes=0):
     cannot, so its panels take the column less ``axes`` px for the axes beside
     them. :func:`~attention_lib.presentation.embed.chart_html` reads both numbers from the spec's ``usermeta``.
     """
-    if axes:   # a concatenation: every panel as wide as the container
+    if axes:  # a concatenation: every panel as wide as the container
         chart.vconcat = [panel.properties(width="container") for panel in chart.vconcat]
     else:
-        chart = chart.properties(width="container",
-                                 autosize={"type": "fit-x", "contains": "padding"})
-    return chart.properties(usermeta={"attention_lib": {"max_width": int(max_width),
-                                                        "axes": int(axes)}})
+        chart = chart.properties(
+            width="container", autosize={"type": "fit-x", "contains": "padding"}
+        )
+    return chart.properties(
+        usermeta={"attention_lib": {"max_width": int(max_width), "axes": int(axes)}}
+    )
 
 
 def finish(chart, description):
     """``chart`` with its screen-reader ``description`` and the book's fonts."""
-    return (chart.properties(description=description)
-            .configure_axis(labelFontSize=FONT_SIZE, titleFontSize=TITLE_FONT_SIZE,
-                            titleFontWeight="normal")
-            .configure_legend(labelFontSize=FONT_SIZE, titleFontSize=FONT_SIZE)
-            .configure_title(fontSize=TITLE_FONT_SIZE)
-            .configure_view(stroke=None))
+    return (
+        chart.properties(description=description)
+        .configure_axis(
+            labelFontSize=FONT_SIZE, titleFontSize=TITLE_FONT_SIZE, titleFontWeight="normal"
+        )
+        .configure_legend(labelFontSize=FONT_SIZE, titleFontSize=FONT_SIZE)
+        .configure_title(fontSize=TITLE_FONT_SIZE)
+        .configure_view(stroke=None)
+    )
 
 
 def row_softmax(alt, chart, value, groupby, allowed="true"):
     """Vega transforms: ``weight`` = softmax of ``value`` over each group (masked -> 0)."""
-    return (chart
-            .transform_calculate(allowed=allowed)
-            .transform_calculate(kept=f"datum.allowed ? {value} : null")
-            .transform_window(row_max="max(kept)", frame=[None, None], groupby=groupby)
-            .transform_calculate(e="datum.allowed ? exp(datum.kept - datum.row_max) : 0")
-            .transform_window(row_sum="sum(e)", frame=[None, None], groupby=groupby)
-            .transform_calculate(weight="datum.e / datum.row_sum"))
+    return (
+        chart.transform_calculate(allowed=allowed)
+        .transform_calculate(kept=f"datum.allowed ? {value} : null")
+        .transform_window(row_max="max(kept)", frame=[None, None], groupby=groupby)
+        .transform_calculate(e="datum.allowed ? exp(datum.kept - datum.row_max) : 0")
+        .transform_window(row_sum="sum(e)", frame=[None, None], groupby=groupby)
+        .transform_calculate(weight="datum.e / datum.row_sum")
+    )
