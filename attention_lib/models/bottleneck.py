@@ -25,9 +25,13 @@ draw comes from a generator seeded by ``(seed, L)``, so a result for one
 length does not depend on which other lengths were run.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import scipy.linalg
 
 from .._checks import as_float, as_int, require_finite
@@ -96,7 +100,7 @@ def _tokens(tokens, embeddings, name):
     return t, E
 
 
-def nearest_token(vectors, embeddings):
+def nearest_token(vectors: npt.ArrayLike, embeddings: npt.ArrayLike) -> np.ndarray:
     """Decode vectors to the vocabulary symbol whose embedding is nearest.
 
     Parameters
@@ -134,7 +138,7 @@ def nearest_token(vectors, embeddings):
     return distances.argmin(axis=-1)
 
 
-def fit_linear_code(X, d):
+def fit_linear_code(X: npt.ArrayLike, d: int) -> tuple[np.ndarray, np.ndarray]:
     """Fit the best linear encoder/decoder of width ``d``: PCA.
 
     Among all ways of mapping ``X`` linearly to ``d`` numbers and back, the
@@ -184,7 +188,8 @@ def fit_linear_code(X, d):
     return mean, directions[:, ::-1]            # largest variance first
 
 
-def fixed_vector_recovery(train_tokens, test_tokens, embeddings, widths):
+def fixed_vector_recovery(train_tokens: npt.ArrayLike, test_tokens: npt.ArrayLike,
+                          embeddings: npt.ArrayLike, widths: Sequence[int]) -> np.ndarray:
     """Fraction of test tokens recovered through one vector of ``d`` numbers.
 
     Parameters
@@ -234,7 +239,8 @@ def fixed_vector_recovery(train_tokens, test_tokens, embeddings, widths):
     return np.array(recovered)
 
 
-def attention_recovery(tokens, embeddings, position_codes, sharpness):
+def attention_recovery(tokens: npt.ArrayLike, embeddings: npt.ArrayLike,
+                       position_codes: npt.ArrayLike, sharpness: float) -> float:
     """Fraction of tokens recovered by attending over all encoder states.
 
     Encoder state ``j`` is ``h_j = [embedding(x_j) ; position_codes[j]]``.

@@ -23,6 +23,8 @@ matches the committed one in its evaluation (within
 ``scripts/check-retrain.sh``'s tolerance), not in its bits.
 """
 
+from __future__ import annotations
+
 import argparse
 import hashlib
 import json
@@ -30,9 +32,11 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from .._cli import EXIT_BROKEN_PIPE, int_at_least
 from ..data.paths import data_dir
@@ -54,7 +58,8 @@ RUNS = {
 }
 
 
-def training_batch(rng, batch, min_words, max_words, spread, src_vocab, tgt_vocab):
+def training_batch(rng: np.random.Generator, batch: int, min_words: int, max_words: int,
+                   spread: int, src_vocab: dict, tgt_vocab: dict) -> tuple:
     """A batch of sentences of similar length (within ``spread`` words of a random centre).
 
     Similar lengths waste little on padding; they still differ, so the masks are exercised.
@@ -93,12 +98,13 @@ def train(model, steps, min_words, max_words, seed, batch=32, lr=0.003, clip=1.0
     return losses
 
 
-def checkpoint_dir():
+def checkpoint_dir() -> Path:
     """Where the committed checkpoints live: ``data/checkpoints/seq2seq``."""
     return data_dir() / "checkpoints" / "seq2seq"
 
 
-def load_checkpoints(directory=None, dtype=np.float64):
+def load_checkpoints(directory: str | os.PathLike | None = None,
+                     dtype: npt.DTypeLike = np.float64) -> tuple[dict, dict]:
     """The manifest and the models it lists, ``(manifest, {name: model})``.
 
     Each file's sha256 is checked against the manifest first, and the model
@@ -118,7 +124,7 @@ def load_checkpoints(directory=None, dtype=np.float64):
     return manifest, models
 
 
-def read_manifest(path):
+def read_manifest(path: str | os.PathLike) -> dict:
     """The manifest at ``path``, checked: ``ValueError`` naming the file if it is damaged."""
     path = Path(path)
     text = path.read_text(encoding="utf8")
@@ -137,7 +143,7 @@ def read_manifest(path):
     return manifest
 
 
-def write_json_atomic(path, data):
+def write_json_atomic(path: str | os.PathLike, data: object) -> None:
     """Write ``data`` as JSON to ``path`` through a temporary file and a rename.
 
     A reader (or a Ctrl-C) sees the old file or the new one, never half of one.
@@ -153,7 +159,7 @@ def write_json_atomic(path, data):
         raise
 
 
-def sha256(path):
+def sha256(path: str | os.PathLike) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
@@ -220,7 +226,7 @@ def _parse(parser, argv):
     return args, old
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     """Train (or, with ``--evaluate-only``, re-evaluate) and return the exit status.
 
     0 on success; 2 with a one-line message for a bad argument, before any

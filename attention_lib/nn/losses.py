@@ -1,12 +1,16 @@
 """The loss a language model is trained on, with its gradient."""
 
+from __future__ import annotations
+
 import numpy as np
+import numpy.typing as npt
 
 from .._checks import as_numeric
 from ..softmax import log_softmax
 
 
-def softmax_cross_entropy(logits, targets):
+def softmax_cross_entropy(logits: npt.ArrayLike,
+                          targets: npt.ArrayLike) -> tuple[float, np.ndarray]:
     """Mean cross-entropy of a softmax over the last axis, and its gradient.
 
     Parameters

@@ -10,7 +10,10 @@ positions, grouped-query heads and cross-attention. Masks follow the book
 True where a query *may attend*, a float mask is added to the scores.
 """
 
+from __future__ import annotations
+
 import numpy as np
+import numpy.typing as npt
 from numpy.lib.stride_tricks import as_strided
 
 from .._checks import as_bool, as_int, as_mask, as_numeric, max_abs, overflow_bound
@@ -45,7 +48,7 @@ class KVCache:
         True once the cache holds cross-attention keys and values.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.k = self.v = None
         self.position, self.cross = 0, False
 
@@ -53,11 +56,11 @@ class KVCache:
         return 0 if self.k is None else self.k.shape[-2]
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
         """Memory held by the cached keys and values, in bytes."""
         return 0 if self.k is None else self.k.nbytes + self.v.nbytes
 
-    def check(self, batch, k_shape=None):
+    def check(self, batch: int, k_shape: tuple | None = None) -> None:
         """Refuse a call whose batch (or head layout) differs from what the cache holds."""
         if self.k is None:
             return
@@ -75,7 +78,7 @@ class KVCache:
                 f"but this layer makes {k_shape}: was the cache made for another layer?"
             )
 
-    def append(self, k, v):
+    def append(self, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Add the new rows ``k, v`` (B, n_kv_heads, T, d_head); return all keys and values."""
         self.check(k.shape[0], k.shape)
         if self.k is None:
@@ -187,18 +190,18 @@ class MultiHeadAttention:
 
     def __init__(
         self,
-        d_model,
-        n_heads,
-        rng,
-        n_kv_heads=None,
-        d_head=None,
-        d_kv=None,
-        bias=True,
-        dropout=0.0,
-        rotary=None,
-        rotary_base=10000.0,
-        dtype=np.float64,
-    ):
+        d_model: int,
+        n_heads: int,
+        rng: np.random.Generator,
+        n_kv_heads: int | None = None,
+        d_head: int | None = None,
+        d_kv: int | None = None,
+        bias: bool = True,
+        dropout: float = 0.0,
+        rotary: str | None = None,
+        rotary_base: float = 10000.0,
+        dtype: npt.DTypeLike = np.float64,
+    ) -> None:
         d_model = as_int(d_model, "d_model", 1)
         H = as_int(n_heads, "n_heads", 1)
         H_kv = H if n_kv_heads is None else as_int(n_kv_heads, "n_kv_heads", 1)
@@ -244,8 +247,13 @@ class MultiHeadAttention:
 
     @classmethod
     def from_params(
-        cls, params, n_heads, n_kv_heads=None, rotary=None, rotary_base=10000.0
-    ):
+        cls,
+        params: dict[str, np.ndarray],
+        n_heads: int,
+        n_kv_heads: int | None = None,
+        rotary: str | None = None,
+        rotary_base: float = 10000.0,
+    ) -> MultiHeadAttention:
         """A layer around existing weights (the arrays themselves, not copies).
 
         ``params`` holds ``W_Q, W_K, W_V, W_O`` in the layout of
@@ -404,14 +412,14 @@ class MultiHeadAttention:
 
     def forward(
         self,
-        x_q,
-        x_kv=None,
-        attn_mask=None,
-        is_causal=False,
-        cache=None,
-        x_v=None,
-        need_weights=True,
-    ):
+        x_q: npt.ArrayLike,
+        x_kv: npt.ArrayLike | None = None,
+        attn_mask: npt.ArrayLike | None = None,
+        is_causal: bool = False,
+        cache: KVCache | None = None,
+        x_v: npt.ArrayLike | None = None,
+        need_weights: bool = True,
+    ) -> np.ndarray:
         """Attend from ``x_q`` (B, L, d_model) to itself, or to ``x_kv`` (B, S, d_kv).
 
         Parameters
@@ -549,7 +557,7 @@ class MultiHeadAttention:
             return out[0]
         return out
 
-    def backward(self, grad):
+    def backward(self, grad: np.ndarray) -> np.ndarray | tuple[np.ndarray, ...]:
         """Gradients of every parameter (into ``grads``) and of the inputs, from ``d loss / d out``.
 
         Returns ``dx`` (self-attention), ``(dx_q, dx_kv)`` (cross-attention), or
@@ -671,7 +679,8 @@ class SelfAttention(MultiHeadAttention):
     ((3, 5, 8), (3, 2, 5, 5))
     """
 
-    def __init__(self, d_model, n_heads, rng, dropout=0.0, causal=True, rotary=False):
+    def __init__(self, d_model: int, n_heads: int, rng: np.random.Generator,
+                 dropout: float = 0.0, causal: bool = True, rotary: bool = False) -> None:
         super().__init__(
             d_model,
             n_heads,
@@ -681,7 +690,7 @@ class SelfAttention(MultiHeadAttention):
         )
         self.causal = as_bool(causal, "causal")
 
-    def forward(self, x, cache=None):
+    def forward(self, x: npt.ArrayLike, cache: KVCache | None = None) -> np.ndarray:
         """Attend within ``x`` (B, T, d_model); with a ``cache``, also to its earlier positions."""
         return super().forward(x, is_causal=self.causal, cache=cache)
 
@@ -707,7 +716,7 @@ class Attention(MultiHeadAttention):
     (['W_Q', 'W_K', 'W_V', 'W_O'], (2, 5, 8))
     """
 
-    def __init__(self, d_model, d_k, d_v, rng):
+    def __init__(self, d_model: int, d_k: int, d_v: int, rng: np.random.Generator) -> None:
         self.d_v = as_int(d_v, "d_v", 1)
         super().__init__(d_model, 1, rng, d_head=d_k, bias=False)
 
@@ -719,7 +728,8 @@ class Attention(MultiHeadAttention):
             init_weight(rng, self.d_v, d_model),
         )
 
-    def forward(self, x_q, x_kv, attn_mask=None, is_causal=False):
+    def forward(self, x_q: npt.ArrayLike, x_kv: npt.ArrayLike,
+                attn_mask: npt.ArrayLike | None = None, is_causal: bool = False) -> np.ndarray:
         out = super().forward(x_q, x_kv, attn_mask, is_causal)
         self.weights = self.weights[..., 0, :, :]
         return out

@@ -1,5 +1,10 @@
 """Llama's feed-forward layer: a SiLU-gated linear unit (SwiGLU)."""
 
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
 from .._checks import as_features, as_int, as_output_grad
 from .activations import SiLU
 from .layers import init_weight, sum_to_matrix
@@ -41,7 +46,7 @@ class SwiGLU:
     ((2, 5, 8), ['W1', 'W2', 'W3'])
     """
 
-    def __init__(self, d_model, d_ff, rng):
+    def __init__(self, d_model: int, d_ff: int, rng: np.random.Generator) -> None:
         d_model, d_ff = as_int(d_model, "d_model", 1), as_int(d_ff, "d_ff", 1)
         self.params = {"W1": init_weight(rng, d_model, d_ff), "W3": init_weight(rng, d_model, d_ff),
                        "W2": init_weight(rng, d_ff, d_model)}
@@ -49,7 +54,7 @@ class SwiGLU:
         self.silu = SiLU()
         self.x = None
 
-    def forward(self, x):
+    def forward(self, x: npt.ArrayLike) -> np.ndarray:
         d = self.params["W1"].shape[0]
         x = as_features(x, d, "SwiGLU", "d_model")
         self.x = x
@@ -58,7 +63,7 @@ class SwiGLU:
         self.z = self.s * self.u
         return self.z @ self.params["W2"]
 
-    def backward(self, grad):
+    def backward(self, grad: np.ndarray) -> np.ndarray:
         grad = as_output_grad(grad, self, None if self.x is None else self.x.shape)
         p = self.params
         self.grads["W2"] = sum_to_matrix(self.z, grad)
