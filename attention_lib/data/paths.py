@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import re
+import tempfile
 from pathlib import Path
 
 REBUILD = "python data/build_embeddings.py"
@@ -59,7 +60,8 @@ def data_file_error(path, what):
     )
 
 
-def _sha256(path):
+def sha256(path):
+    """The SHA-256 of a file, as hex (read a megabyte at a time)."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -147,7 +149,7 @@ def verified_path(name):
             f"it has {stat.st_size} bytes but {_MANIFEST} "
             f"says {entry['bytes']} (truncated or altered)",
         )
-    if _sha256(path) != entry["sha256"]:
+    if sha256(path) != entry["sha256"]:
         raise data_file_error(
             path, f"its SHA-256 does not match {_MANIFEST} (the file is corrupted or was altered)"
         )
@@ -161,3 +163,19 @@ def read_cached(path, read):
     if key not in _cache:
         _cache[key] = read(path)
     return _cache[key]
+
+
+def write_atomic(path, write, mode="w"):
+    """Write ``path`` with ``write(file)`` through a temporary file and a rename.
+
+    A reader (or a Ctrl-C) sees the old file or the new one, never half of one.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf8"})) as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from ..data.paths import DataFileError, data_dir
+from ..data.paths import DataFileError, data_dir, sha256
 
 if TYPE_CHECKING:  # for the type hints only
     from .gpt import TinyGPT
@@ -115,16 +115,6 @@ def shakespeare_dir() -> Path:
     return data_dir() / "checkpoints" / "shakespeare"
 
 
-def _sha256(path):
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def load_shakespeare(folder: str | os.PathLike | None = None,
                      verify: bool = True) -> tuple[TinyGPT, CharTokenizer]:
     """Chapter 12's model and tokenizer from ``folder`` (default :func:`shakespeare_dir`).
@@ -145,7 +135,7 @@ def load_shakespeare(folder: str | os.PathLike | None = None,
         if not manifest.is_file():
             raise DataFileError(f"{manifest} is missing: it holds the checkpoint's sha256")
         expected = json.loads(manifest.read_text(encoding="utf8")).get("sha256")
-        if _sha256(path) != expected:
+        if sha256(path) != expected:
             raise DataFileError(f"{path} does not match the sha256 in {manifest}: the file "
                                 "is altered or truncated; restore it with git checkout")
     model, chars = load_checkpoint(path)

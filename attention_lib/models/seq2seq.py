@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import zipfile
 from pathlib import Path
 
@@ -43,6 +42,7 @@ from ..nn.additive import AdditiveAttention
 from ..nn.layers import Embedding, Linear
 from ..nn.losses import softmax_cross_entropy
 from ..nn.recurrent import GRU, GRUCell
+from ..data.paths import write_atomic
 from ..data.toy_translation import BOS, EOS, PAD
 
 
@@ -407,14 +407,7 @@ def save(model: RNNencdec, path: str | os.PathLike, **extra) -> Path:
         path = path.with_name(path.name + ".npz")
     arrays = dict(model.state_dict())
     arrays["config"] = np.array(config)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    write_atomic(path, lambda f: np.savez(f, **arrays), "wb")
     return path
 
 

@@ -26,11 +26,9 @@ matches the committed one in its evaluation (within
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._cli import EXIT_BROKEN_PIPE, int_at_least
-from ..data.paths import data_dir
+from ..data.paths import data_dir, sha256, write_atomic
 from ..nn import Adam, clip_grad_norm
 from ..data.toy_translation import encode_batch, make_pair, source_vocab, target_vocab
 from .evaluation import evaluate, make_test_sets
@@ -141,26 +139,6 @@ def read_manifest(path: str | os.PathLike) -> dict:
     except ValueError as err:            # json.JSONDecodeError is a ValueError
         raise ValueError(f"{path} is not a checkpoint manifest: {err}") from None
     return manifest
-
-
-def write_json_atomic(path: str | os.PathLike, data: object) -> None:
-    """Write ``data`` as JSON to ``path`` through a temporary file and a rename.
-
-    A reader (or a Ctrl-C) sees the old file or the new one, never half of one.
-    """
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf8") as f:
-            f.write(json.dumps(data, indent=1) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
-def sha256(path: str | os.PathLike) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 #: Exit status when the reader of our output goes away (``... | head``), as
@@ -301,7 +279,8 @@ def _train_runs(out, runs, test_per_bucket, old):
         manifest = {**manifest, "numpy": np.__version__,
                     "models": {r: models[r] for r in order}}
         manifest["command"] = _command(list(manifest["models"]), test_per_bucket)
-        write_json_atomic(out / "manifest.json", manifest)
+        text = json.dumps(manifest, indent=1) + "\n"
+        write_atomic(out / "manifest.json", lambda f: f.write(text))
     return manifest
 
 
