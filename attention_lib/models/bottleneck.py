@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
+from numpy.typing import ArrayLike
 import scipy.linalg
 
 from .._checks import as_float, as_int, require_finite
@@ -100,7 +100,7 @@ def _tokens(tokens, embeddings, name):
     return t, E
 
 
-def nearest_token(vectors: npt.ArrayLike, embeddings: npt.ArrayLike) -> np.ndarray:
+def nearest_token(vectors: ArrayLike, embeddings: ArrayLike) -> np.ndarray:
     """Decode vectors to the vocabulary symbol whose embedding is nearest.
 
     Parameters
@@ -138,7 +138,7 @@ def nearest_token(vectors: npt.ArrayLike, embeddings: npt.ArrayLike) -> np.ndarr
     return distances.argmin(axis=-1)
 
 
-def fit_linear_code(X: npt.ArrayLike, d: int) -> tuple[np.ndarray, np.ndarray]:
+def fit_linear_code(X: ArrayLike, d: int) -> tuple[np.ndarray, np.ndarray]:
     """Fit the best linear encoder/decoder of width ``d``: PCA.
 
     Among all ways of mapping ``X`` linearly to ``d`` numbers and back, the
@@ -188,8 +188,8 @@ def fit_linear_code(X: npt.ArrayLike, d: int) -> tuple[np.ndarray, np.ndarray]:
     return mean, directions[:, ::-1]            # largest variance first
 
 
-def fixed_vector_recovery(train_tokens: npt.ArrayLike, test_tokens: npt.ArrayLike,
-                          embeddings: npt.ArrayLike, widths: Sequence[int]) -> np.ndarray:
+def fixed_vector_recovery(train_tokens: ArrayLike, test_tokens: ArrayLike,
+                          embeddings: ArrayLike, widths: Sequence[int]) -> np.ndarray:
     """Fraction of test tokens recovered through one vector of ``d`` numbers.
 
     Parameters
@@ -239,8 +239,8 @@ def fixed_vector_recovery(train_tokens: npt.ArrayLike, test_tokens: npt.ArrayLik
     return np.array(recovered)
 
 
-def attention_recovery(tokens: npt.ArrayLike, embeddings: npt.ArrayLike,
-                       position_codes: npt.ArrayLike, sharpness: float) -> float:
+def attention_recovery(tokens: ArrayLike, embeddings: ArrayLike,
+                       position_codes: ArrayLike, sharpness: float) -> float:
     """Fraction of tokens recovered by attending over all encoder states.
 
     Encoder state ``j`` is ``h_j = [embedding(x_j) ; position_codes[j]]``.

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
+from numpy.typing import ArrayLike
 
 from ..softmax import log_softmax
 
@@ -89,7 +89,7 @@ def beam_search(step: Callable, reorder: Callable, B: int, K: int, max_len: int,
     return out
 
 
-def rnnsearch_beam_search(model: RNNsearch, src: npt.ArrayLike, lengths: npt.ArrayLike,
+def rnnsearch_beam_search(model: RNNsearch, src: ArrayLike, lengths: ArrayLike,
                           beam: int = 4, length_penalty: float = 0.6,
                           max_len: int | None = None) -> list:
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 import numpy as np
-import numpy.typing as npt
+from numpy.typing import ArrayLike, DTypeLike
 
 from .._checks import as_int, as_int_array, as_numeric
 from ..data.gguf import read_gguf
@@ -166,7 +166,7 @@ class Llama(Composite):
         """An empty KV cache, one :class:`~attention_lib.nn.KVCache` per block."""
         return [KVCache() for _ in self.blocks]
 
-    def forward(self, tokens: npt.ArrayLike, cache: list[KVCache] | None = None) -> np.ndarray:
+    def forward(self, tokens: ArrayLike, cache: list[KVCache] | None = None) -> np.ndarray:
         """Logits (B, T, V) for ``tokens`` (B, T).
 
         With a ``cache`` (from :meth:`new_cache`), ``tokens`` continue the
@@ -253,7 +253,7 @@ class Llama(Composite):
         return seq[0] if tokens.ndim == 1 else seq
 
     @classmethod
-    def from_gguf(cls, path: str | os.PathLike, dtype: npt.DTypeLike = np.float32) -> Llama:
+    def from_gguf(cls, path: str | os.PathLike, dtype: DTypeLike = np.float32) -> Llama:
         """The Llama model stored in a GGUF file (F32 or F16 tensors).
 
         Every tensor is mapped to the book's layers by :data:`GGUF_NAMES`
@@ -319,7 +319,7 @@ def tensor_names(n_layers: int) -> list[str]:
 
 
 def load_stories260k(path: str | os.PathLike | None = None,
-                     dtype: npt.DTypeLike = np.float32) -> tuple[Llama, LlamaTokenizer]:
+                     dtype: DTypeLike = np.float32) -> tuple[Llama, LlamaTokenizer]:
     """stories260K and its tokenizer, from ``data/stories260k/`` (checked by its SHA-256).
 
     Parameters

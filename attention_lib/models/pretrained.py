@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
+from numpy.typing import ArrayLike
 
 from ..data.paths import DataFileError, data_dir, sha256
 
@@ -98,7 +98,7 @@ class CharTokenizer:
                              f"(first at index {first})")
         return np.fromiter((self.ids[c] for c in text), dtype=np.int64, count=len(text))
 
-    def decode(self, ids: npt.ArrayLike) -> str:
+    def decode(self, ids: ArrayLike) -> str:
         """The text whose characters have ids ``ids`` (a sequence of ints)."""
         ids = np.asarray(ids)
         if ids.dtype.kind not in "iub" and not (ids.size == 0 and ids.dtype.kind == "f"):

@@ -34,7 +34,7 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
-import numpy.typing as npt
+from numpy.typing import ArrayLike, DTypeLike
 
 from .._checks import as_float_dtype, as_int, as_int_array
 from ..masks import padding_mask
@@ -82,7 +82,7 @@ class RNNencdec:
     attention = False
 
     def __init__(self, n_src: int, n_tgt: int, emb: int = 16, hidden: int = 48, attn: int = 32,
-                 seed: int = 0, dtype: npt.DTypeLike = np.float32) -> None:
+                 seed: int = 0, dtype: DTypeLike = np.float32) -> None:
         self.config = {"model": type(self).__name__,
                        **self.check_config(n_src, n_tgt, emb, hidden, attn, seed)}
         dtype = as_float_dtype(dtype)
@@ -150,8 +150,8 @@ class RNNencdec:
         return sum(p.size for layer in self.layers() for p in layer.params.values())
 
     # -- encoder ---------------------------------------------------------
-    def encode(self, src: npt.ArrayLike,
-               lengths: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def encode(self, src: ArrayLike,
+               lengths: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Encoder states ``H`` ``(B, S, 2H)``, their padding mask ``(B, S)`` and ``s_0`` ``(B, H)``."""
         src, lengths = self._check_source(src, lengths)
         self._dlogits = None            # a new forward: the last loss's gradients are gone
@@ -200,8 +200,8 @@ class RNNencdec:
         return self._summary, None, None
 
     # -- training --------------------------------------------------------
-    def loss(self, src: npt.ArrayLike, lengths: npt.ArrayLike, tgt_in: npt.ArrayLike,
-             tgt_out: npt.ArrayLike) -> float:
+    def loss(self, src: ArrayLike, lengths: ArrayLike, tgt_in: ArrayLike,
+             tgt_out: ArrayLike) -> float:
         """Mean cross-entropy per target word (padding excluded), with teacher forcing.
 
         Parameters
@@ -281,7 +281,7 @@ class RNNencdec:
         self._encode_backward(dH, dsummary, ds)
 
     # -- inference -------------------------------------------------------
-    def translate(self, src: npt.ArrayLike, lengths: npt.ArrayLike,
+    def translate(self, src: ArrayLike, lengths: ArrayLike,
                   max_len: int | None = None) -> tuple[list[list[int]], np.ndarray]:
         """Greedy decoding without teacher forcing.
 
@@ -435,7 +435,7 @@ def _array_headers(path):
     return headers
 
 
-def load(path: str | os.PathLike, dtype: npt.DTypeLike = np.float32,
+def load(path: str | os.PathLike, dtype: DTypeLike = np.float32,
          model: RNNencdec | None = None) -> RNNencdec:
     """Read a model written by :func:`save` (``allow_pickle=False``).
 

@@ -34,7 +34,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import numpy.typing as npt
+from numpy.random import Generator
+from numpy.typing import DTypeLike
 
 from .._cli import EXIT_BROKEN_PIPE, int_at_least
 from ..data.paths import data_dir, sha256, write_atomic
@@ -56,7 +57,7 @@ RUNS = {
 }
 
 
-def training_batch(rng: np.random.Generator, batch: int, min_words: int, max_words: int,
+def training_batch(rng: Generator, batch: int, min_words: int, max_words: int,
                    spread: int, src_vocab: dict, tgt_vocab: dict) -> tuple:
     """A batch of sentences of similar length (within ``spread`` words of a random centre).
 
@@ -102,7 +103,7 @@ def checkpoint_dir() -> Path:
 
 
 def load_checkpoints(directory: str | os.PathLike | None = None,
-                     dtype: npt.DTypeLike = np.float64) -> tuple[dict, dict]:
+                     dtype: DTypeLike = np.float64) -> tuple[dict, dict]:
     """The manifest and the models it lists, ``(manifest, {name: model})``.
 
     Each file's sha256 is checked against the manifest first, and the model

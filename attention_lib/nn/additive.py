@@ -15,7 +15,8 @@ for each step in reverse and :meth:`~AdditiveAttention.keys_backward` once.
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
+from numpy.random import Generator
+from numpy.typing import ArrayLike, DTypeLike
 
 from .._checks import (as_float_dtype, as_float_input, as_int, as_mask_01, as_rng,
                        require_forward, require_shape)
@@ -66,8 +67,8 @@ class AdditiveAttention:
     ((2, 6), [[0.333, 0.333, 0.333], [0.5, 0.5, 0.0]])
     """
 
-    def __init__(self, d_h: int, d_s: int, d_a: int, rng: np.random.Generator,
-                 dtype: npt.DTypeLike = np.float32) -> None:
+    def __init__(self, d_h: int, d_s: int, d_a: int, rng: Generator,
+                 dtype: DTypeLike = np.float32) -> None:
         d_h, d_s, d_a = (as_int(n, name, 1) for n, name in ((d_h, "d_h"), (d_s, "d_s"), (d_a, "d_a")))
         dtype, rng = as_float_dtype(dtype), as_rng(rng)
         self.params = {"U_a": rng.normal(scale=d_h ** -0.5, size=(d_h, d_a)).astype(dtype),
@@ -76,7 +77,7 @@ class AdditiveAttention:
         self.grads = {k: np.zeros_like(p) for k, p in self.params.items()}
         self.H = None
 
-    def set_keys(self, H: npt.ArrayLike, mask: npt.ArrayLike | None = None) -> None:
+    def set_keys(self, H: ArrayLike, mask: ArrayLike | None = None) -> None:
         """Take the encoder states ``H`` ``(B, S, d_h)`` and padding ``mask`` ``(B, S)`` (True = a word)."""
         H = as_float_input(H, "H")
         if H.ndim != 3:
@@ -97,7 +98,7 @@ class AdditiveAttention:
         self.dH = np.zeros_like(self.H)
         self.dUH = np.zeros_like(self.UH)
 
-    def step(self, s: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray, tuple]:
+    def step(self, s: ArrayLike) -> tuple[np.ndarray, np.ndarray, tuple]:
         """Context ``c`` ``(B, d_h)`` and weights ``alpha`` ``(B, S)`` for decoder states ``s`` ``(B, d_s)``."""
         require_forward(self.H, self, "step", "set_keys")
         s = as_float_input(s, "s")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.random import Generator
 
 from .activations import GELU
 from .dropout import Dropout
@@ -49,8 +50,7 @@ class FeedForward(Composite):
     ((2, 5, 8), ['0.W', '0.b', '1.W', '1.b'])
     """
 
-    def __init__(self, d_model: int, d_ff: int, rng: np.random.Generator,
-                 approximate: str = "none") -> None:
+    def __init__(self, d_model: int, d_ff: int, rng: Generator, approximate: str = "none") -> None:
         self.fc1 = Linear(d_model, d_ff, rng)
         self.act = GELU(approximate)
         self.fc2 = Linear(d_ff, d_model, rng)

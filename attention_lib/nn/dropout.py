@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
+from numpy.random import Generator
+from numpy.typing import ArrayLike
 
 from .._checks import as_float_input, as_probability, as_rng, require_forward
 
@@ -45,7 +46,7 @@ class Dropout:
     array([1., 1., 1.])
     """
 
-    def __init__(self, p: float, rng: np.random.Generator | None = None) -> None:
+    def __init__(self, p: float, rng: Generator | None = None) -> None:
         try:
             p = as_probability(p, "p")
         except ValueError as err:
@@ -58,7 +59,7 @@ class Dropout:
         self.params, self.grads = {}, {}
         self.mask, self.shape = None, None
 
-    def forward(self, x: npt.ArrayLike) -> np.ndarray:
+    def forward(self, x: ArrayLike) -> np.ndarray:
         # An integer x would cast the scale 1 / (1 - p) to an integer (1): refused.
         x = as_float_input(x, "x")
         self.shape = x.shape

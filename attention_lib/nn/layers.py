@@ -7,7 +7,8 @@ See :mod:`attention_lib.nn` for the protocol every layer follows
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
+from numpy.random import Generator
+from numpy.typing import ArrayLike
 
 from .._checks import as_float_input, as_int, as_numeric, as_rng, require_forward
 
@@ -17,7 +18,7 @@ def sum_to_matrix(x: np.ndarray, grad: np.ndarray) -> np.ndarray:
     return x.reshape(-1, x.shape[-1]).T @ grad.reshape(-1, grad.shape[-1])
 
 
-def init_weight(rng: np.random.Generator, n_in: int, n_out: int) -> np.ndarray:
+def init_weight(rng: Generator, n_in: int, n_out: int) -> np.ndarray:
     """Weights drawn with variance ``1 / n_in`` (LeCun), so outputs start O(1)."""
     return rng.normal(scale=1.0 / np.sqrt(n_in), size=(n_in, n_out))
 
@@ -51,8 +52,7 @@ class Linear:
     ((4, 3), array([4., 4.]))
     """
 
-    def __init__(self, n_in: int, n_out: int, rng: np.random.Generator,
-                 bias: bool = True) -> None:
+    def __init__(self, n_in: int, n_out: int, rng: Generator, bias: bool = True) -> None:
         n_in, n_out = as_int(n_in, "n_in", 1), as_int(n_out, "n_out", 1)
         self.params = {"W": init_weight(as_rng(rng), n_in, n_out)}
         if bias:
@@ -60,7 +60,7 @@ class Linear:
         self.grads = {}
         self.x = None
 
-    def forward(self, x: npt.ArrayLike) -> np.ndarray:
+    def forward(self, x: ArrayLike) -> np.ndarray:
         x = as_float_input(x, "x")
         n_in = self.params["W"].shape[0]
         if x.ndim == 0 or x.shape[-1] != n_in:
@@ -113,13 +113,13 @@ class Embedding:
     array([0., 2., 0., 1., 0.])
     """
 
-    def __init__(self, n_tokens: int, d: int, rng: np.random.Generator) -> None:
+    def __init__(self, n_tokens: int, d: int, rng: Generator) -> None:
         n_tokens, d = as_int(n_tokens, "n_tokens", 1), as_int(d, "d", 1)
         self.params = {"E": as_rng(rng).normal(size=(n_tokens, d))}
         self.grads = {}
         self.tokens = None
 
-    def forward(self, tokens: npt.ArrayLike) -> np.ndarray:
+    def forward(self, tokens: ArrayLike) -> np.ndarray:
         tokens = as_numeric(tokens, "tokens")
         n = self.params["E"].shape[0]
         if tokens.dtype.kind not in "iu" or tokens.size and (

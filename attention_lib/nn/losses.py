@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
+from numpy.typing import ArrayLike
 
 from .._checks import as_numeric
 from ..softmax import log_softmax
 
 
-def softmax_cross_entropy(logits: npt.ArrayLike,
-                          targets: npt.ArrayLike) -> tuple[float, np.ndarray]:
+def softmax_cross_entropy(logits: ArrayLike, targets: ArrayLike) -> tuple[float, np.ndarray]:
     """Mean cross-entropy of a softmax over the last axis, and its gradient.
 
     Parameters

@@ -13,7 +13,8 @@ True where a query *may attend*, a float mask is added to the scores.
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
+from numpy.random import Generator
+from numpy.typing import ArrayLike, DTypeLike
 from numpy.lib.stride_tricks import as_strided
 
 from .._checks import as_bool, as_int, as_mask, as_numeric, max_abs, overflow_bound
@@ -192,7 +193,7 @@ class MultiHeadAttention:
         self,
         d_model: int,
         n_heads: int,
-        rng: np.random.Generator,
+        rng: Generator,
         n_kv_heads: int | None = None,
         d_head: int | None = None,
         d_kv: int | None = None,
@@ -200,7 +201,7 @@ class MultiHeadAttention:
         dropout: float = 0.0,
         rotary: str | None = None,
         rotary_base: float = 10000.0,
-        dtype: npt.DTypeLike = np.float64,
+        dtype: DTypeLike = np.float64,
     ) -> None:
         d_model = as_int(d_model, "d_model", 1)
         H = as_int(n_heads, "n_heads", 1)
@@ -412,12 +413,12 @@ class MultiHeadAttention:
 
     def forward(
         self,
-        x_q: npt.ArrayLike,
-        x_kv: npt.ArrayLike | None = None,
-        attn_mask: npt.ArrayLike | None = None,
+        x_q: ArrayLike,
+        x_kv: ArrayLike | None = None,
+        attn_mask: ArrayLike | None = None,
         is_causal: bool = False,
         cache: KVCache | None = None,
-        x_v: npt.ArrayLike | None = None,
+        x_v: ArrayLike | None = None,
         need_weights: bool = True,
     ) -> np.ndarray:
         """Attend from ``x_q`` (B, L, d_model) to itself, or to ``x_kv`` (B, S, d_kv).
@@ -679,7 +680,7 @@ class SelfAttention(MultiHeadAttention):
     ((3, 5, 8), (3, 2, 5, 5))
     """
 
-    def __init__(self, d_model: int, n_heads: int, rng: np.random.Generator,
+    def __init__(self, d_model: int, n_heads: int, rng: Generator,
                  dropout: float = 0.0, causal: bool = True, rotary: bool = False) -> None:
         super().__init__(
             d_model,
@@ -690,7 +691,7 @@ class SelfAttention(MultiHeadAttention):
         )
         self.causal = as_bool(causal, "causal")
 
-    def forward(self, x: npt.ArrayLike, cache: KVCache | None = None) -> np.ndarray:
+    def forward(self, x: ArrayLike, cache: KVCache | None = None) -> np.ndarray:
         """Attend within ``x`` (B, T, d_model); with a ``cache``, also to its earlier positions."""
         return super().forward(x, is_causal=self.causal, cache=cache)
 
@@ -716,7 +717,7 @@ class Attention(MultiHeadAttention):
     (['W_Q', 'W_K', 'W_V', 'W_O'], (2, 5, 8))
     """
 
-    def __init__(self, d_model: int, d_k: int, d_v: int, rng: np.random.Generator) -> None:
+    def __init__(self, d_model: int, d_k: int, d_v: int, rng: Generator) -> None:
         self.d_v = as_int(d_v, "d_v", 1)
         super().__init__(d_model, 1, rng, d_head=d_k, bias=False)
 
@@ -728,8 +729,8 @@ class Attention(MultiHeadAttention):
             init_weight(rng, self.d_v, d_model),
         )
 
-    def forward(self, x_q: npt.ArrayLike, x_kv: npt.ArrayLike,
-                attn_mask: npt.ArrayLike | None = None, is_causal: bool = False) -> np.ndarray:
+    def forward(self, x_q: ArrayLike, x_kv: ArrayLike,
+                attn_mask: ArrayLike | None = None, is_causal: bool = False) -> np.ndarray:
         out = super().forward(x_q, x_kv, attn_mask, is_causal)
         self.weights = self.weights[..., 0, :, :]
         return out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
+from numpy.typing import ArrayLike
 
 from .._checks import as_features, as_int, as_output_grad
 
@@ -52,7 +52,7 @@ class LayerNorm:
         self.grads = {}
         self.x_hat = self.inv_sigma = None
 
-    def forward(self, x: npt.ArrayLike) -> np.ndarray:
+    def forward(self, x: ArrayLike) -> np.ndarray:
         d = self.params["gamma"].shape[0]
         x = as_features(x, d, "LayerNorm", "d")
         with np.errstate(over="ignore", invalid="ignore"):   # checked on the next line
@@ -146,7 +146,7 @@ class RMSNorm:
         self.grads = {}
         self.x_hat = self.r = None
 
-    def forward(self, x: npt.ArrayLike) -> np.ndarray:
+    def forward(self, x: ArrayLike) -> np.ndarray:
         d = self.params["gamma"].shape[0]
         x = as_features(x, d, "RMSNorm", "d")
         with np.errstate(over="ignore", invalid="ignore"):   # checked on the next line

@@ -22,7 +22,8 @@ at its sentence's last real word.
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
+from numpy.random import Generator
+from numpy.typing import ArrayLike, DTypeLike
 
 from .._checks import (as_float_dtype, as_float_input, as_int, as_mask_01, as_rng,
                        require_forward, require_shape)
@@ -65,8 +66,8 @@ class GRUCell:
     ((2, 3), (4, 12))
     """
 
-    def __init__(self, d_in: int, hidden: int, rng: np.random.Generator,
-                 dtype: npt.DTypeLike = np.float32) -> None:
+    def __init__(self, d_in: int, hidden: int, rng: Generator,
+                 dtype: DTypeLike = np.float32) -> None:
         d_in, H = as_int(d_in, "d_in", 1), as_int(hidden, "hidden", 1)
         dtype, rng = as_float_dtype(dtype), as_rng(rng)
         k = 1.0 / np.sqrt(H)
@@ -87,8 +88,8 @@ class GRUCell:
         """
         return x @ self.params["W_ih"] + self.params["b_ih"]
 
-    def step(self, x: npt.ArrayLike, h: np.ndarray,
-             mask: npt.ArrayLike | None = None) -> tuple[np.ndarray, tuple]:
+    def step(self, x: ArrayLike, h: np.ndarray,
+             mask: ArrayLike | None = None) -> tuple[np.ndarray, tuple]:
         """One step from input ``x`` ``(B, d_in)`` and state ``h`` ``(B, H)``.
 
         Returns the new state ``(B, H)`` and the cache for :meth:`step_backward`.
@@ -177,13 +178,13 @@ class GRU(GRUCell):
     (2, 5, 3)
     """
 
-    def __init__(self, d_in: int, hidden: int, rng: np.random.Generator,
-                 dtype: npt.DTypeLike = np.float32, reverse: bool = False) -> None:
+    def __init__(self, d_in: int, hidden: int, rng: Generator,
+                 dtype: DTypeLike = np.float32, reverse: bool = False) -> None:
         super().__init__(d_in, hidden, rng, dtype)
         self.reverse = bool(reverse)
         self.caches = None
 
-    def forward(self, x: npt.ArrayLike, mask: npt.ArrayLike | None = None,
+    def forward(self, x: ArrayLike, mask: ArrayLike | None = None,
                 h0: np.ndarray | None = None) -> np.ndarray:
         """States ``(B, T, H)`` for inputs ``x`` ``(B, T, d_in)``; ``mask`` ``(B, T)``."""
         x = as_float_input(x, "x")

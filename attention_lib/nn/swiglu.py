@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
+from numpy.random import Generator
+from numpy.typing import ArrayLike
 
 from .._checks import as_features, as_int, as_output_grad
 from .activations import SiLU
@@ -46,7 +47,7 @@ class SwiGLU:
     ((2, 5, 8), ['W1', 'W2', 'W3'])
     """
 
-    def __init__(self, d_model: int, d_ff: int, rng: np.random.Generator) -> None:
+    def __init__(self, d_model: int, d_ff: int, rng: Generator) -> None:
         d_model, d_ff = as_int(d_model, "d_model", 1), as_int(d_ff, "d_ff", 1)
         self.params = {"W1": init_weight(rng, d_model, d_ff), "W3": init_weight(rng, d_model, d_ff),
                        "W2": init_weight(rng, d_ff, d_model)}
@@ -54,7 +55,7 @@ class SwiGLU:
         self.silu = SiLU()
         self.x = None
 
-    def forward(self, x: npt.ArrayLike) -> np.ndarray:
+    def forward(self, x: ArrayLike) -> np.ndarray:
         d = self.params["W1"].shape[0]
         x = as_features(x, d, "SwiGLU", "d_model")
         self.x = x

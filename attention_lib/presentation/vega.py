@@ -59,7 +59,8 @@ def fit_column(chart, max_width, axes=0):
     a phone's column as well as a desktop's. A single or layered chart fits
     whole (``autosize`` fit-x, axes and legend included); a concatenation
     cannot, so its panels take the column less ``axes`` px for the axes beside
-    them. :func:`~attention_lib.presentation.embed.chart_html` reads both numbers from the spec's ``usermeta``.
+    them. :func:`~attention_lib.presentation.embed.chart_html` reads both numbers
+    from the spec's ``usermeta``.
     """
     if axes:  # a concatenation: every panel as wide as the container
         chart.vconcat = [panel.properties(width="container") for panel in chart.vconcat]
