@@ -94,13 +94,7 @@ def attention_inputs(query, key, value, attn_mask, is_causal, scale):
                 "attn_mask contains NaN or +inf; use -inf or False to mask"
             )
     if is_causal:
-        causal = causal_mask(L, S)
-        if mask is None:
-            mask = causal
-        elif mask.dtype.kind == "b":
-            mask = mask & causal
-        else:
-            mask = np.where(causal, mask, -np.inf)
+        mask = and_causal(mask, causal_mask(L, S))
 
     if scale is None:
         scale = 1.0 / np.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
@@ -128,6 +122,15 @@ def attention_inputs(query, key, value, attn_mask, is_causal, scale):
         )
         mask = float_mask(mask, dtype, scores_bound)
     return q, k, v, mask, dtype.type(scale)
+
+
+def and_causal(mask, causal):
+    """``mask`` (None, boolean, or float and added) restricted to the boolean ``causal``."""
+    if mask is None:
+        return causal
+    if mask.dtype.kind == "b":
+        return mask & causal
+    return np.where(causal, mask, -np.inf).astype(mask.dtype, copy=False)
 
 
 def float_mask(mask, dtype, scores_bound, name="attn_mask"):

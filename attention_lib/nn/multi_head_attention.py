@@ -18,7 +18,7 @@ from numpy.typing import ArrayLike, DTypeLike
 from numpy.lib.stride_tricks import as_strided
 
 from .._checks import as_bool, as_int, as_mask, as_numeric, max_abs, overflow_bound
-from .._kernel import attention_backward, attention_weights, float_mask
+from .._kernel import and_causal, attention_backward, attention_weights, float_mask
 from ..positions import rotary_tables, rotate_pairs
 from .dropout import Dropout
 from .layers import init_weight, sum_to_matrix
@@ -402,13 +402,7 @@ class MultiHeadAttention:
             heads = (H_kv, H // H_kv) if m.shape[1] == H else (1, 1)
             mask = m.reshape(m.shape[:1] + heads + m.shape[2:])
         if is_causal:  # the query at position p sees keys 0 .. p
-            causal = np.arange(S) <= np.arange(offset, offset + T)[:, None]
-            if mask is None:
-                mask = causal
-            elif mask.dtype.kind == "b":
-                mask = mask & causal
-            else:
-                mask = np.where(causal, mask, -np.inf).astype(dtype, copy=False)
+            mask = and_causal(mask, np.arange(S) <= np.arange(offset, offset + T)[:, None])
         return mask
 
     def forward(
