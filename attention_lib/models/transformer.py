@@ -106,11 +106,16 @@ class DecoderLayer(Composite):
                 ("cross_attn", self.cross_attn), ("ln3", self.ln3)] + _ffn_named(self.ffn)
 
     def forward(self, y, memory, src_mask, caches=None):
-        """``caches``: a (self-attention, cross-attention) pair of :class:`~attention_lib.nn.KVCache`."""
+        """Three pre-LN sub-layers, each added to its input; ``caches``: two KVCaches."""
         self_cache, cross_cache = (None, None) if caches is None else caches
-        y = y + self.self_attn.forward(self.ln1.forward(y), is_causal=True, cache=self_cache)
-        y = y + self.cross_attn.forward(self.ln2.forward(y), memory, attn_mask=src_mask,
+        # 1. causal self-attention: each French position sees the ones before it
+        h = self.ln1.forward(y)
+        y = y + self.self_attn.forward(h, is_causal=True, cache=self_cache)
+        # 2. cross-attention: queries from y, keys and values from the memory
+        h = self.ln2.forward(y)
+        y = y + self.cross_attn.forward(h, memory, attn_mask=src_mask,
                                         cache=cross_cache)
+        # 3. the position-wise feed-forward network
         return y + self.ffn.forward(self.ln3.forward(y))
 
     def backward(self, grad):
@@ -145,11 +150,14 @@ def label_smoothed_cross_entropy(logits, targets, smoothing=0.1, ignore=PAD):
     keep = targets != ignore
     n = max(int(keep.sum()), 1)
     z = logits - logits.max(axis=-1, keepdims=True)
-    log_p = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
-    nll = -np.take_along_axis(log_p, targets[..., None], axis=-1)[..., 0]
-    smooth = -log_p.mean(axis=-1)
+    grad = np.exp(z)
+    total = grad.sum(axis=-1, keepdims=True)
+    log_total = np.log(total)[..., 0]
+    # log p = z - log_total, so nll = log_total - z[target] and mean(-log p) = log_total - mean(z)
+    nll = log_total - np.take_along_axis(z, targets[..., None], axis=-1)[..., 0]
+    smooth = log_total - z.mean(axis=-1)
     loss = float((((1 - smoothing) * nll + smoothing * smooth) * keep).sum() / n)
-    grad = np.exp(log_p)
+    grad /= total
     grad -= smoothing / V
     np.put_along_axis(grad, targets[..., None],
                       np.take_along_axis(grad, targets[..., None], axis=-1) - (1 - smoothing),
@@ -244,7 +252,8 @@ class Transformer:
                     sub.params[k] = arr.astype(self.dtype)
 
     # -- forward ---------------------------------------------------------
-    def _embed(self, ids, start=0):
+    def embed(self, ids, start=0):
+        """``E[ids] * sqrt(d_model) + PE``: (B, T, d_model) for ids (B, T) at ``start``."""
         T = ids.shape[1]
         if start + T > self.max_len:
             raise ValueError(f"a sequence of {start + T} tokens is longer than max_len = "
@@ -262,39 +271,63 @@ class Transformer:
         if lengths.size and lengths.min() < 1:
             raise ValueError("lengths must be at least 1: every sentence needs a token")
         mask = padding_mask(lengths, src.shape[1])[:, None, None, :]
-        x = self._embed(src)
+        x = self.embed(src)
         for layer in self.encoder:
             x = layer.forward(x, mask)
         self._src = src
         return self.enc_ln.forward(x), mask
 
-    def decode(self, tgt_in, memory, src_mask):
-        """Logits (B, T, V) of every next token, with teacher forcing."""
-        y = self._embed(np.asarray(tgt_in))
+    def _decode_hidden(self, tgt_in, memory, src_mask):
+        """The decoder's final hidden states (B, T, d_model), kept for :meth:`backward`."""
+        y = self.embed(np.asarray(tgt_in))
         for layer in self.decoder:
             y = layer.forward(y, memory, src_mask)
         self._h = self.dec_ln.forward(y)
         self._tgt = np.asarray(tgt_in)
-        return self._h @ self.emb.params["E"].T
+        self._keep = None
+        return self._h
+
+    def decode(self, tgt_in, memory, src_mask):
+        """Logits (B, T, V) of every next token, with teacher forcing."""
+        return self._decode_hidden(tgt_in, memory, src_mask) @ self.emb.params["E"].T
 
     def forward(self, src, lengths, tgt_in):
         memory, mask = self.encode(src, lengths)
         return self.decode(tgt_in, memory, mask)
 
     def loss(self, src, lengths, tgt_in, tgt_out, smoothing=0.0):
-        """Mean (label-smoothed) cross-entropy per target token, padding excluded."""
-        logits = self.forward(src, lengths, tgt_in)
-        loss, self._dlogits = label_smoothed_cross_entropy(logits, np.asarray(tgt_out),
-                                                           smoothing)
+        """Mean (label-smoothed) cross-entropy per target token, padding excluded.
+
+        Only the non-padding positions go through the output layer: padding
+        contributes nothing to the loss, so its logits are never computed.
+        """
+        memory, mask = self.encode(src, lengths)
+        h = self._decode_hidden(tgt_in, memory, mask)
+        tgt_out = np.asarray(tgt_out)
+        if tgt_out.shape != h.shape[:2]:
+            raise ValueError(f"tgt_out must have the shape of tgt_in {h.shape[:2]}, "
+                             f"got {tgt_out.shape}")
+        keep = tgt_out != PAD
+        logits = h[keep] @ self.emb.params["E"].T                   # (kept, V)
+        loss, self._dlogits = label_smoothed_cross_entropy(logits, tgt_out[keep], smoothing)
+        self._keep = keep
         return loss
 
     def backward(self, dlogits=None):
-        """Gradients of the last :meth:`loss` (or of ``dlogits``) for every parameter."""
-        dlogits = self._dlogits if dlogits is None else dlogits
+        """Gradients of the last :meth:`loss` (or of ``dlogits``, shape (B, T, V)) for every parameter."""
         E = self.emb.params["E"]
         d = self.d_model
-        dE = _sum_to_matrix(dlogits, self._h)                    # (V, d): output side
-        dy = self.dec_ln.backward(dlogits @ E)
+        if dlogits is None:
+            if getattr(self, "_dlogits", None) is None or self._keep is None:
+                raise RuntimeError("Transformer.backward() without dlogits needs loss() first")
+            h = self._h[self._keep]                                   # (kept, d)
+            dE = self._dlogits.T @ h                                  # (V, d): output side
+            dh = np.zeros_like(self._h)
+            dh[self._keep] = self._dlogits @ E
+        else:
+            dE = _sum_to_matrix(dlogits, self._h)
+            dh = dlogits @ E
+        dy = self.dec_ln.backward(dh)
         dmem = 0
         for layer in reversed(self.decoder):
             dy, dm = layer.backward(dy)
@@ -319,7 +352,7 @@ class Transformer:
 
     def _step(self, y, t, memory, mask, caches):
         """Log-probabilities (N, V) of the next token after ``y`` (N,) at position ``t``."""
-        h = self._embed(y[:, None], start=t)
+        h = self.embed(y[:, None], start=t)
         for layer, pair in zip(self.decoder, caches):
             h = layer.forward(h, memory, mask, caches=pair)
         logits = self.dec_ln.forward(h)[:, 0] @ self.emb.params["E"].T

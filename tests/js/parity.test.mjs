@@ -82,3 +82,14 @@ for (const [name, ref] of Object.entries(fixture.models)) {
     assert.ok(others.some((o) => o !== a.join()), "four seeds gave the same sample");
   });
 }
+
+test("stories260k: a byte token displays as its character, and decodes as text", () => {
+  const { model } = load("stories260k");
+  const tok = model.tokenizer;
+  const newline = tok.tokens.indexOf("<0x0A>");
+  assert.ok(newline >= 0, "the vocabulary has no <0x0A> token");
+  assert.equal(tok.piece(newline), "\n", "the widget would show <0x0A> instead of a newline");
+  assert.equal(tok.decode([tok.bosId, ...tok.encode("Hi", { bos: false }), newline]), "Hi\n");
+  const high = tok.tokens.indexOf("<0xC3>");
+  assert.equal(tok.piece(high), "<0xC3>", "half a UTF-8 character has no character to show");
+});

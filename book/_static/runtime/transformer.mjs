@@ -846,9 +846,13 @@ export class Llama2cTokenizer {
     return new TextDecoder().decode(new Uint8Array(bytes));
   }
 
+  /** The text of one token for display: an ASCII byte as its character ("<0x0A>" is a newline). */
   piece(id) {
     const t = this.tokens[id];
-    return /^<0x[0-9A-F]{2}>$/.test(t) ? t : t.replaceAll("▁", " ");
+    const byte = /^<0x([0-9A-F]{2})>$/.exec(t);
+    if (!byte) return t.replaceAll("▁", " ");
+    const code = parseInt(byte[1], 16);
+    return code < 0x80 ? String.fromCharCode(code) : t;
   }
 }
 
