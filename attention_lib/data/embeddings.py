@@ -15,11 +15,8 @@ An unknown word gets a row of zeros, and a zero key would still receive
 attention weight (its score is 0, not ``-inf``). So ``known`` is returned
 alongside: pass it as the attention mask so unknown words get no weight.
 
-Every data file is checked against the SHA-256 in ``data/MANIFEST.json``
-(once per file per process) before it is used, and its structure when it is
-loaded (vector width, vocabulary rows), so a truncated download, an edited
-or a malformed file gives a ``DataFileError`` naming the file and the
-rebuild command rather than quietly wrong numbers.
+Each file is checked against ``data/MANIFEST.json`` (:mod:`.paths`) and its
+structure when it is loaded, else a ``DataFileError`` names it.
 """
 
 import json
