@@ -11,59 +11,8 @@ Altair is imported only inside these functions: the numerical modules of
 in :mod:`.vega`; :func:`~attention_lib.presentation.embed.show` puts a chart on
 a page (:mod:`.embed`, the HTML embedding).
 
-A chart does not repeat a static figure on the same page: where a
-matplotlib figure and a chart would show the same thing, the page keeps the
-chart, and the printed numbers of its compared cell (below) serve print and
-readers without JavaScript; a static figure beside a chart shows something
-the chart does not.
-
-How a chapter adds a chart (instructions for chapter authors)
--------------------------------------------------------------
-nbval: the chart cell is excluded from comparison with ``# NBVAL_IGNORE_OUTPUT``
-(its payload is HTML and JSON, not a teaching output), and the numbers the
-chart starts from are printed by the next cell, which nbval compares. No
-sanitiser file is needed. A chart takes three cells:
-
-1. A markdown cell saying what the reader can do with the chart
-   ("Drag the temperature ...; switch the colour scale ...").
-2. The chart cell, metadata ``{"tags": ["remove-input"]}`` (the reader sees
-   the chart, not the call), first line ``# NBVAL_IGNORE_OUTPUT``, one call to
-   :func:`~.embed.show` with a caption; no ``mystnb`` figure metadata (that is for
-   images)::
-
-       # NBVAL_IGNORE_OUTPUT
-       from attention_lib.presentation import attention_heatmap_chart, show
-       show(attention_heatmap_chart(scores, french.words, english.words),
-            caption="Interactive: hover over a cell; drag the temperature.")
-
-3. A compared text cell (no tags, no ``NBVAL_IGNORE_OUTPUT``) printing the
-   numbers the chart shows in its initial state, e.g. for the heat map
-   ``print(np.array2string(softmax(scores), precision=4))``.
-
-The four charts and their compared cells:
-
-* chapter 4, heat map: ``attention_heatmap_chart(scores, query_words,
-  key_words)`` (the stored scores, not the weights); print ``softmax(scores)``.
-* chapter 4, saturation: ``saturation_chart()``; print, from
-  ``s = saturation_scores()``, ``softmax(s[d_k])`` and
-  ``softmax(s[d_k] / np.sqrt(d_k))`` for one or two ``d_k`` (e.g. 32, 1024).
-* chapter 5, masks: ``mask_explorer_chart("the cat sat on the mat <pad>
-  <pad>".split(), masks=["bidirectional", "causal", "padding"])`` (no ALiBi
-  before chapter 8); print the causal weights of
-  ``mask_explorer_scores(words)`` with the library's own mask, e.g.
-  ``softmax(np.where(causal_mask(L), s, -np.inf))``.
-* chapter 14, online softmax: ``online_softmax_chart(e, block_size=4)`` with
-  the chapter's row of scores ``e``; print the running maximum and sum after
-  each block (the chapter's ``online_softmax_step`` trace already does).
-
-The chart cell's output is deterministic all the same (the container id is
-a hash of the spec, the data come from fixed seeds): re-executing a chapter
-does not churn its committed outputs.
-
-``scripts/browser_check.py`` opens every page with charts (the
-``.attention-chart`` containers) with the network blocked and fails unless
-each chart draws, shows a tooltip on hover and redraws when its first
-control is moved from the keyboard.
+How a chapter adds a chart (three cells, what nbval compares, which numbers
+to print) is in CONTRIBUTING.md, "An interactive chart in a chapter".
 """
 
 import numpy as np
