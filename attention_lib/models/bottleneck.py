@@ -25,8 +25,6 @@ draw comes from a generator seeded by ``(seed, L)``, so a result for one
 length does not depend on which other lengths were run.
 """
 
-from __future__ import annotations
-
 from collections.abc import Sequence
 from dataclasses import dataclass
 

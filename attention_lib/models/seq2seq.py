@@ -26,8 +26,6 @@ attention); ``tests/test_seq2seq.py`` checks every parameter against central
 differences.
 """
 
-from __future__ import annotations
-
 import json
 import os
 import zipfile

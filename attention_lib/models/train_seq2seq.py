@@ -23,8 +23,6 @@ matches the committed one in its evaluation (within
 ``scripts/check-retrain.sh``'s tolerance), not in its bits.
 """
 
-from __future__ import annotations
-
 import argparse
 import json
 import os

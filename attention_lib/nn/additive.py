@@ -12,8 +12,6 @@ every decoder step, and, backwards, :meth:`~AdditiveAttention.step_backward`
 for each step in reverse and :meth:`~AdditiveAttention.keys_backward` once.
 """
 
-from __future__ import annotations
-
 import numpy as np
 from numpy.random import Generator
 from numpy.typing import ArrayLike, DTypeLike

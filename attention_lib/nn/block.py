@@ -1,7 +1,5 @@
 """The feed-forward layer and the Transformer block built from the other layers."""
 
-from __future__ import annotations
-
 import numpy as np
 from numpy.random import Generator
 

@@ -1,7 +1,5 @@
 """Dropout: zero a random fraction of the activations while training."""
 
-from __future__ import annotations
-
 import numpy as np
 from numpy.random import Generator
 from numpy.typing import ArrayLike

@@ -4,8 +4,6 @@ See :mod:`attention_lib.nn` for the protocol every layer follows
 (``params``, ``grads``, ``forward``, ``backward``).
 """
 
-from __future__ import annotations
-
 import numpy as np
 from numpy.random import Generator
 from numpy.typing import ArrayLike

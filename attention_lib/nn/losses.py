@@ -1,7 +1,5 @@
 """The loss a language model is trained on, with its gradient."""
 
-from __future__ import annotations
-
 import numpy as np
 from numpy.typing import ArrayLike
 

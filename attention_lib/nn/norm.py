@@ -1,7 +1,5 @@
 """Layer normalisation, and its backward pass."""
 
-from __future__ import annotations
-
 import numpy as np
 from numpy.typing import ArrayLike
 

@@ -1,9 +1,7 @@
 """Optimisers: update the ``params`` of a list of layers from their ``grads``."""
 
-from __future__ import annotations
-
-from collections.abc import Sequence
 import numbers
+from collections.abc import Sequence
 
 import numpy as np
 

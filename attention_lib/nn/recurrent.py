@@ -19,8 +19,6 @@ ends in the same state as the unpadded one, and a backward-running GRU starts
 at its sentence's last real word.
 """
 
-from __future__ import annotations
-
 import numpy as np
 from numpy.random import Generator
 from numpy.typing import ArrayLike, DTypeLike

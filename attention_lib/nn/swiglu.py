@@ -1,7 +1,5 @@
 """Llama's feed-forward layer: a SiLU-gated linear unit (SwiGLU)."""
 
-from __future__ import annotations
-
 import numpy as np
 from numpy.random import Generator
 from numpy.typing import ArrayLike

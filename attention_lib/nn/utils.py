@@ -1,8 +1,7 @@
 """Training utilities that act on a list of layers."""
 
-from __future__ import annotations
-
 from collections.abc import Sequence
+
 import numpy as np
 
 
