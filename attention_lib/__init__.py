@@ -1,64 +1,52 @@
 """attention_lib: attention from first principles, in NumPy.
 
-The library behind the book *Attention from Scratch*. Each module holds the
-mathematics of one idea, written in the book's notation:
+The library behind the book *Attention from Scratch*. The folders show its
+architecture; imports flow one way, from presentation to models to layers to
+the functional maths (data is read by models and presentation):
 
-- :mod:`attention_lib.softmax`: the numerically stable softmax, log-softmax and log-sum-exp.
-- :mod:`attention_lib.masks`: causal and padding masks.
-- :mod:`attention_lib.interactive`: charts that recompute attention in the
-  reader's browser (Altair, imported only when a chart is built).
-- :mod:`attention_lib.additive`: Bahdanau (additive) attention.
-- :mod:`attention_lib.bottleneck`: the information-bottleneck experiment (chapter 1).
-- :mod:`attention_lib.toy_translation`: a toy English-to-French grammar with gold
-  word alignments (chapter 3's task).
-- :mod:`attention_lib.dot_product`: scaled dot-product (QKV) attention.
-- :mod:`attention_lib.multi_head`: learned projections and multi-head attention.
-- :mod:`attention_lib.positions`: word order (sinusoidal, rotary, ALiBi).
-- :mod:`attention_lib.blockwise`: the same attention in bounded memory (online softmax).
-- :mod:`attention_lib.backward`: the gradients of attention, by hand (plain and blockwise).
-- :mod:`attention_lib.nn`: layers with their backward passes, losses and Adam.
-- :mod:`attention_lib.models`: whole models assembled from those layers (chapter 3's
-  RNNencdec and RNNsearch, their training script and evaluation; chapter 10's TinyGPT;
-  chapter 13's Llama, read from a GGUF file).
-- :mod:`attention_lib.data`: file formats and tokenizers (the GGUF reader, Llama's
-  SentencePiece tokenizer).
-- :mod:`attention_lib.toy_translation`: chapter 3's toy English-French grammar, with
-  the gold word alignment of every pair.
-- :mod:`attention_lib.tables`: plain-text tables for printed results.
-- ``glue``: numbers for the prose (myst-nb's ``glue`` when it is installed, else
-  the value is displayed), so a downloaded chapter runs in a plain Jupyter.
-- :mod:`attention_lib.embeddings`: aligned English/French word vectors from ``data/``.
-- :mod:`attention_lib.align`: word alignment from attention weights, IBM Model 1
-  trained by EM, how to score them, and the command line.
-- :mod:`attention_lib.sampling`: the distribution a language model samples from
-  (temperature, top-k, top-p) and its entropy (chapter 12).
-- :mod:`attention_lib.generate`: ``python -m attention_lib.generate``, text from the
-  book's trained models (``attention_lib.models.load_pretrained``).
+- functional maths, at the top level, each module one idea in the book's notation:
+  :mod:`~attention_lib.softmax` (softmax, log-softmax, log-sum-exp),
+  :mod:`~attention_lib.masks` (causal and padding masks),
+  :mod:`~attention_lib.additive` (Bahdanau's additive attention),
+  :mod:`~attention_lib.dot_product` (scaled dot-product attention),
+  :mod:`~attention_lib.positions` (sinusoidal, rotary, ALiBi),
+  :mod:`~attention_lib.blockwise` (the online softmax: attention in bounded memory),
+  :mod:`~attention_lib.backward` (the gradients of attention, by hand),
+  :mod:`~attention_lib.gradcheck` (gradients checked by central differences),
+  :mod:`~attention_lib.sampling` (temperature, top-k, top-p), and
+  :mod:`~attention_lib.multi_head`, ``MultiHeadAttention`` with PyTorch's API;
+- :mod:`attention_lib.nn`: layers with their backward passes, losses and Adam;
+- :mod:`attention_lib.models`: whole models (chapter 1's bottleneck experiment,
+  chapter 3's RNNencdec and RNNsearch, TinyGPT, the Transformer, Llama) and
+  their training scripts;
+- :mod:`attention_lib.data`: data sets and file formats (the toy grammar, word
+  vectors, Tatoeba, GGUF, Llama's tokenizer) and the checksummed ``data/`` folder;
+- :mod:`attention_lib.presentation`: static plots, interactive charts, tables,
+  widgets and ``glue`` (numbers for the prose, with or without Jupyter Book);
+- :mod:`attention_lib.align`: word alignment from attention and by IBM Model 1,
+  its scores and command line; ``python -m attention_lib.generate`` and
+  ``python -m attention_lib.translate`` run the book's trained models.
 """
 
-from ._glue import glue
 from .additive import additive_attention, additive_scores
-from .backward import (blockwise_attention_backward,
-                       scaled_dot_product_attention_backward)
-from .bottleneck import BottleneckResult, bottleneck_experiment
+from .backward import blockwise_attention_backward, scaled_dot_product_attention_backward
 from .blockwise import blockwise_attention, online_softmax_step
 from .dot_product import scaled_dot_product_attention
-from .embeddings import (DataFileError, Tokens, data_dir, embed, load_embeddings,
-                         load_vocab, tokenize)
 from .masks import causal_mask, padding_mask
-from .models import RNNencdec, RNNsearch, TinyGPT
 from .multi_head import MultiHeadAttention
 from .positions import alibi_bias, alibi_slopes, rotary, sinusoidal_positions
-from . import interactive
 from .softmax import log_softmax, logsumexp, softmax, softmax_backward
-from .tables import format_table, print_table
-from .toy_translation import Pair, generate_pairs
-from ._widgets import widget_html
+
+from .data.embeddings import Tokens, embed, load_embeddings, load_vocab, tokenize
+from .data.paths import DataFileError, data_dir
+from .data.toy_translation import Pair, generate_pairs
+from .models import RNNencdec, RNNsearch, TinyGPT
+from .models.bottleneck import BottleneckResult, bottleneck_experiment
+from .presentation import format_table, glue, print_table, widget_html
 
 __version__ = "1.0.0"
 
 __all__ = [
-    "interactive",
     "additive_attention",
     "additive_scores",
     "alibi_bias",

@@ -197,6 +197,19 @@ def as_probability(p, name, high_open=True):
     return value
 
 
+def as_real(value, name, low=0.0, high=None, high_open=False):
+    """Return ``value`` as a float, or raise if it is not a finite number in the interval."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+        raise TypeError(f"{name} must be a number, got {value!r}")
+    ok = np.isfinite(value) and value >= low
+    if high is not None:
+        ok = ok and (value < high if high_open else value <= high)
+    if not ok:
+        bound = f">= {low}" if high is None else f"in [{low}, {high}{')' if high_open else ']'}"
+        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
+    return float(value)
+
+
 def require_shape(arr, name, shape, layout):
     """Raise ``ValueError`` unless ``arr.shape == shape`` (``None`` entries match anything)."""
     if len(arr.shape) != len(shape) or any(

@@ -18,6 +18,7 @@ import numpy as np
 
 from ._checks import (
     as_bool,
+    as_int,
     as_mask,
     as_numeric,
     as_scale,
@@ -93,13 +94,7 @@ def attention_inputs(query, key, value, attn_mask, is_causal, scale):
                 "attn_mask contains NaN or +inf; use -inf or False to mask"
             )
     if is_causal:
-        causal = causal_mask(L, S)
-        if mask is None:
-            mask = causal
-        elif mask.dtype.kind == "b":
-            mask = mask & causal
-        else:
-            mask = np.where(causal, mask, -np.inf)
+        mask = and_causal(mask, causal_mask(L, S))
 
     if scale is None:
         scale = 1.0 / np.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
@@ -127,6 +122,15 @@ def attention_inputs(query, key, value, attn_mask, is_causal, scale):
         )
         mask = float_mask(mask, dtype, scores_bound)
     return q, k, v, mask, dtype.type(scale)
+
+
+def and_causal(mask, causal):
+    """``mask`` (None, boolean, or float and added) restricted to the boolean ``causal``."""
+    if mask is None:
+        return causal
+    if mask.dtype.kind == "b":
+        return mask & causal
+    return np.where(causal, mask, -np.inf).astype(mask.dtype, copy=False)
 
 
 def float_mask(mask, dtype, scores_bound, name="attn_mask"):
@@ -267,3 +271,23 @@ def attention_backward(d_out, q, k, v, weights, scale, used=None, dropout=None):
     dQ = (dS @ k) * scale  # (..., L, E)
     dK = (np.swapaxes(dS, -1, -2) @ q) * scale  # (..., S, E)
     return dQ, dK, dV
+
+
+# The blocks of the blockwise forward and backward passes (blockwise.py, backward.py).
+
+
+def block_sizes(block_size, query_block_size):
+    """Checked ``(block_size, query_block_size)``; the second defaults to the first."""
+    block_size = as_int(block_size, "block_size", minimum=1)
+    if query_block_size is None:
+        return block_size, block_size
+    return block_size, as_int(query_block_size, "query_block_size", minimum=1)
+
+
+def mask_block(mask, rows, cols):
+    """The part of a mask broadcastable to ``(..., L, S)`` covering rows x cols."""
+    if mask.ndim < 2:
+        mask = mask.reshape((1,) * (2 - mask.ndim) + mask.shape)
+    # An axis of length 1 broadcasts: it covers every block.
+    return mask[..., rows if mask.shape[-2] != 1 else slice(None),
+                cols if mask.shape[-1] != 1 else slice(None)]

@@ -28,8 +28,8 @@ block, recomputing each block of weights from the log-sum-exp saved by
 import numpy as np
 
 from ._checks import as_bool, as_numeric, require_finite
-from ._kernel import attention_backward, attention_inputs, attention_weights
-from .blockwise import _block_sizes, _mask_block
+from ._kernel import (attention_backward, attention_inputs, attention_weights, block_sizes,
+                      mask_block)
 
 
 def _unbroadcast(grad, shape):
@@ -195,7 +195,7 @@ def blockwise_attention_backward(grad_output, query, key, value, output,
     True
     """
     is_causal = as_bool(is_causal, "is_causal")
-    block_size, query_block_size = _block_sizes(block_size, query_block_size)
+    block_size, query_block_size = block_sizes(block_size, query_block_size)
     q, k, v, mask, scale = attention_inputs(query, key, value, attn_mask,
                                              False, scale)
     dtype = q.dtype
@@ -227,7 +227,7 @@ def blockwise_attention_backward(grad_output, query, key, value, output,
             cols = slice(j0, j1)
             s = qs[..., rows, :] @ np.swapaxes(k[..., cols, :], -1, -2)
             if mask is not None:
-                block = _mask_block(mask, rows, cols)
+                block = mask_block(mask, rows, cols)
                 s = (np.where(block, s, -np.inf) if block.dtype.kind == "b"
                      else s + block)
             if is_causal and j1 - 1 > i0:    # the block crosses the diagonal

@@ -30,13 +30,13 @@ import numpy as np
 
 from ._checks import (
     as_bool,
-    as_int,
     as_numeric,
     float_dtype,
     require_finite,
     require_ndim,
 )
-from ._kernel import attention_inputs, check_masked_scores, check_scores, overflow_risk
+from ._kernel import (attention_inputs, block_sizes, check_masked_scores, check_scores,
+                      mask_block, overflow_risk)
 
 
 def online_softmax_step(running_max, running_sum, output, scores, value):
@@ -149,23 +149,6 @@ def _online_softmax_step(running_max, running_sum, output, scores, value):
     return new_max, new_sum, new_output
 
 
-def _block_sizes(block_size, query_block_size):
-    """Checked ``(block_size, query_block_size)``; the second defaults to the first."""
-    block_size = as_int(block_size, "block_size", minimum=1)
-    if query_block_size is None:
-        return block_size, block_size
-    return block_size, as_int(query_block_size, "query_block_size", minimum=1)
-
-
-def _mask_block(mask, rows, cols):
-    """The part of a mask broadcastable to ``(..., L, S)`` covering rows x cols."""
-    if mask.ndim < 2:
-        mask = mask.reshape((1,) * (2 - mask.ndim) + mask.shape)
-    # An axis of length 1 broadcasts: it covers every block.
-    return mask[..., rows if mask.shape[-2] != 1 else slice(None),
-                cols if mask.shape[-1] != 1 else slice(None)]
-
-
 def blockwise_attention(query, key, value, attn_mask=None, is_causal=False,
                         scale=None, block_size=512, query_block_size=None,
                         return_logsumexp=False):
@@ -246,7 +229,7 @@ def blockwise_attention(query, key, value, attn_mask=None, is_causal=False,
     """
     is_causal = as_bool(is_causal, "is_causal")
     return_logsumexp = as_bool(return_logsumexp, "return_logsumexp")
-    block_size, query_block_size = _block_sizes(block_size, query_block_size)
+    block_size, query_block_size = block_sizes(block_size, query_block_size)
     # Causality is handled here, block by block, not as an (L, S) array.
     q, k, v, mask, scale = attention_inputs(query, key, value, attn_mask,
                                              False, scale)
@@ -276,7 +259,7 @@ def blockwise_attention(query, key, value, attn_mask=None, is_causal=False,
             if scores_may:
                 check_scores(s, dtype)
             if mask is not None:
-                block = _mask_block(mask, rows, cols)
+                block = mask_block(mask, rows, cols)
                 if block.dtype.kind == "b":
                     s = np.where(block, s, -np.inf)
                 else:

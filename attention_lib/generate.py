@@ -35,7 +35,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ._cli import EXIT_BROKEN_PIPE, int_at_least
-from .embeddings import DataFileError
+from .data.paths import DataFileError
 from .models.pretrained import MODELS, load_pretrained
 
 #: Tokens generated per call of ``model.generate`` while the context has room:

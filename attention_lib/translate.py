@@ -70,7 +70,8 @@ def load_model(name, directory=None, dtype=np.float32):
     import json
     from pathlib import Path
 
-    from .data.tatoeba import Tokenizer, sha256, tatoeba_dir
+    from .data.paths import sha256
+    from .data.tatoeba import Tokenizer, tatoeba_dir
     from .models.train_translation import checkpoint_dir
 
     if name not in MODELS:

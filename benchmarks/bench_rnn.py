@@ -31,7 +31,7 @@ from _common import describe_machine
 from attention_lib.models import RNNencdec, RNNsearch
 from attention_lib.models import seq2seq
 from attention_lib.nn import Adam, clip_grad_norm
-from attention_lib.toy_translation import encode_batch, generate_pairs, source_vocab, target_vocab
+from attention_lib.data.toy_translation import encode_batch, generate_pairs, source_vocab, target_vocab
 
 try:
     import torch

@@ -44,7 +44,7 @@ page, not just notebooks):
   scrolling inside its own box;
 * an interactive chart is wider than the text column;
 * text in a figure is smaller than 8 CSS px as shown (the smallest text of a
-  matplotlib PNG is written into it by ``attention_lib.plotting``; of an SVG,
+  matplotlib PNG is written into it by ``attention_lib.presentation.plotting``; of an SVG,
   read from its glyphs), unless the figure can be enlarged (the "Enlarge
   figure" button of book/_static/figure-zoom.js) to a size where it is not.
   A PNG figure that does not record its smallest text fails: re-execute its
@@ -108,7 +108,7 @@ MIN_FIGURE_TEXT_PX = 8       # CSS px of the smallest text in a figure, as shown
 AXE_IMPACTS = ("critical", "serious")   # axe-core findings that fail a page
 DEFAULT_AXE = os.environ.get("AXE_JS", str(Path(__file__).resolve().parents[1] / "build" / "axe"
                                            / "node_modules" / "axe-core" / "axe.min.js"))
-# The PNG text chunk in which attention_lib.plotting records a figure's smallest text.
+# The PNG text chunk in which attention_lib.presentation.plotting records a figure's smallest text.
 PNG_TEXT_KEY = "Smallest text px"
 
 # Runs in the page once it has loaded: makes lazy images load, waits (bounded)
@@ -380,7 +380,7 @@ def check_layout(page, problems, site=None, base=None):
 def figure_text(path):
     """Return ``(smallest text, full width)`` of a figure file in the same units, or None.
 
-    A PNG drawn by ``attention_lib.plotting`` records its smallest text, in
+    A PNG drawn by ``attention_lib.presentation.plotting`` records its smallest text, in
     image pixels, in a text chunk (``PNG_TEXT_KEY``); the full width is the
     image's. A matplotlib SVG draws text as glyphs scaled by font size / 100
     (or names a font-size); the full width is its viewBox's.
@@ -424,8 +424,9 @@ def check_figure_text(page, figures, site, base, label, problems):
             if name.lower().endswith(".png"):
                 unknown += 1
                 problems.append(("figure-text-unknown", f"{label}: {name} does not record its "
-                                 "smallest text: re-execute its chapter (attention_lib.plotting"
-                                 ".use_book_style writes it)"))
+                                 "smallest text: re-execute its chapter "
+                                 "(attention_lib.presentation.plotting.use_book_style "
+                                 "writes it)"))
             continue
         size, full = measured
         shown = size * f["rendered"] / full
@@ -767,7 +768,7 @@ def check_site(site, pages, chromium, screenshots=None, timeout=60.0, verbose=Tr
 def png_bytes(width, height, smallest_text=None):
     """A small valid greyscale PNG (a horizontal ramp), made with the standard library.
 
-    ``smallest_text`` (image px) is recorded as attention_lib.plotting records it.
+    ``smallest_text`` (image px) is recorded as attention_lib.presentation.plotting records it.
     """
     rows = b"".join(b"\x00" + bytes((x * 255 // max(width - 1, 1)) for x in range(width))
                     for _ in range(height))
@@ -862,9 +863,9 @@ SELF_TEST_PAGES = {
 
 
 def chart_page(spec, vendor="_static/vendor/"):
-    """A page with one chart, rendered as attention_lib.interactive.show renders it."""
+    """A page with one chart, rendered as attention_lib.presentation.show renders it."""
     sys.path.insert(0, str(REPO))
-    from attention_lib.interactive import chart_html
+    from attention_lib.presentation import chart_html
 
     return chart_html(type("Spec", (), {"to_dict": lambda self: spec})(), static_path=vendor)
 

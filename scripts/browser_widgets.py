@@ -56,7 +56,7 @@ def serve(directory):
 def scratch_page(site):
     """A page (not in the book) with one widget per exported model, under ``book/``."""
     from attention_lib import widget_html
-    from attention_lib._widgets import WIDGETS
+    from attention_lib.presentation.widgets import WIDGETS
 
     models = [n for n in WIDGETS if (Path(site) / "_static" / "models" / f"{n}.json").is_file()]
     body = "\n".join(f"<h2>{n}</h2>\n" + widget_html(n).data for n in models)

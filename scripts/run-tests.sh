@@ -20,6 +20,8 @@ stage "GitHub workflows lint (actionlint)" \
     bash scripts/lint-workflows.sh
 stage "Python lint (ruff check: syntax errors, undefined and unused names)" \
     ruff check .
+stage "Python format (ruff format --check: the code as ruff format writes it)" \
+    ruff format --check .
 # ATTENTION_REQUIRE_TORCH=1: the PyTorch cross-checks must run here (torch is
 # in requirements-test.txt); a missing torch fails this stage instead of
 # quietly skipping them (tests/conftest.py).

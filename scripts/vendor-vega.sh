@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Re-vendor Vega, Vega-Lite and vega-embed from npm into book/_static/vendor/,
-# so the book's interactive charts (attention_lib.interactive) load them from
+# so the book's interactive charts (attention_lib.presentation) load them from
 # the site itself and no page needs the network. The versions are pinned here;
 # Vega-Lite must match the schema of the Altair pinned in requirements.txt
 # (altair.SCHEMA_VERSION), which this script checks when Altair is installed.
@@ -43,7 +43,7 @@ done
 cat > "$dest/README.md" <<MD
 # Vendored Vega, Vega-Lite and vega-embed
 
-The book's interactive charts (\`attention_lib.interactive\`) load these three
+The book's interactive charts (\`attention_lib.presentation\`) load these three
 scripts from the site itself (\`_static/vendor/\`), so no page needs the network.
 Written by \`scripts/vendor-vega.sh\`; do not edit by hand.
 

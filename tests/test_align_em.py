@@ -150,7 +150,7 @@ def test_batched_e_step_equals_one_pair_at_a_time():
     target = [rng.integers(0, 30, size=rng.integers(1, 12)) for _ in range(40)]
     kwargs = dict(tension=2.0, null_prob=0.1, init_scores=lambda e, f: np.sin(e * f))
     big, small = Model1(source, target, **kwargs), Model1(source, target, max_batch_cells=1, **kwargs)
-    assert len(small._batches) == 40 and len(big._batches) < 40
+    assert len(small.cells.batches) == 40 and len(big.cells.batches) < 40
     np.testing.assert_allclose(big.e_step(), small.e_step())
     big.step()
     small.step()

@@ -1,10 +1,10 @@
-"""Tests for the information-bottleneck experiment (attention_lib.bottleneck)."""
+"""Tests for the information-bottleneck experiment (attention_lib.models.bottleneck)."""
 
 import numpy as np
 import pytest
 
 from attention_lib import BottleneckResult, bottleneck_experiment
-from attention_lib.bottleneck import (attention_recovery, fit_linear_code,
+from attention_lib.models.bottleneck import (attention_recovery, fit_linear_code,
                                       fixed_vector_recovery, nearest_token)
 
 # Small but stable settings: p = 4 numbers per token, V = 16 symbols.

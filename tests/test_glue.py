@@ -2,7 +2,8 @@
 
 import pytest
 
-from attention_lib import _glue, glue
+from attention_lib import glue
+from attention_lib.presentation import _glue
 
 
 def test_without_myst_nb_the_value_is_printed_outside_ipython(monkeypatch, capsys):

@@ -1,4 +1,4 @@
-"""attention_lib.interactive: the chart specs carry the right data and controls.
+"""attention_lib.presentation: the chart specs carry the right data and controls.
 
 The rendering itself (that each chart draws, shows a tooltip and redraws when
 a control moves, with the network blocked) is checked in a real browser by
@@ -15,9 +15,10 @@ import pytest
 alt = pytest.importorskip("altair")
 
 from attention_lib import softmax  # noqa: E402
-from attention_lib.interactive import (VENDOR_VERSIONS, attention_heatmap_chart,  # noqa: E402
-                                       chart_html, mask_explorer_chart, online_softmax_chart,
-                                       saturation_chart, show)
+from attention_lib.presentation import (attention_heatmap_chart, chart_html,  # noqa: E402
+                                        mask_explorer_chart, online_softmax_chart,
+                                        saturation_chart, show)
+from attention_lib.presentation.embed import VENDOR_VERSIONS  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -208,7 +209,7 @@ def numeric_widths(spec):
 
 @pytest.mark.parametrize("build", CHARTS, ids=["heatmap", "saturation", "masks", "online"])
 def test_charts_take_the_width_of_the_column_up_to_their_own(build):
-    from attention_lib.interactive import chart_html
+    from attention_lib.presentation import chart_html
 
     chart = build()
     spec = chart.to_dict()
@@ -277,8 +278,9 @@ def test_html_script_holds_no_markup_whatever_the_labels_hold(hostile):
     script = _inline_script(page)
     assert "<" not in script
     assert page.count("</script>") == 1
-    spec_text = script.split("spec = ", 1)[1].split(", local = ", 1)[0]
-    assert json.loads(spec_text) == chart.to_dict()    # JavaScript reads the same data
+    # The loader (chart_loader.js) is called with (id, spec, local, cdn), each JSON.
+    args = json.loads("[" + script[script.rindex("})(") + 3:script.rindex(");")] + "]")
+    assert args[1] == chart.to_dict()    # JavaScript reads the same data
 
 
 def test_html_of_a_chart_without_angle_brackets_embeds_its_spec_unchanged():

@@ -27,3 +27,14 @@ def test_build_requires_a_setuptools_that_understands_spdx_licenses():
     assert len(setuptools) == 1 and setuptools[0].startswith("setuptools>=")
     minimum = tuple(int(p) for p in setuptools[0].split(">=")[1].split(".")[:2])
     assert minimum >= (77,)
+
+
+def test_every_subpackage_and_the_chart_loader_are_packaged():
+    """A subpackage missing from ``packages`` (or the chart loader missing from the
+    package data) is absent from a wheel, though an editable install hides it."""
+    tool = _pyproject()["tool"]["setuptools"]
+    found = {".".join(p.parent.relative_to(ROOT).parts)
+             for p in (ROOT / "attention_lib").rglob("__init__.py")}
+    assert set(tool["packages"]) == found
+    assert (ROOT / "attention_lib/presentation/chart_loader.js").is_file()
+    assert "*.js" in tool["package-data"]["attention_lib.presentation"]

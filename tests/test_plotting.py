@@ -9,7 +9,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
-from attention_lib.plotting import hatch_masked, mark_cells, plot_weights  # noqa: E402
+from attention_lib.presentation.plotting import hatch_masked, mark_cells, plot_weights  # noqa: E402
 
 
 @pytest.fixture
@@ -105,7 +105,7 @@ def _png_text_chunks(data):
 
 
 def test_smallest_font_size_counts_only_drawn_text():
-    from attention_lib.plotting import smallest_font_size
+    from attention_lib.presentation.plotting import smallest_font_size
 
     fig, (left, right) = plt.subplots(1, 2)
     left.set_title("title", fontsize=14)
@@ -130,7 +130,7 @@ def test_retina_pngs_record_their_smallest_text_in_image_pixels():
 
     from IPython.core.pylabtools import retina_figure
 
-    from attention_lib.plotting import PNG_SMALLEST_TEXT_KEY, _record_smallest_text
+    from attention_lib.presentation.plotting import PNG_SMALLEST_TEXT_KEY, _record_smallest_text
 
     fig, ax = plt.subplots(figsize=(3, 2), dpi=100)
     ax.tick_params(labelsize=9)

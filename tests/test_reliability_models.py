@@ -489,7 +489,7 @@ def test_evaluation_refuses_lists_of_different_lengths():
         exact_accuracy,
         make_test_sets,
     )
-    from attention_lib.toy_translation import Pair
+    from attention_lib.data.toy_translation import Pair
     with pytest.raises(ValueError, match="same length"):
         exact_accuracy([["a"], ["b"]], [["a"]])
     with pytest.raises(ValueError, match="non-empty"):

@@ -9,7 +9,7 @@ from attention_lib.models import RNNencdec, RNNsearch
 from attention_lib.models.evaluation import alignment_error_rate, bleu, exact_accuracy
 from attention_lib.models.seq2seq import load, save
 from attention_lib.nn import AdditiveAttention
-from attention_lib.toy_translation import Pair
+from attention_lib.data.toy_translation import Pair
 
 TORCH_TOLERANCE = 1e-10
 

@@ -16,7 +16,7 @@ pytest.importorskip("sacrebleu")
 from attention_lib.models.evaluation import bleu, exact_accuracy, make_test_sets, translate_pairs  # noqa: E402
 from attention_lib.models.train_seq2seq import (RUNS, checkpoint_dir, load_checkpoints,  # noqa: E402
                                                 sha256)
-from attention_lib.toy_translation import source_vocab, target_vocab  # noqa: E402
+from attention_lib.data.toy_translation import source_vocab, target_vocab  # noqa: E402
 
 MANIFEST = json.loads((checkpoint_dir() / "manifest.json").read_text(encoding="utf8"))
 

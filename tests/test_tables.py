@@ -1,6 +1,6 @@
 import pytest
 
-from attention_lib.tables import format_table
+from attention_lib.presentation.tables import format_table
 
 
 def test_numbers_are_right_aligned_and_text_left_aligned():

@@ -1,10 +1,10 @@
-"""Tests for attention_lib.toy_translation: the grammar's pairs and gold alignments."""
+"""Tests for attention_lib.data.toy_translation: the grammar's pairs and gold alignments."""
 
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from attention_lib.toy_translation import (ADJECTIVES, CONTENT_CLASSES, DETERMINERS, EOS, NOUNS,
+from attention_lib.data.toy_translation import (ADJECTIVES, CONTENT_CLASSES, DETERMINERS, EOS, NOUNS,
                                            VERBS, WORD_CLASSES, encode_batch, generate_pairs,
                                            make_pair, source_vocab, target_vocab)
 

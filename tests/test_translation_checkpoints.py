@@ -5,7 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from attention_lib.data.tatoeba import load_references, sha256, tatoeba_dir
+from attention_lib.data.paths import sha256
+from attention_lib.data.tatoeba import load_references, tatoeba_dir
 from attention_lib.models.train_translation import checkpoint_dir
 from attention_lib.translate import MODELS, load_model, translate_sentences
 

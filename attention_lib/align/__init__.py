@@ -5,8 +5,9 @@ of links ``(i, j)``, English position ``i``, French position ``j`` (0-based).
 Chapter 4 reads links straight off cross-attention over aligned word vectors
 (:mod:`attention_lib.align.attention`); chapter 6 measures them against human
 annotation (:mod:`attention_lib.align.scoring`) and learns the attention
-scores from the corpus itself with IBM Model 1 and EM
-(:mod:`attention_lib.align.em`).
+scores from the corpus itself with IBM Model 1 and EM (the maths in
+:mod:`attention_lib.align.em`, its storage in :mod:`~attention_lib.align.em_storage`,
+the aligner in :mod:`~attention_lib.align.em_aligner`).
 
 Aligners (``method`` names, also for the command line):
 
@@ -59,9 +60,10 @@ pair is aligned (for ``em``, after training, as soon as each pair is decoded).
 from .attention import (ATTENTION_METHODS, DEFAULT_METHOD, DEFAULT_PRIOR, METHODS,
                         PRIOR_GRID, Aligner, cross_attention, diagonal_links, grow_diag, tune_prior)
 from .cli import CLI_METHODS, main
-from .em import (DEFAULT_ITERATIONS, DEFAULT_NULL_PROB, DEFAULT_PSEUDO_COUNT,
-                 DEFAULT_TEMPERATURE, DEFAULT_TENSION, EM_GRID, EM_MAX_ITERATIONS,
-                 EMAligner, Model1, tune_em)
+from .em import Model1
+from .em_aligner import (DEFAULT_ITERATIONS, DEFAULT_NULL_PROB, DEFAULT_PSEUDO_COUNT,
+                         DEFAULT_TEMPERATURE, DEFAULT_TENSION, EM_GRID, EM_MAX_ITERATIONS,
+                         EMAligner, tune_em)
 from .scoring import (AlignmentPair, AlignmentScores, Tuning, aer_from_counts, alignment_scores,
                       format_pharaoh, leave_one_out, load_alignment_dev, read_pharaoh,
                       split_lines)

@@ -9,7 +9,7 @@ its own. Unknown words are masked out, so they get no weight and no link. See
 import numpy as np
 
 from ..dot_product import scaled_dot_product_attention
-from ..embeddings import embed, load_embeddings, load_vocab, tokenize
+from ..data.embeddings import embed, load_embeddings, load_vocab, tokenize
 from .scoring import leave_one_out
 
 ATTENTION_METHODS = ("fr2en", "en2fr", "intersect", "grow-diag")

@@ -14,9 +14,9 @@ import sys
 import numpy as np
 
 from .._cli import EXIT_BROKEN_PIPE, int_at_least
-from ..embeddings import DataFileError
+from ..data.paths import DataFileError
 from .attention import DEFAULT_METHOD, DEFAULT_PRIOR, METHODS, Aligner
-from .em import DEFAULT_ITERATIONS, DEFAULT_TENSION, EMAligner
+from .em_aligner import DEFAULT_ITERATIONS, DEFAULT_TENSION, EMAligner
 from .scoring import format_pharaoh, split_lines
 
 CLI_METHODS = METHODS + ("em",)

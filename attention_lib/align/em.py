@@ -37,49 +37,21 @@ corpus is small.
 similarity at temperature ``tau``. Words without a vector score 1 with an
 identical string (names, numbers) and 0 otherwise.
 
-The table lives in flat arrays: one entry per *cell*, a (source word, target
-word) pair of vocabulary ids that occur in the same sentence pair (plus
-``NULL`` with every target word). Each sentence pair holds the ``(n, m + 1)``
-array of its cells' indices (column 0 is ``NULL``), so the E-step gathers the
-scores with one indexing operation and the M-step sums the weights per cell
-with :func:`numpy.bincount`.
+How the corpus and the table are stored, so that 100,000 sentence pairs fit
+in memory, is :mod:`.em_storage`'s business: here the table ``t`` is one
+probability per *cell*, a (source word, target word) pair that meets in some
+sentence pair, and the E-step runs over padded batches of sentence pairs.
+The aligner that trains Model 1 in both directions on raw text is
+:class:`~attention_lib.align.em_aligner.EMAligner`.
 """
 
 import copy
-from typing import NamedTuple
 
 import numpy as np
 
-from ..embeddings import load_embeddings, load_vocab, tokenize
+from .._checks import as_real
 from ..softmax import logsumexp, softmax
-from .attention import grow_diag
-from .scoring import leave_one_out
-
-# Chosen on the 37 development pairs by tune_em() (leave-one-out AER of the
-# intersection over EM_GRID and 0 ... EM_MAX_ITERATIONS iterations): the
-# setting with the lowest AER on all 37 pairs. The chapter and
-# benchmarks/bench_align.py print the grid's leave-one-out estimate.
-DEFAULT_ITERATIONS = 6
-DEFAULT_TENSION = 2.0
-DEFAULT_TEMPERATURE = 0.05
-DEFAULT_PSEUDO_COUNT = 1.0
-DEFAULT_NULL_PROB = 0.05
-EM_GRID = {"tension": (1.0, 2.0, 4.0), "temperature": (0.05, 0.1, 0.2),
-           "pseudo_count": (1.0, 5.0, 20.0), "null_prob": (0.0, 0.05, 0.2)}
-EM_MAX_ITERATIONS = 10
-SYMMETRISATIONS = ("intersect", "grow-diag")
-
-
-def _check_number(value, name, low=0.0, high=None, high_open=False):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
-        raise TypeError(f"{name} must be a number, got {value!r}")
-    ok = np.isfinite(value) and value >= low
-    if high is not None:
-        ok = ok and (value < high if high_open else value <= high)
-    if not ok:
-        bound = f">= {low}" if high is None else f"in [{low}, {high}{')' if high_open else ']'}"
-        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
-    return float(value)
+from .em_storage import CellIndex
 
 
 def _check_pair_index(k, n_pairs, name="k"):
@@ -87,17 +59,11 @@ def _check_pair_index(k, n_pairs, name="k"):
     if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
         raise TypeError(f"{name} must be a whole number (a pair index), got {k!r}")
     if not 0 <= k < n_pairs:
-        raise IndexError(f"{name} = {k} is not a pair of this corpus: it has {n_pairs} "
-                         f"pairs, numbered 0 to {n_pairs - 1}")
+        raise IndexError(
+            f"{name} = {k} is not a pair of this corpus: it has {n_pairs} "
+            f"pairs, numbered 0 to {n_pairs - 1}"
+        )
     return int(k)
-
-
-def _check_iterations(n, name="iterations"):
-    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
-        raise TypeError(f"{name} must be a whole number, got {n!r}")
-    if n < 0:
-        raise ValueError(f"{name} must be 0 or more, got {n}")
-    return int(n)
 
 
 class Model1:
@@ -130,6 +96,8 @@ class Model1:
         The translation table, one probability per cell.
     cell_source, cell_target : ndarray of int, shape (n_cells,)
         The word ids of each cell; ``NULL`` is source id ``n_source``.
+    cells : CellIndex
+        The corpus as it is stored (:mod:`.em_storage`).
     iterations : int
         EM iterations run so far.
 
@@ -148,34 +116,29 @@ class Model1:
            [0.3333, 0.6667]])
     """
 
-    def __init__(self, source, target, init_scores=None, tension=0.0, null_prob=0.0,
-                 pseudo_count=0.0, max_batch_cells=1 << 17):
-        if len(source) != len(target):
-            raise ValueError(f"source has {len(source)} sentences but target has "
-                             f"{len(target)}: they must be sentence pairs")
-        src = [self._ids(s, "source") for s in source]
-        tgt = [self._ids(s, "target") for s in target]
-        self.n_source = max((int(s.max()) + 1 for s in src if len(s)), default=0)
-        self.n_target = max((int(s.max()) + 1 for s in tgt if len(s)), default=0)
-        # a cell's key, source id * (number of target ids) + target id, is an int64
-        if (self.n_source + 1) * max(self.n_target, 1) >= np.iinfo(np.int64).max:
-            raise ValueError(
-                f"word ids up to {self.n_source - 1} (source) and {self.n_target - 1} (target) "
-                f"are too large to number their pairs in int64: number the words "
-                f"0, 1, 2, ... (as EMAligner.prepare does)")
-        # A pair with an empty side has nothing to align: treat it as empty.
-        self.m = np.array([len(s) if len(t) else 0 for s, t in zip(src, tgt)])
-        self.n = np.array([len(t) if len(s) else 0 for s, t in zip(src, tgt)])
-        self._index_cells(src, tgt)
-        self._make_batches(src, tgt, max_batch_cells)
+    def __init__(
+        self,
+        source,
+        target,
+        init_scores=None,
+        tension=0.0,
+        null_prob=0.0,
+        pseudo_count=0.0,
+        max_batch_cells=1 << 17,
+    ):
+        self.cells = cells = CellIndex(source, target, max_batch_cells)
+        self.n_source, self.n_target, self.n_cells = cells.n_source, cells.n_target, cells.n_cells
+        self.cell_source, self.cell_target = cells.cell_source, cells.cell_target
         self._configure(init_scores, tension, null_prob, pseudo_count)
 
     def _configure(self, init_scores, tension, null_prob, pseudo_count):
-        self.tension = _check_number(tension, "tension")
-        self.null_prob = _check_number(null_prob, "null_prob", 0.0, 1.0, high_open=True)
-        self.pseudo_count = _check_number(pseudo_count, "pseudo_count")
-        self._batches = [(members, cells, self._batch_prior(members, *cells.shape[1:]))
-                         for members, cells, _ in self._batches]
+        self.tension = as_real(tension, "tension")
+        self.null_prob = as_real(null_prob, "null_prob", 0.0, 1.0, high_open=True)
+        self.pseudo_count = as_real(pseudo_count, "pseudo_count")
+        self._priors = [
+            self.cells.batch_prior(self._log_prior, members, *cells.shape[1:])
+            for members, cells in self.cells.batches
+        ]
         self._start_table(init_scores)
         self.iterations = 0
 
@@ -191,55 +154,26 @@ class Model1:
         clone._configure(init_scores, tension, null_prob, pseudo_count)
         return clone
 
-    @staticmethod
-    def _ids(sentence, name):
-        ids = np.asarray(sentence)
-        if ids.size == 0:
-            return np.zeros(0, dtype=np.int64)
-        if ids.ndim != 1 or ids.dtype.kind not in "iu" or ids.min() < 0:
-            raise ValueError(f"each {name} sentence must be a 1-D array of word ids >= 0")
-        return ids.astype(np.int64)
-
-    def _cell_keys(self, s, t):
-        """The ``(n, m + 1)`` keys ``source id * width + target id`` of one pair."""
-        width = max(self.n_target, 1)
-        return np.concatenate(([self.n_source], s))[None, :] * width + t[:, None]
-
-    def _index_cells(self, src, tgt, chunk=1 << 20):
-        """Number the (source word, target word) pairs that meet in a sentence.
-
-        Cells are numbered in the order of their keys. The distinct keys are
-        collected about a million at a time and merged, so that memory follows
-        the number of distinct cells, not the corpus's total ``n (m + 1)``.
-        """
-        width = max(self.n_target, 1)
-        unique = np.zeros(0, np.int64)
-
-        def distinct(sorted_keys):
-            return sorted_keys[np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]]
-
-        def merge(unique, pending):
-            # sort the new keys, then merge two sorted runs (a stable sort
-            # does that in one pass) and drop the repeats
-            new = distinct(np.sort(np.concatenate(pending)))
-            return distinct(np.sort(np.concatenate([unique, new]), kind="stable"))
-
-        pending, size = [], 0
-        for k in np.flatnonzero(self.n):
-            pending.append(self._cell_keys(src[k], tgt[k]).ravel())
-            size += pending[-1].size
-            # merge when the new keys are as many as the distinct ones so far
-            # (at least a million): merging costs about the same each time
-            if size >= max(chunk, len(unique)):
-                unique, pending, size = merge(unique, pending), [], 0
-        if pending:
-            unique = merge(unique, pending)
-        self._cell_key = unique
-        # word ids fit in int32 (half the memory of the table's index columns)
-        ids = np.int32 if max(self.n_source + 1, width) < np.iinfo(np.int32).max else np.int64
-        self.cell_source = (unique // width).astype(ids)
-        self.cell_target = (unique % width).astype(ids)
-        self.n_cells = len(unique)
+    def _start_table(self, init_scores):
+        is_null = self.cell_source == self.n_source
+        scores = np.zeros(self.n_cells)
+        if init_scores is not None and (~is_null).any():
+            words = ~is_null
+            given = np.asarray(
+                init_scores(self.cell_source[words], self.cell_target[words]), dtype=np.float64
+            )
+            if given.shape != (int(words.sum()),) or not np.isfinite(given).all():
+                raise ValueError("init_scores must return one finite score per word pair")
+            scores[words] = given
+        top = np.full(self.n_source + 1, -np.inf)
+        np.maximum.at(top, self.cell_source, scores)
+        weights = np.exp(scores - top[self.cell_source])
+        self.t0 = (
+            weights
+            / np.bincount(self.cell_source, weights, minlength=self.n_source + 1)[self.cell_source]
+        )
+        self.t = self.t0.copy()
+        self._log_t_cache = None
 
     def _log_prior(self, m, n, rows, cols):
         """``log p(i | j)`` for sentences of lengths ``m``, ``n``: (B, rows, cols)."""
@@ -254,89 +188,21 @@ class Model1:
             words = logits - log_norm + np.log1p(-self.null_prob)
             null = np.full(words.shape[:-1] + (1,), np.log(self.null_prob))
         out = np.concatenate((null, words), axis=-1)
-        out[~np.isfinite(out)] = -np.inf   # masked words, and NULL when p0 = 0
+        out[~np.isfinite(out)] = -np.inf  # masked words, and NULL when p0 = 0
         return out
-
-    def _make_batches(self, src, tgt, max_batch_cells):
-        """Group sentences of similar length into padded arrays for the E-step.
-
-        Each batch holds the cell numbers of its pairs (int32 when they fit:
-        half the memory), padded with the extra cell ``n_cells``.
-        """
-        order = np.lexsort((self.m, self.n))
-        order = order[self.n[order] > 0]
-        self._batches = []
-        self._slot_batch = np.full(len(self.n), -1, dtype=np.int64)
-        self._slot_row = np.full(len(self.n), -1, dtype=np.int64)
-        index_type = np.int32 if self.n_cells < np.iinfo(np.int32).max else np.int64
-        start = 0
-        while start < len(order):
-            stop = start + 1
-            while (stop < len(order) and (stop + 1 - start) * self.n[order[stop]]
-                   * (self.m[order[start:stop + 1]].max() + 1) <= max_batch_cells):
-                stop += 1
-            members = order[start:stop]
-            rows, cols = self.n[members].max(), self.m[members].max() + 1
-            cells = np.full((len(members), rows, cols), self.n_cells, dtype=index_type)
-            keys = np.concatenate([self._cell_keys(src[k], tgt[k]).ravel() for k in members])
-            by_key = np.argsort(keys)    # sorted needles: a cache-friendly search
-            found = np.empty(len(keys), dtype=index_type)
-            found[by_key] = np.searchsorted(self._cell_key, keys[by_key])
-            start_of = np.cumsum([0] + [self.n[k] * (self.m[k] + 1) for k in members])
-            for b, k in enumerate(members):
-                cells[b, :self.n[k], :self.m[k] + 1] = (
-                    found[start_of[b]:start_of[b + 1]].reshape(self.n[k], -1))
-            self._slot_batch[members] = len(self._batches)
-            self._slot_row[members] = np.arange(len(members))
-            self._batches.append((members, cells, None))   # log prior: _configure
-            start = stop
-        del self._cell_key                                 # only needed to number cells
-
-    def _batch_prior(self, members, rows, cols):
-        """``log p(i | j)`` of a batch, each distinct ``(m, n)`` computed once.
-
-        The prior depends only on a pair's lengths (and the batch's padded
-        shape), so a batch stores one ``(rows, cols)`` slab per distinct
-        ``(m, n)`` and which slab each pair uses: :meth:`_prior` expands it.
-        """
-        lengths = np.stack((self.m[members], self.n[members]), axis=1)
-        distinct, which = np.unique(lengths, axis=0, return_inverse=True)
-        slabs = self._log_prior(distinct[:, 0], distinct[:, 1], rows, cols)
-        return slabs, which.reshape(-1)
-
-    @staticmethod
-    def _prior(batch_prior, rows=slice(None)):
-        """The ``(B, rows, cols)`` log prior of a batch (or of some of its ``rows``)."""
-        slabs, which = batch_prior
-        return slabs[which[rows]]
-
-    def _start_table(self, init_scores):
-        is_null = self.cell_source == self.n_source
-        scores = np.zeros(self.n_cells)
-        if init_scores is not None and (~is_null).any():
-            words = ~is_null
-            given = np.asarray(init_scores(self.cell_source[words], self.cell_target[words]),
-                               dtype=np.float64)
-            if given.shape != (int(words.sum()),) or not np.isfinite(given).all():
-                raise ValueError("init_scores must return one finite score per word pair")
-            scores[words] = given
-        top = np.full(self.n_source + 1, -np.inf)
-        np.maximum.at(top, self.cell_source, scores)
-        weights = np.exp(scores - top[self.cell_source])
-        self.t0 = weights / np.bincount(self.cell_source, weights,
-                                        minlength=self.n_source + 1)[self.cell_source]
-        self.t = self.t0.copy()
-        self._log_t_cache = None
 
     # ------------------------------------------------------------- EM
     def _log_t(self):
         if self._log_t_cache is None or self._log_t_cache[0] is not self.t:
             with np.errstate(divide="ignore"):
                 self._log_t_cache = (self.t, np.append(np.log(self.t), -np.inf))
-        return self._log_t_cache[1]   # the last entry is the padding cell's
+        return self._log_t_cache[1]  # the last entry is the padding cell's
 
-    def _scores(self, log_t, cells, log_prior):
-        return log_t[cells] + log_prior
+    def _batch_scores(self):
+        """Each batch's pairs, cells and scores ``log t(f_j | e_i) + log p(i | j)``."""
+        log_t = self._log_t()
+        for (members, cells), prior in zip(self.cells.batches, self._priors):
+            yield members, cells, log_t[cells] + self.cells.expand_prior(prior)
 
     def e_step(self):
         """Expected counts ``c(e, f)`` of every cell under the current table.
@@ -346,10 +212,9 @@ class Model1:
         ndarray, shape (n_cells,)
             The attention weights (posteriors) summed per cell.
         """
-        log_t = self._log_t()
         counts = np.zeros(self.n_cells + 1)
-        for _, cells, log_prior in self._batches:
-            weights = softmax(self._scores(log_t, cells, self._prior(log_prior)), axis=-1)
+        for _, cells, scores in self._batch_scores():
+            weights = softmax(scores, axis=-1)
             counts += np.bincount(cells.ravel(), weights.ravel(), minlength=self.n_cells + 1)
         return counts[:-1]
 
@@ -357,7 +222,7 @@ class Model1:
         """Set ``t(f | e) = (c(e, f) + alpha t0(f | e)) / (c(e) + alpha)``."""
         numerator = counts + self.pseudo_count * self.t0
         total = np.bincount(self.cell_source, numerator, minlength=self.n_source + 1)
-        keep = total[self.cell_source] == 0      # a word that received no weight
+        keep = total[self.cell_source] == 0  # a word that received no weight
         self.t = np.where(keep, self.t, numerator / np.where(keep, 1.0, total[self.cell_source]))
 
     def step(self):
@@ -373,11 +238,10 @@ class Model1:
         float
             ``sum_pairs sum_j log sum_i p(i | j) t(f_j | e_i)``.
         """
-        log_t = self._log_t()
         total = 0.0
-        for _, cells, log_prior in self._batches:
-            lse = logsumexp(self._scores(log_t, cells, self._prior(log_prior)), axis=-1)
-            total += float(np.sum(lse[np.isfinite(lse)]))   # padding rows are all -inf
+        for _, _, scores in self._batch_scores():
+            lse = logsumexp(scores, axis=-1)
+            total += float(np.sum(lse[np.isfinite(lse)]))  # padding rows are all -inf
         return total
 
     def log_prior_of_table(self):
@@ -398,14 +262,12 @@ class Model1:
         return dense
 
     def _sentence(self, k):
-        k = _check_pair_index(k, len(self.n))
-        if not self.n[k]:
+        """Pair ``k``'s ``(n, m + 1)`` scores, or None when a side is empty."""
+        k = _check_pair_index(k, len(self.cells.n))
+        if not self.cells.n[k]:
             return None
-        batch, b = self._slot_batch[k], self._slot_row[k]
-        _, cells, log_prior = self._batches[batch]
-        n, m = self.n[k], self.m[k]
-        prior = self._prior(log_prior, b)
-        return self._scores(self._log_t(), cells[b, :n, :m + 1], prior[:n, :m + 1])
+        cells, log_prior = self.cells.pair(k, self._priors)
+        return self._log_t()[cells] + log_prior
 
     def posteriors(self, k):
         """Attention of sentence pair ``k``'s target words over its source words.
@@ -417,10 +279,10 @@ class Model1:
             ``i + 1`` source word ``i``. Rows sum to 1. A pair with an empty
             side has no rows: shape ``(0, m + 1)``.
         """
-        k = _check_pair_index(k, len(self.n))
+        k = _check_pair_index(k, len(self.cells.n))
         scores = self._sentence(k)
         if scores is None:
-            return np.zeros((0, self.m[k] + 1))
+            return np.zeros((0, self.cells.m[k] + 1))
         return softmax(scores, axis=-1)
 
     def decode(self, k):
@@ -439,259 +301,12 @@ class Model1:
 
         With ``swap=True`` the links are ``(j, i)``, target position first.
         """
-        out = [set() for _ in self.n]
-        log_t = self._log_t()
-        for members, cells, log_prior in self._batches:
-            best = self._scores(log_t, cells, self._prior(log_prior)).argmax(axis=-1).tolist()
-            for row, k, n in zip(best, members.tolist(), self.n[members].tolist()):
+        out = [set() for _ in self.cells.n]
+        for members, _, scores in self._batch_scores():
+            best = scores.argmax(axis=-1).tolist()
+            for row, k, n in zip(best, members.tolist(), self.cells.n[members].tolist()):
                 if swap:
                     out[k] = {(j, i - 1) for j, i in enumerate(row[:n]) if i > 0}
                 else:
                     out[k] = {(i - 1, j) for j, i in enumerate(row[:n]) if i > 0}
         return out
-
-
-# ---------------------------------------------------------------- aligner
-class _Similarity:
-    """Cosine similarity of word pairs, computed once per corpus and looked up."""
-
-    def __init__(self, words_en, words_fr, vocab, vectors):
-        self.width = len(words_fr)
-        words = {"en": words_en, "fr": words_fr}
-        self.rows = {lang: np.array([vocab[lang].get(w, -1) for w in words[lang]],
-                                    dtype=np.int64) for lang in ("en", "fr")}
-        # for each English word, the id of the same string in French (or -1)
-        fr_id = {w: k for k, w in enumerate(words_fr)}
-        self.same = np.array([fr_id.get(w, -1) for w in words_en], dtype=np.int64)
-        self.vectors = vectors
-        self.keys = self.values = None
-
-    def _compute(self, en, fr):
-        out = (self.same[en] == fr).astype(np.float64)   # no vectors: same string?
-        r_en, r_fr = self.rows["en"][en], self.rows["fr"][fr]
-        known = np.flatnonzero((r_en >= 0) & (r_fr >= 0))
-        if not len(known):
-            return out
-        # One matrix-vector product per English word: its French partners'
-        # vectors, in float64. Only the rows used are converted: a float64 copy
-        # of both embedding tables would cost 240 MB for any corpus.
-        order = known[np.argsort(r_en[known], kind="stable")]
-        e_sorted = r_en[order]
-        starts = np.flatnonzero(np.r_[True, e_sorted[1:] != e_sorted[:-1]])
-        vec_en, vec_fr = self.vectors["en"], self.vectors["fr"]
-        for a, b in zip(starts, np.r_[starts[1:], len(order)]):
-            cells = order[a:b]
-            out[cells] = (vec_fr[r_fr[cells]].astype(np.float64)
-                          @ vec_en[e_sorted[a]].astype(np.float64))
-        return out
-
-    def __call__(self, en, fr):
-        keys = np.asarray(en, dtype=np.int64) * self.width + fr    # int32 ids could overflow
-        if self.keys is None:
-            order = np.argsort(keys, kind="stable")   # usually sorted already
-            self.keys, self.values = keys[order], self._compute(en[order], fr[order])
-        pos = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
-        found = self.keys[pos] == keys
-        out = np.empty(len(keys))
-        out[found] = self.values[pos[found]]
-        if not found.all():
-            out[~found] = self._compute(en[~found], fr[~found])
-        return out
-
-
-class Corpus(NamedTuple):
-    """A tokenised corpus, as :meth:`EMAligner.prepare` numbers it."""
-
-    en: list           # one array of word ids per sentence
-    fr: list
-    words_en: list     # id -> lower-cased word
-    words_fr: list
-    similarity: object
-    models: dict       # (direction) -> Model1 holding the shared indexing
-
-
-class EMAligner:
-    """Word-align a corpus with IBM Model 1 trained on it by EM, in both directions.
-
-    The French-to-English model (French words attend over English ones) and
-    the English-to-French model are trained separately, each read off by its
-    argmax, and the two link sets are symmetrised like the attention
-    aligners' (``intersect`` by default).
-
-    Parameters
-    ----------
-    iterations : int
-        EM iterations (0: the starting table, i.e. embedding attention).
-    prior : float
-        Diagonal tension ``kappa >= 0``, in log-probability per unit of
-        ``|i/m - j/n|`` (fast_align's "diagonal tension"; not the cosine
-        units of the attention aligners' ``prior``).
-    temperature : float
-        ``tau > 0`` of the starting table's softmax of cosine similarities.
-    pseudo_count : float
-        ``alpha >= 0``: weight of the starting table in every M-step.
-    null_prob : float
-        ``p0`` in ``[0, 1)``: prior probability of aligning to ``NULL``.
-    symmetrise : {"intersect", "grow-diag"}
-
-    Examples
-    --------
-    >>> from attention_lib.align import format_pharaoh
-    >>> aligner = EMAligner().fit(["the agreement was signed", "august 1992"],
-    ...                           ["le accord a été signé", "août 1992"])
-    >>> [format_pharaoh(aligner.align(k)) for k in range(2)]
-    ['0-0 1-1 2-3 3-4', '0-0 1-1']
-    """
-
-    def __init__(self, iterations=DEFAULT_ITERATIONS, prior=DEFAULT_TENSION,
-                 temperature=DEFAULT_TEMPERATURE, pseudo_count=DEFAULT_PSEUDO_COUNT,
-                 null_prob=DEFAULT_NULL_PROB, symmetrise="intersect"):
-        self.iterations = _check_iterations(iterations)
-        self.settings = {"tension": _check_number(prior, "prior"),
-                         "null_prob": _check_number(null_prob, "null_prob", 0.0, 1.0, True),
-                         "pseudo_count": _check_number(pseudo_count, "pseudo_count")}
-        self.temperature = _check_number(temperature, "temperature")
-        if self.temperature == 0:
-            raise ValueError("temperature must be > 0, got 0")
-        if symmetrise not in SYMMETRISATIONS:
-            raise ValueError(f"symmetrise must be one of {', '.join(SYMMETRISATIONS)}, "
-                             f"got {symmetrise!r}")
-        self.symmetrise = symmetrise
-        self.vocab = {lang: load_vocab(lang) for lang in ("en", "fr")}
-        self.vectors = {lang: load_embeddings(lang) for lang in ("en", "fr")}
-        self.models = None
-
-    def prepare(self, english, french):
-        """Tokenise a corpus (via :func:`attention_lib.tokenize`) and number its words."""
-        if len(english) != len(french):
-            raise ValueError(f"english has {len(english)} sentences but french has "
-                             f"{len(french)}: they must be sentence pairs")
-        ids, words = {}, {}
-        for lang, side in (("en", english), ("fr", french)):
-            # Intern each word: a dict of the distinct words and an integer array
-            # per sentence, so memory follows the vocabulary, never the longest
-            # token (a fixed-width string array of all tokens would).
-            first_seen, sentences = {}, []
-            for sentence in side:
-                tokens = [w.lower() for w in tokenize(sentence, self.vocab[lang]).words]
-                sentences.append(np.fromiter(
-                    (first_seen.setdefault(w, len(first_seen)) for w in tokens),
-                    dtype=np.int64, count=len(tokens)))
-            types = sorted(first_seen)                 # ids in code-point order
-            rank = np.empty(len(types), dtype=np.int64)
-            rank[[first_seen[w] for w in types]] = np.arange(len(types))
-            ids[lang] = [rank[s] for s in sentences]
-            words[lang] = types or [""]
-        return Corpus(ids["en"], ids["fr"], words["en"], words["fr"],
-                      _Similarity(words["en"], words["fr"], self.vocab, self.vectors), {})
-
-    def _models(self, corpus):
-        sim, tau = corpus.similarity, self.temperature
-        scores = {"fr2en": lambda e, f: sim(e, f) / tau, "en2fr": lambda f, e: sim(e, f) / tau}
-        if not corpus.models:     # number the word pairs once per corpus
-            corpus.models["fr2en"] = Model1(corpus.en, corpus.fr, scores["fr2en"],
-                                            **self.settings)
-            corpus.models["en2fr"] = Model1(corpus.fr, corpus.en, scores["en2fr"],
-                                            **self.settings)
-            return corpus.models["fr2en"], corpus.models["en2fr"]
-        return tuple(corpus.models[d].with_settings(scores[d], **self.settings)
-                     for d in ("fr2en", "en2fr"))
-
-    def _combine(self, fr2en, en2fr):
-        if self.symmetrise == "intersect":
-            return fr2en & en2fr
-        return grow_diag(fr2en, en2fr)
-
-    def iterate(self, english, french, corpus=None):
-        """Train step by step, yielding every pair's links after 0, 1, ... iterations.
-
-        Yields
-        ------
-        list of set of (int, int)
-            After ``k = 0, 1, ..., iterations`` EM iterations, the symmetrised
-            links of every pair (English index first).
-        """
-        corpus = corpus or self.prepare(english, french)
-        fr2en, en2fr = self.models = self._models(corpus)
-        for k in range(self.iterations + 1):
-            if k:
-                fr2en.step()
-                en2fr.step()
-            yield [self._combine(a, b) for a, b in zip(fr2en.links(), en2fr.links(swap=True))]
-
-    def fit(self, english, french):
-        """Train both directions on the corpus for ``iterations`` EM iterations.
-
-        Parameters
-        ----------
-        english, french : sequence of str or of list of str
-            The sentence pairs (line ``k`` of one translates line ``k`` of
-            the other), tokenised by whitespace.
-
-        Returns
-        -------
-        EMAligner
-            ``self``, ready for :meth:`align`.
-        """
-        fr2en, en2fr = self.models = self._models(self.prepare(english, french))
-        for _ in range(self.iterations):
-            fr2en.step()
-            en2fr.step()
-        return self
-
-    def align(self, k):
-        """Links ``{(i, j)}`` of the fitted corpus's pair ``k``.
-
-        Raises
-        ------
-        TypeError
-            If ``k`` is not a whole number (``1.7`` is not pair 1).
-        IndexError
-            If ``k`` is not in ``[0, number of pairs)``.
-        """
-        if self.models is None:
-            raise RuntimeError("call fit(english, french) before align(k)")
-        fr2en, en2fr = self.models
-        k = _check_pair_index(k, len(fr2en.n))
-        return self._combine(fr2en.decode(k), {(i, j) for j, i in en2fr.decode(k)})
-
-
-def tune_em(pairs, grid=None, max_iterations=EM_MAX_ITERATIONS, symmetrise="intersect"):
-    """Choose the EM aligner's settings on aligned pairs, with a leave-one-out estimate.
-
-    EM learns from the sentences alone (never from the gold links), so it is
-    trained once per setting on all the pairs; the gold links only choose
-    the setting, by :func:`attention_lib.align.leave_one_out`.
-
-    Parameters
-    ----------
-    pairs : list of AlignmentPair
-        E.g. :func:`attention_lib.align.load_alignment_dev`.
-    grid : dict of str to sequence, optional
-        Values of ``tension``, ``temperature``, ``pseudo_count`` and
-        ``null_prob`` (default :data:`EM_GRID`); every combination is tried,
-        with 0 to ``max_iterations`` iterations.
-
-    Returns
-    -------
-    Tuning
-        Settings are tuples ``(iterations, tension, temperature,
-        pseudo_count, null_prob)``.
-    """
-    grid = dict(EM_GRID if grid is None else grid)
-    english = [p.english for p in pairs]
-    french = [p.french for p in pairs]
-    candidates = {}
-    corpus = None
-    for tension in grid["tension"]:
-        for tau in grid["temperature"]:
-            for alpha in grid["pseudo_count"]:
-                for p0 in grid["null_prob"]:
-                    aligner = EMAligner(max_iterations, tension, tau, alpha, p0, symmetrise)
-                    corpus = corpus or aligner.prepare(english, french)
-                    for k, links in enumerate(aligner.iterate(english, french, corpus)):
-                        candidates[(k, tension, tau, alpha, p0)] = links
-    # ties go to fewer iterations, then to the smaller values
-    candidates = {key: candidates[key] for key in sorted(candidates)}
-    return leave_one_out(candidates, [p.sure for p in pairs], [p.possible for p in pairs])
-

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..embeddings import verified_path
+from ..data.paths import verified_path
 
 
 def split_lines(text):

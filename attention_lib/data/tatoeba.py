@@ -27,7 +27,7 @@ import unicodedata
 from collections import Counter
 from pathlib import Path
 
-from ..embeddings import data_dir
+from .paths import data_dir, sha256
 
 #: Longest English sentence kept, in words (split on spaces).
 MAX_WORDS = 15
@@ -232,10 +232,6 @@ class Tokenizer:
 
     def decode_batch(self, batch):
         return [self.decode(ids) for ids in batch]
-
-
-def sha256(path):
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def main(argv=None):

@@ -4,6 +4,8 @@ Each model follows the layer protocol one level up: ``forward`` computes the
 output, ``backward`` the gradients of every parameter, and ``layers()`` lists
 every layer that has parameters (each once), the list :class:`~attention_lib.nn.Adam` takes.
 
+- :mod:`attention_lib.models.bottleneck`: chapter 1's fixed-vector and attention models of
+  the information bottleneck;
 - :mod:`attention_lib.models.seq2seq`: RNNencdec and RNNsearch, the encoder-decoders
   of chapter 3;
 - :mod:`attention_lib.models.gpt`: TinyGPT, the decoder-only Transformer of chapter 10;

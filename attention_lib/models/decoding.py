@@ -7,17 +7,29 @@ hypotheses, in their new order). :func:`beam_search` does the rest, for
 ``B`` sentences of ``K`` hypotheses each, as ``B K`` rows.
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 import numpy as np
+from numpy.typing import ArrayLike
+
+from ..softmax import log_softmax
+
+if TYPE_CHECKING:  # for the type hints only
+    from .seq2seq import RNNsearch
 
 PAD, BOS, EOS = 0, 1, 2
 
 
-def length_penalty_gnmt(n, alpha):
+def length_penalty_gnmt(n: int | np.ndarray, alpha: float) -> float | np.ndarray:
     """GNMT's length penalty ``((5 + n) / 6) ** alpha`` (Wu et al., 2016)."""
     return ((5.0 + n) / 6.0) ** alpha
 
 
-def beam_search(step, reorder, B, K, max_len, length_penalty=0.6):
+def beam_search(step: Callable, reorder: Callable, B: int, K: int, max_len: int,
+                length_penalty: float = 0.6) -> list:
     """The best hypothesis of each sentence (ids, without ``<bos>``/``<eos>``).
 
     Hypotheses are ranked by ``log p(y | x) / lp(|y|)``. At each step the ``2 K``
@@ -77,12 +89,10 @@ def beam_search(step, reorder, B, K, max_len, length_penalty=0.6):
     return out
 
 
-def log_softmax(logits):
-    z = logits - logits.max(axis=-1, keepdims=True)
-    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+def rnnsearch_beam_search(model: RNNsearch, src: ArrayLike, lengths: ArrayLike,
+                          beam: int = 4, length_penalty: float = 0.6,
+                          max_len: int | None = None) -> list:
 
-
-def rnnsearch_beam_search(model, src, lengths, beam=4, length_penalty=0.6, max_len=None):
     """Beam search for :class:`~attention_lib.models.RNNsearch`: its decoder step, ``K`` rows a sentence.
 
     The encoder runs once; its states are repeated for the ``K`` hypotheses of a

@@ -11,11 +11,20 @@
   ``i`` belongs to reference word ``i`` whatever the model would have written.
 """
 
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..align.scoring import aer_from_counts
 from .._checks import as_int
-from ..toy_translation import CONTENT_CLASSES, WORD_CLASSES, encode_batch, generate_pairs
+from ..data.toy_translation import (CONTENT_CLASSES, WORD_CLASSES, Pair, encode_batch,
+                                    generate_pairs)
+
+if TYPE_CHECKING:  # for the type hints only
+    from .seq2seq import RNNencdec
 
 #: The length buckets of the test sets (source words, inclusive), as in the paper's Figure 2.
 BUCKETS = ((5, 9), (10, 14), (15, 19), (20, 24), (25, 29), (30, 34), (35, 39), (40, 44), (45, 50))
@@ -28,7 +37,7 @@ def _same_length(a, b, name_a, name_b):
                          f"(one per sentence), got {len(a)} and {len(b)}")
 
 
-def make_test_sets(n_per_bucket=100, seed=2015):
+def make_test_sets(n_per_bucket: int = 100, seed: int = 2015) -> dict[tuple[int, int], list[Pair]]:
     """One test set per length bucket: ``{(lo, hi): [Pair, ...]}``, seeded apart from training."""
     n_per_bucket = as_int(n_per_bucket, "n_per_bucket", 1)
     seed = as_int(seed, "seed", 0)
@@ -36,7 +45,8 @@ def make_test_sets(n_per_bucket=100, seed=2015):
             for k, (lo, hi) in enumerate(BUCKETS)}
 
 
-def translate_pairs(model, pairs, src_vocab, tgt_vocab, batch=100):
+def translate_pairs(model: RNNencdec, pairs: Sequence[Pair], src_vocab: dict, tgt_vocab: dict,
+                    batch: int = 100) -> tuple[list, list]:
     """Greedy translations (lists of French words) and attention weights, one per pair."""
     batch = as_int(batch, "batch", 1)
     hyps, weights = [], []
@@ -50,7 +60,7 @@ def translate_pairs(model, pairs, src_vocab, tgt_vocab, batch=100):
     return hyps, weights
 
 
-def bleu(hypotheses, references):
+def bleu(hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[str]]) -> float:
     """Corpus BLEU (0-100) by sacreBLEU; sentences are lists of words."""
     _same_length(hypotheses, references, "hypotheses", "references")
     import sacrebleu   # imported here: only evaluation needs it
@@ -58,13 +68,15 @@ def bleu(hypotheses, references):
                                        [[" ".join(r) for r in references]]).score)
 
 
-def exact_accuracy(hypotheses, references):
+def exact_accuracy(hypotheses: Sequence[Sequence[str]],
+                   references: Sequence[Sequence[str]]) -> float:
     """The share of hypotheses equal to their reference, word for word."""
     _same_length(hypotheses, references, "hypotheses", "references")
     return float(np.mean([list(h) == list(r) for h, r in zip(hypotheses, references)]))
 
 
-def forced_attention(model, pairs, src_vocab, tgt_vocab, batch=100):
+def forced_attention(model: RNNencdec, pairs: Sequence[Pair], src_vocab: dict, tgt_vocab: dict,
+                     batch: int = 100) -> list[np.ndarray]:
     """``alpha`` ``(T_i, S_i)`` of each pair's reference translation, read with teacher forcing."""
     batch = as_int(batch, "batch", 1)
     if not model.attention:
@@ -79,7 +91,8 @@ def forced_attention(model, pairs, src_vocab, tgt_vocab, batch=100):
     return out
 
 
-def alignment_error_rate(pairs, weights, classes=None):
+def alignment_error_rate(pairs: Sequence[Pair], weights: Sequence[np.ndarray],
+                         classes: Collection[str] | None = None) -> float:
     """AER of the argmax of each target word's attention against the gold links.
 
     Parameters
@@ -89,7 +102,7 @@ def alignment_error_rate(pairs, weights, classes=None):
         Attention of each reference target word over the source words.
     classes : collection of str, optional
         Only score target words of these classes (e.g.
-        :data:`~attention_lib.toy_translation.CONTENT_CLASSES`).
+        :data:`~attention_lib.data.toy_translation.CONTENT_CLASSES`).
 
     Returns
     -------
@@ -100,7 +113,7 @@ def alignment_error_rate(pairs, weights, classes=None):
     Examples
     --------
     >>> import numpy as np
-    >>> from attention_lib.toy_translation import Pair
+    >>> from attention_lib.data.toy_translation import Pair
     >>> p = Pair(("a", "b"), ("x", "y"), ((1, 0), (0, 1)), ("noun", "verb"))
     >>> alignment_error_rate([p], [np.array([[0.1, 0.9], [0.8, 0.2]])])
     0.0
@@ -124,7 +137,8 @@ def alignment_error_rate(pairs, weights, classes=None):
     return aer_from_counts(n_pred, n_gold, hits, hits)   # every gold link is Sure
 
 
-def evaluate(model, tests, src_vocab, tgt_vocab, alignment=True):
+def evaluate(model: RNNencdec, tests: dict, src_vocab: dict, tgt_vocab: dict,
+             alignment: bool = True) -> dict:
     """BLEU and exact accuracy per bucket, and AER by word class (attention models).
 
     ``alignment=False`` skips the AER (it needs a second, teacher-forced pass).
@@ -150,6 +164,7 @@ def evaluate(model, tests, src_vocab, tgt_vocab, alignment=True):
     if model.attention and alignment:
         aer = {"all": alignment_error_rate(all_pairs, all_weights),
                "content": alignment_error_rate(all_pairs, all_weights, CONTENT_CLASSES)}
+
         for c in WORD_CLASSES:
             aer[c] = alignment_error_rate(all_pairs, all_weights, (c,))
         result["aer"] = {k: round(v, 4) for k, v in aer.items()}

@@ -26,12 +26,16 @@ llama2.c on TinyStories (5 layers, E = 64, 8 query heads sharing 4 key/value
 heads, 512 tokens) from ``data/stories260k/``, with its tokenizer.
 """
 
+from __future__ import annotations
 
+import os
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from .._checks import as_int, as_int_array, as_numeric
 from ..data.gguf import read_gguf
 from ..data.llama_tokenizer import LlamaTokenizer
+from ..data.paths import verified_path
 from ..nn.block import Composite
 from ..nn.layers import Embedding, Linear
 from ..nn.multi_head_attention import KVCache, MultiHeadAttention
@@ -77,14 +81,14 @@ class LlamaBlock(Composite):
         self.ffn_norm = RMSNorm(d_model, eps)
         self.ffn = SwiGLU(d_model, d_ff, rng)
 
-    def layers(self):
+    def layers(self) -> list:
         return [self.attn_norm, self.attn, self.ffn_norm, self.ffn]
 
-    def forward(self, x, cache=None):
+    def forward(self, x: np.ndarray, cache: KVCache | None = None) -> np.ndarray:
         x = x + self.attn.forward(self.attn_norm.forward(x), is_causal=True, cache=cache)
         return x + self.ffn.forward(self.ffn_norm.forward(x))
 
-    def backward(self, grad):
+    def backward(self, grad: np.ndarray) -> np.ndarray:
         grad = grad + self.ffn_norm.backward(self.ffn.backward(grad))
         return grad + self.attn_norm.backward(self.attn.backward(grad))
 
@@ -148,21 +152,21 @@ class Llama(Composite):
                        "max_len": self.max_len, "eps": eps, "rotary_base": rotary_base,
                        "tied": tied}
 
-    def layers(self):
+    def layers(self) -> list:
         tail = [] if self.head is None else [self.head]
         return [self.tok, *(b for block in self.blocks for b in block.layers()),
                 self.norm, *tail]
 
     @property
-    def n_params(self):
+    def n_params(self) -> int:
         """Number of learned numbers (a tied output layer counted once)."""
         return sum(a.size for a in self.params.values())
 
-    def new_cache(self):
+    def new_cache(self) -> list[KVCache]:
         """An empty KV cache, one :class:`~attention_lib.nn.KVCache` per block."""
         return [KVCache() for _ in self.blocks]
 
-    def forward(self, tokens, cache=None):
+    def forward(self, tokens: ArrayLike, cache: list[KVCache] | None = None) -> np.ndarray:
         """Logits (B, T, V) for ``tokens`` (B, T).
 
         With a ``cache`` (from :meth:`new_cache`), ``tokens`` continue the
@@ -184,7 +188,7 @@ class Llama(Composite):
             return self.head.forward(self.x_final)
         return self.x_final @ self.tok.params["E"].T               # (B, T, V)
 
-    def backward(self, dlogits):
+    def backward(self, dlogits: np.ndarray) -> None:
         """Fill ``grads`` of every layer from ``d loss / d logits`` (B, T, V)."""
         if self.head is not None:
             grad = self.head.backward(dlogits)
@@ -249,7 +253,7 @@ class Llama(Composite):
         return seq[0] if tokens.ndim == 1 else seq
 
     @classmethod
-    def from_gguf(cls, path, dtype=np.float32):
+    def from_gguf(cls, path: str | os.PathLike, dtype: DTypeLike = np.float32) -> Llama:
         """The Llama model stored in a GGUF file (F32 or F16 tensors).
 
         Every tensor is mapped to the book's layers by :data:`GGUF_NAMES`
@@ -295,7 +299,7 @@ class Llama(Composite):
             target[...] = value
         return model
 
-    def parameter(self, name):
+    def parameter(self, name: str) -> np.ndarray:
         """A parameter by its book name, e.g. ``"blocks.0.attn.W_Q"`` (the array itself)."""
         owner, _, key = name.rpartition(".")
         obj = self
@@ -304,7 +308,7 @@ class Llama(Composite):
         return obj.params[key]
 
 
-def tensor_names(n_layers):
+def tensor_names(n_layers: int) -> list[str]:
     """``(gguf_name, book_name, transpose)`` for every tensor of a Llama GGUF file."""
     out = []
     for gguf, (book, transpose) in GGUF_NAMES.items():
@@ -314,7 +318,8 @@ def tensor_names(n_layers):
     return out
 
 
-def load_stories260k(path=None, dtype=np.float32):
+def load_stories260k(path: str | os.PathLike | None = None,
+                     dtype: DTypeLike = np.float32) -> tuple[Llama, LlamaTokenizer]:
     """stories260K and its tokenizer, from ``data/stories260k/`` (checked by its SHA-256).
 
     Parameters
@@ -336,13 +341,12 @@ def load_stories260k(path=None, dtype=np.float32):
     'Once upon a time, there was a little girl named Lily. She'
     """
     if path is None:
-        from ..embeddings import verified_path
         path = verified_path(STORIES260K)
     model = Llama.from_gguf(path, dtype=dtype)
     return model, LlamaTokenizer.from_gguf(read_gguf(path))
 
 
-def stories260k_reference():
+def stories260k_reference() -> str:
     """The text llama2.c prints for stories260K at temperature 0, from its documentation.
 
     ``data/stories260k/llama2c_doc_stories260K.md`` shows the command
@@ -351,7 +355,6 @@ def stories260k_reference():
     command line and the block's last newline): 256 tokens of greedy
     decoding from ``<s>``, run.c's default number of steps.
     """
-    from ..embeddings import verified_path
     doc = verified_path(STORIES260K_DOC).read_text(encoding="utf8")
     blocks = doc.split("```")[1::2]                    # the insides of the code blocks
     block = next(b for b in blocks if "-t 0.0" in b.split("\n", 2)[1])

@@ -16,12 +16,20 @@ array, ``tokenizer.decode(ids)`` a string; ``model.forward(ids)`` maps (B, T) id
 ``model.generate(tokens, max_new_tokens, temperature, top_k, top_p, rng)`` writes.
 """
 
+from __future__ import annotations
+
 import json
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-from ..embeddings import DataFileError, data_dir
+from ..data.paths import DataFileError, data_dir, sha256
+
+if TYPE_CHECKING:  # for the type hints only
+    from .gpt import TinyGPT
 
 #: The names :func:`load_pretrained` knows.
 MODELS = ("shakespeare", "stories260k")
@@ -50,7 +58,7 @@ class CharTokenizer:
     ValueError: text has 1 character outside the vocabulary of 6: 'z' (first at index 2)
     """
 
-    def __init__(self, chars):
+    def __init__(self, chars: str) -> None:
         chars = list(chars)
         bad = [c for c in chars if not isinstance(c, str) or len(c) != 1]
         if bad:
@@ -61,7 +69,7 @@ class CharTokenizer:
         self.ids = {c: i for i, c in enumerate(chars)}
 
     @property
-    def n_vocab(self):
+    def n_vocab(self) -> int:
         """Number of distinct tokens (characters)."""
         return len(self.chars)
 
@@ -71,7 +79,7 @@ class CharTokenizer:
     def __repr__(self):
         return f"CharTokenizer({len(self.chars)} characters)"
 
-    def encode(self, text):
+    def encode(self, text: str) -> np.ndarray:
         """The ids (int64 array, one per character) of ``text``.
 
         Raises ``ValueError`` naming the characters that are not in the
@@ -90,7 +98,7 @@ class CharTokenizer:
                              f"(first at index {first})")
         return np.fromiter((self.ids[c] for c in text), dtype=np.int64, count=len(text))
 
-    def decode(self, ids):
+    def decode(self, ids: ArrayLike) -> str:
         """The text whose characters have ids ``ids`` (a sequence of ints)."""
         ids = np.asarray(ids)
         if ids.dtype.kind not in "iub" and not (ids.size == 0 and ids.dtype.kind == "f"):
@@ -102,22 +110,13 @@ class CharTokenizer:
         return "".join(self.chars[i] for i in ids)
 
 
-def shakespeare_dir():
+def shakespeare_dir() -> Path:
     """``data/checkpoints/shakespeare``: the committed checkpoint and its manifest."""
     return data_dir() / "checkpoints" / "shakespeare"
 
 
-def _sha256(path):
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def load_shakespeare(folder=None, verify=True):
+def load_shakespeare(folder: str | os.PathLike | None = None,
+                     verify: bool = True) -> tuple[TinyGPT, CharTokenizer]:
     """Chapter 12's model and tokenizer from ``folder`` (default :func:`shakespeare_dir`).
 
     With ``verify`` (the default) the checkpoint's sha256 must match its
@@ -136,14 +135,14 @@ def load_shakespeare(folder=None, verify=True):
         if not manifest.is_file():
             raise DataFileError(f"{manifest} is missing: it holds the checkpoint's sha256")
         expected = json.loads(manifest.read_text(encoding="utf8")).get("sha256")
-        if _sha256(path) != expected:
+        if sha256(path) != expected:
             raise DataFileError(f"{path} does not match the sha256 in {manifest}: the file "
                                 "is altered or truncated; restore it with git checkout")
     model, chars = load_checkpoint(path)
     return model, CharTokenizer(chars)
 
 
-def load_pretrained(name, path=None):
+def load_pretrained(name: str, path: str | os.PathLike | None = None) -> tuple:
     """One of the book's trained language models and its tokenizer.
 
     Parameters

@@ -28,11 +28,11 @@ differences.
 
 import json
 import os
-import tempfile
 import zipfile
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from .._checks import as_float_dtype, as_int, as_int_array
 from ..masks import padding_mask
@@ -40,7 +40,8 @@ from ..nn.additive import AdditiveAttention
 from ..nn.layers import Embedding, Linear
 from ..nn.losses import softmax_cross_entropy
 from ..nn.recurrent import GRU, GRUCell
-from ..toy_translation import BOS, EOS, PAD
+from ..data.paths import write_atomic
+from ..data.toy_translation import BOS, EOS, PAD
 
 
 class RNNencdec:
@@ -78,7 +79,8 @@ class RNNencdec:
 
     attention = False
 
-    def __init__(self, n_src, n_tgt, emb=16, hidden=48, attn=32, seed=0, dtype=np.float32):
+    def __init__(self, n_src: int, n_tgt: int, emb: int = 16, hidden: int = 48, attn: int = 32,
+                 seed: int = 0, dtype: DTypeLike = np.float32) -> None:
         self.config = {"model": type(self).__name__,
                        **self.check_config(n_src, n_tgt, emb, hidden, attn, seed)}
         dtype = as_float_dtype(dtype)
@@ -100,7 +102,8 @@ class RNNencdec:
         self.dtype, self.hidden, self.emb = np.dtype(dtype), H, emb
 
     @staticmethod
-    def check_config(n_src, n_tgt, emb, hidden, attn, seed):
+    def check_config(n_src: int, n_tgt: int, emb: int, hidden: int, attn: int,
+                     seed: int) -> dict[str, int]:
         """The sizes as a dict of ints, or ``TypeError``/``ValueError`` naming the bad one.
 
         ``n_tgt`` counts padding, ``<bos>`` and ``<eos>`` (ids 0, 1, 2), so it is at least 3.
@@ -110,7 +113,8 @@ class RNNencdec:
                 "attn": as_int(attn, "attn", 1), "seed": as_int(seed, "seed", 0)}
 
     @classmethod
-    def param_shapes(cls, n_src, n_tgt, emb, hidden, attn, seed=0):
+    def param_shapes(cls, n_src: int, n_tgt: int, emb: int, hidden: int, attn: int,
+                     seed: int = 0) -> dict[str, tuple[int, ...]]:
         """The shape of every parameter, ``{"layer.param": shape}``, without building the model.
 
         :func:`load` compares a file's arrays with these before it allocates anything.
@@ -130,21 +134,22 @@ class RNNencdec:
         shapes.update({"out.W": (3 * H + e, c["n_tgt"]), "out.b": (c["n_tgt"],)})
         return shapes
 
-    def layers(self):
+    def layers(self) -> list:
         """Every layer with parameters, each once (what :class:`~attention_lib.nn.Adam` takes)."""
         layers = [self.src_emb, self.enc_fwd, self.enc_bwd, self.init,
                   self.tgt_emb, self.dec, self.att, self.out]
         return [layer for layer in layers if layer is not None]
 
-    def named_layers(self):
+    def named_layers(self) -> list[tuple[str, object]]:
         names = ["src_emb", "enc_fwd", "enc_bwd", "init", "tgt_emb", "dec", "att", "out"]
         return [(n, getattr(self, n)) for n in names if getattr(self, n) is not None]
 
-    def n_params(self):
+    def n_params(self) -> int:
         return sum(p.size for layer in self.layers() for p in layer.params.values())
 
     # -- encoder ---------------------------------------------------------
-    def encode(self, src, lengths):
+    def encode(self, src: ArrayLike,
+               lengths: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Encoder states ``H`` ``(B, S, 2H)``, their padding mask ``(B, S)`` and ``s_0`` ``(B, H)``."""
         src, lengths = self._check_source(src, lengths)
         self._dlogits = None            # a new forward: the last loss's gradients are gone
@@ -193,7 +198,8 @@ class RNNencdec:
         return self._summary, None, None
 
     # -- training --------------------------------------------------------
-    def loss(self, src, lengths, tgt_in, tgt_out):
+    def loss(self, src: ArrayLike, lengths: ArrayLike, tgt_in: ArrayLike,
+             tgt_out: ArrayLike) -> float:
         """Mean cross-entropy per target word (padding excluded), with teacher forcing.
 
         Parameters
@@ -240,7 +246,7 @@ class RNNencdec:
         self._shapes = (Ey.shape[-1], H_enc.shape)
         return loss
 
-    def backward(self):
+    def backward(self) -> None:
         """Gradients of the last :meth:`loss` for every parameter, in each layer's ``grads``.
 
         Every gradient is overwritten, so a second call gives the same gradients
@@ -273,7 +279,8 @@ class RNNencdec:
         self._encode_backward(dH, dsummary, ds)
 
     # -- inference -------------------------------------------------------
-    def translate(self, src, lengths, max_len=None):
+    def translate(self, src: ArrayLike, lengths: ArrayLike,
+                  max_len: int | None = None) -> tuple[list[list[int]], np.ndarray]:
         """Greedy decoding without teacher forcing.
 
         Returns
@@ -310,11 +317,11 @@ class RNNencdec:
         return ids, np.stack(weights, axis=1)
 
     # -- checkpoints -----------------------------------------------------
-    def state_dict(self):
+    def state_dict(self) -> dict[str, np.ndarray]:
         """Every parameter as ``{"layer.param": array}`` (what :func:`save` writes)."""
         return {f"{n}.{k}": v for n, layer in self.named_layers() for k, v in layer.params.items()}
 
-    def load_state_dict(self, state, strict=True):
+    def load_state_dict(self, state: dict[str, np.ndarray], strict: bool = True) -> None:
         """Set every parameter from ``state`` (as :meth:`state_dict` gives it).
 
         As PyTorch's ``strict=True`` (the default): a key the model does not
@@ -381,7 +388,7 @@ class CheckpointError(ValueError):
     """
 
 
-def save(model, path, **extra):
+def save(model: RNNencdec, path: str | os.PathLike, **extra) -> Path:
     """Write a model to ``path`` as ``.npz``: its parameters and its config (JSON), no pickles.
 
     ``extra`` items are added to the config (they cannot replace its keys).
@@ -398,14 +405,7 @@ def save(model, path, **extra):
         path = path.with_name(path.name + ".npz")
     arrays = dict(model.state_dict())
     arrays["config"] = np.array(config)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    write_atomic(path, lambda f: np.savez(f, **arrays), "wb")
     return path
 
 
@@ -433,7 +433,8 @@ def _array_headers(path):
     return headers
 
 
-def load(path, dtype=np.float32, model=None):
+def load(path: str | os.PathLike, dtype: DTypeLike = np.float32,
+         model: RNNencdec | None = None) -> RNNencdec:
     """Read a model written by :func:`save` (``allow_pickle=False``).
 
     Everything is checked before the model is built: the file is a zip of

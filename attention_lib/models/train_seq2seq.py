@@ -24,20 +24,21 @@ matches the committed one in its evaluation (within
 """
 
 import argparse
-import hashlib
 import json
 import os
 import sys
-import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from numpy.random import Generator
+from numpy.typing import DTypeLike
 
 from .._cli import EXIT_BROKEN_PIPE, int_at_least
-from ..embeddings import data_dir
+from ..data.paths import data_dir, sha256, write_atomic
 from ..nn import Adam, clip_grad_norm
-from ..toy_translation import encode_batch, make_pair, source_vocab, target_vocab
+from ..data.toy_translation import encode_batch, make_pair, source_vocab, target_vocab
 from .evaluation import evaluate, make_test_sets
 from .seq2seq import MODELS, load, save
 
@@ -54,7 +55,8 @@ RUNS = {
 }
 
 
-def training_batch(rng, batch, min_words, max_words, spread, src_vocab, tgt_vocab):
+def training_batch(rng: Generator, batch: int, min_words: int, max_words: int,
+                   spread: int, src_vocab: dict, tgt_vocab: dict) -> tuple:
     """A batch of sentences of similar length (within ``spread`` words of a random centre).
 
     Similar lengths waste little on padding; they still differ, so the masks are exercised.
@@ -93,12 +95,13 @@ def train(model, steps, min_words, max_words, seed, batch=32, lr=0.003, clip=1.0
     return losses
 
 
-def checkpoint_dir():
+def checkpoint_dir() -> Path:
     """Where the committed checkpoints live: ``data/checkpoints/seq2seq``."""
     return data_dir() / "checkpoints" / "seq2seq"
 
 
-def load_checkpoints(directory=None, dtype=np.float64):
+def load_checkpoints(directory: str | os.PathLike | None = None,
+                     dtype: DTypeLike = np.float64) -> tuple[dict, dict]:
     """The manifest and the models it lists, ``(manifest, {name: model})``.
 
     Each file's sha256 is checked against the manifest first, and the model
@@ -118,7 +121,7 @@ def load_checkpoints(directory=None, dtype=np.float64):
     return manifest, models
 
 
-def read_manifest(path):
+def read_manifest(path: str | os.PathLike) -> dict:
     """The manifest at ``path``, checked: ``ValueError`` naming the file if it is damaged."""
     path = Path(path)
     text = path.read_text(encoding="utf8")
@@ -135,26 +138,6 @@ def read_manifest(path):
     except ValueError as err:            # json.JSONDecodeError is a ValueError
         raise ValueError(f"{path} is not a checkpoint manifest: {err}") from None
     return manifest
-
-
-def write_json_atomic(path, data):
-    """Write ``data`` as JSON to ``path`` through a temporary file and a rename.
-
-    A reader (or a Ctrl-C) sees the old file or the new one, never half of one.
-    """
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf8") as f:
-            f.write(json.dumps(data, indent=1) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
-def sha256(path):
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 #: Exit status when the reader of our output goes away (``... | head``), as
@@ -220,7 +203,7 @@ def _parse(parser, argv):
     return args, old
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     """Train (or, with ``--evaluate-only``, re-evaluate) and return the exit status.
 
     0 on success; 2 with a one-line message for a bad argument, before any
@@ -295,7 +278,8 @@ def _train_runs(out, runs, test_per_bucket, old):
         manifest = {**manifest, "numpy": np.__version__,
                     "models": {r: models[r] for r in order}}
         manifest["command"] = _command(list(manifest["models"]), test_per_bucket)
-        write_json_atomic(out / "manifest.json", manifest)
+        text = json.dumps(manifest, indent=1) + "\n"
+        write_atomic(out / "manifest.json", lambda f: f.write(text))
     return manifest
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ..embeddings import data_dir
+from ..data.paths import data_dir
 from ..nn import Adam, clip_grad_norm, softmax_cross_entropy
 from .gpt import TinyGPT
 

@@ -44,7 +44,7 @@ from ..data.tatoeba import (
     load_references,
     tatoeba_dir,
 )
-from ..embeddings import data_dir
+from ..data.paths import data_dir
 from ..nn import Adam, clip_grad_norm
 
 #: Settings of each model. ``steps`` is a full run: about 40 minutes of one core

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..masks import padding_mask
 from ..nn.block import FeedForward
-from ..nn.layers import _init, _sum_to_matrix
+from ..nn.layers import init_weight as _init, sum_to_matrix as _sum_to_matrix
 from ..nn.multi_head_attention import KVCache, MultiHeadAttention
 from ..nn.norm import LayerNorm
 from ..positions import sinusoidal_positions

@@ -13,6 +13,8 @@ for each step in reverse and :meth:`~AdditiveAttention.keys_backward` once.
 """
 
 import numpy as np
+from numpy.random import Generator
+from numpy.typing import ArrayLike, DTypeLike
 
 from .._checks import (as_float_dtype, as_float_input, as_int, as_mask_01, as_rng,
                        require_forward, require_shape)
@@ -63,7 +65,8 @@ class AdditiveAttention:
     ((2, 6), [[0.333, 0.333, 0.333], [0.5, 0.5, 0.0]])
     """
 
-    def __init__(self, d_h, d_s, d_a, rng, dtype=np.float32):
+    def __init__(self, d_h: int, d_s: int, d_a: int, rng: Generator,
+                 dtype: DTypeLike = np.float32) -> None:
         d_h, d_s, d_a = (as_int(n, name, 1) for n, name in ((d_h, "d_h"), (d_s, "d_s"), (d_a, "d_a")))
         dtype, rng = as_float_dtype(dtype), as_rng(rng)
         self.params = {"U_a": rng.normal(scale=d_h ** -0.5, size=(d_h, d_a)).astype(dtype),
@@ -72,7 +75,7 @@ class AdditiveAttention:
         self.grads = {k: np.zeros_like(p) for k, p in self.params.items()}
         self.H = None
 
-    def set_keys(self, H, mask=None):
+    def set_keys(self, H: ArrayLike, mask: ArrayLike | None = None) -> None:
         """Take the encoder states ``H`` ``(B, S, d_h)`` and padding ``mask`` ``(B, S)`` (True = a word)."""
         H = as_float_input(H, "H")
         if H.ndim != 3:
@@ -86,14 +89,14 @@ class AdditiveAttention:
         self.UH = H @ self.params["U_a"]                    # (B, S, d_a)
         self.zero_grad()
 
-    def zero_grad(self):
+    def zero_grad(self) -> None:
         """Start new sums: the gradients, and ``d loss / d H`` of the current keys."""
         require_forward(self.H, self, "zero_grad", "set_keys")
         self.grads = {k: np.zeros_like(p) for k, p in self.params.items()}
         self.dH = np.zeros_like(self.H)
         self.dUH = np.zeros_like(self.UH)
 
-    def step(self, s):
+    def step(self, s: ArrayLike) -> tuple[np.ndarray, np.ndarray, tuple]:
         """Context ``c`` ``(B, d_h)`` and weights ``alpha`` ``(B, S)`` for decoder states ``s`` ``(B, d_s)``."""
         require_forward(self.H, self, "step", "set_keys")
         s = as_float_input(s, "s")
@@ -106,7 +109,7 @@ class AdditiveAttention:
         c = np.einsum("bs,bsd->bd", alpha, self.H)
         return c, alpha, (s, hidden, alpha)
 
-    def step_backward(self, dc, cache):
+    def step_backward(self, dc: np.ndarray, cache: tuple) -> np.ndarray:
         """From ``d loss / d c`` ``(B, d_h)``: returns ``d loss / d s`` and adds to the grads."""
         require_forward(self.H, self, "step_backward", "set_keys")
         dc = as_float_input(dc, "dc")
@@ -122,7 +125,7 @@ class AdditiveAttention:
         self.grads["W_a"] += s.T @ d_Ws
         return d_Ws @ self.params["W_a"].T
 
-    def keys_backward(self):
+    def keys_backward(self) -> np.ndarray:
         """After every :meth:`step_backward`: ``d loss / d H`` ``(B, S, d_h)``; sets the ``U_a`` grad."""
         require_forward(self.H, self, "keys_backward", "set_keys")
         H, dUH = self.H, self.dUH

@@ -1,10 +1,13 @@
 """The feed-forward layer and the Transformer block built from the other layers."""
 
+import numpy as np
+from numpy.random import Generator
+
 from .activations import GELU
 from .dropout import Dropout
 from .layers import Linear
 from .norm import LayerNorm
-from .multi_head_attention import SelfAttention
+from .multi_head_attention import KVCache, SelfAttention
 
 
 class Composite:
@@ -15,16 +18,16 @@ class Composite:
     composite layer like any other.
     """
 
-    def layers(self):
+    def layers(self) -> list:
         raise NotImplementedError
 
     @property
-    def params(self):
+    def params(self) -> dict[str, np.ndarray]:
         return {f"{i}.{k}": a for i, layer in enumerate(self.layers())
                 for k, a in layer.params.items()}
 
     @property
-    def grads(self):
+    def grads(self) -> dict[str, np.ndarray]:
         return {f"{i}.{k}": a for i, layer in enumerate(self.layers())
                 for k, a in layer.grads.items()}
 
@@ -45,18 +48,18 @@ class FeedForward(Composite):
     ((2, 5, 8), ['0.W', '0.b', '1.W', '1.b'])
     """
 
-    def __init__(self, d_model, d_ff, rng, approximate="none"):
+    def __init__(self, d_model: int, d_ff: int, rng: Generator, approximate: str = "none") -> None:
         self.fc1 = Linear(d_model, d_ff, rng)
         self.act = GELU(approximate)
         self.fc2 = Linear(d_ff, d_model, rng)
 
-    def layers(self):
+    def layers(self) -> list:
         return [self.fc1, self.fc2]
 
-    def forward(self, x):
+    def forward(self, x: np.ndarray) -> np.ndarray:
         return self.fc2.forward(self.act.forward(self.fc1.forward(x)))
 
-    def backward(self, grad):
+    def backward(self, grad: np.ndarray) -> np.ndarray:
         return self.fc1.backward(self.act.backward(self.fc2.backward(grad)))
 
 
@@ -110,23 +113,23 @@ class TransformerBlock(Composite):
             self.ffn = FeedForward(d_model, d_ff, rng)
             self.drop2 = Dropout(dropout, rng)
 
-    def layers(self):
+    def layers(self) -> list:
         if self.attention_only:
             return [self.ln1, self.attn]
         return [self.ln1, self.attn, self.ln2] + self.ffn.layers()
 
-    def dropouts(self):
+    def dropouts(self) -> list:
         """The block's dropout layers (set their ``training`` flag)."""
         drops = [self.attn.dropout, self.drop1]
         return drops if self.attention_only else drops + [self.drop2]
 
-    def forward(self, x, cache=None):
+    def forward(self, x: np.ndarray, cache: KVCache | None = None) -> np.ndarray:
         x = x + self.drop1.forward(self.attn.forward(self.ln1.forward(x), cache))
         if not self.attention_only:
             x = x + self.drop2.forward(self.ffn.forward(self.ln2.forward(x)))
         return x
 
-    def backward(self, grad):
+    def backward(self, grad: np.ndarray) -> np.ndarray:
         if not self.attention_only:
             grad = grad + self.ln2.backward(self.ffn.backward(self.drop2.backward(grad)))
         return grad + self.ln1.backward(self.attn.backward(self.drop1.backward(grad)))

@@ -1,6 +1,8 @@
 """Dropout: zero a random fraction of the activations while training."""
 
 import numpy as np
+from numpy.random import Generator
+from numpy.typing import ArrayLike
 
 from .._checks import as_float_input, as_probability, as_rng, require_forward
 
@@ -32,8 +34,6 @@ class Dropout:
     Examples
     --------
     >>> import numpy as np
-
-from .._checks import as_float_input, as_probability, as_rng, require_forward
     >>> from attention_lib.nn import Dropout
     >>> drop = Dropout(0.5, np.random.default_rng(0))
     >>> y = drop.forward(np.ones(8))
@@ -44,7 +44,7 @@ from .._checks import as_float_input, as_probability, as_rng, require_forward
     array([1., 1., 1.])
     """
 
-    def __init__(self, p, rng=None):
+    def __init__(self, p: float, rng: Generator | None = None) -> None:
         try:
             p = as_probability(p, "p")
         except ValueError as err:
@@ -57,7 +57,7 @@ from .._checks import as_float_input, as_probability, as_rng, require_forward
         self.params, self.grads = {}, {}
         self.mask, self.shape = None, None
 
-    def forward(self, x):
+    def forward(self, x: ArrayLike) -> np.ndarray:
         # An integer x would cast the scale 1 / (1 - p) to an integer (1): refused.
         x = as_float_input(x, "x")
         self.shape = x.shape
@@ -71,7 +71,7 @@ from .._checks import as_float_input, as_probability, as_rng, require_forward
         self.mask = keep * x.dtype.type(1.0 / (1.0 - self.p))
         return x * self.mask
 
-    def backward(self, grad):
+    def backward(self, grad: np.ndarray) -> np.ndarray:
         require_forward(self.shape, self)
         if np.shape(grad) != self.shape:
             raise ValueError(f"grad must have the shape of forward's output "

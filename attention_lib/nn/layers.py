@@ -5,16 +5,18 @@ See :mod:`attention_lib.nn` for the protocol every layer follows
 """
 
 import numpy as np
+from numpy.random import Generator
+from numpy.typing import ArrayLike
 
 from .._checks import as_float_input, as_int, as_numeric, as_rng, require_forward
 
 
-def _sum_to_matrix(x, grad):
+def sum_to_matrix(x: np.ndarray, grad: np.ndarray) -> np.ndarray:
     """``sum over batch of x_b^T grad_b``: the gradient of a shared weight."""
     return x.reshape(-1, x.shape[-1]).T @ grad.reshape(-1, grad.shape[-1])
 
 
-def _init(rng, n_in, n_out):
+def init_weight(rng: Generator, n_in: int, n_out: int) -> np.ndarray:
     """Weights drawn with variance ``1 / n_in`` (LeCun), so outputs start O(1)."""
     return rng.normal(scale=1.0 / np.sqrt(n_in), size=(n_in, n_out))
 
@@ -48,15 +50,15 @@ class Linear:
     ((4, 3), array([4., 4.]))
     """
 
-    def __init__(self, n_in, n_out, rng, bias=True):
+    def __init__(self, n_in: int, n_out: int, rng: Generator, bias: bool = True) -> None:
         n_in, n_out = as_int(n_in, "n_in", 1), as_int(n_out, "n_out", 1)
-        self.params = {"W": _init(as_rng(rng), n_in, n_out)}
+        self.params = {"W": init_weight(as_rng(rng), n_in, n_out)}
         if bias:
             self.params["b"] = np.zeros(n_out)
         self.grads = {}
         self.x = None
 
-    def forward(self, x):
+    def forward(self, x: ArrayLike) -> np.ndarray:
         x = as_float_input(x, "x")
         n_in = self.params["W"].shape[0]
         if x.ndim == 0 or x.shape[-1] != n_in:
@@ -67,14 +69,14 @@ class Linear:
         y = x @ self.params["W"]
         return y + self.params["b"] if "b" in self.params else y
 
-    def backward(self, grad):
+    def backward(self, grad: np.ndarray) -> np.ndarray:
         require_forward(self.x, self)
         grad = as_float_input(grad, "grad")
         want = self.x.shape[:-1] + (self.params["W"].shape[1],)
         if grad.shape != want:
             raise ValueError(f"grad must have the shape of forward's output {want}, "
                              f"got {grad.shape}")
-        self.grads["W"] = _sum_to_matrix(self.x, grad)
+        self.grads["W"] = sum_to_matrix(self.x, grad)
         if "b" in self.params:
             self.grads["b"] = grad.reshape(-1, grad.shape[-1]).sum(axis=0)
         return grad @ self.params["W"].T
@@ -109,13 +111,13 @@ class Embedding:
     array([0., 2., 0., 1., 0.])
     """
 
-    def __init__(self, n_tokens, d, rng):
+    def __init__(self, n_tokens: int, d: int, rng: Generator) -> None:
         n_tokens, d = as_int(n_tokens, "n_tokens", 1), as_int(d, "d", 1)
         self.params = {"E": as_rng(rng).normal(size=(n_tokens, d))}
         self.grads = {}
         self.tokens = None
 
-    def forward(self, tokens):
+    def forward(self, tokens: ArrayLike) -> np.ndarray:
         tokens = as_numeric(tokens, "tokens")
         n = self.params["E"].shape[0]
         if tokens.dtype.kind not in "iu" or tokens.size and (
@@ -125,7 +127,7 @@ class Embedding:
         self.tokens = tokens
         return self.params["E"][tokens]
 
-    def backward(self, grad):
+    def backward(self, grad: np.ndarray) -> np.ndarray:
         require_forward(self.tokens, self)
         E = self.params["E"]
         grad = as_float_input(grad, "grad")

@@ -1,12 +1,13 @@
 """The loss a language model is trained on, with its gradient."""
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._checks import as_numeric
 from ..softmax import log_softmax
 
 
-def softmax_cross_entropy(logits, targets):
+def softmax_cross_entropy(logits: ArrayLike, targets: ArrayLike) -> tuple[float, np.ndarray]:
     """Mean cross-entropy of a softmax over the last axis, and its gradient.
 
     Parameters

@@ -10,14 +10,18 @@ positions, grouped-query heads and cross-attention. Masks follow the book
 True where a query *may attend*, a float mask is added to the scores.
 """
 
+from __future__ import annotations
+
 import numpy as np
+from numpy.random import Generator
+from numpy.typing import ArrayLike, DTypeLike
 from numpy.lib.stride_tricks import as_strided
 
 from .._checks import as_bool, as_int, as_mask, as_numeric, max_abs, overflow_bound
-from .._kernel import attention_backward, attention_weights, float_mask
+from .._kernel import and_causal, attention_backward, attention_weights, float_mask
 from ..positions import rotary_tables, rotate_pairs
 from .dropout import Dropout
-from .layers import _init, _sum_to_matrix
+from .layers import init_weight, sum_to_matrix
 
 _ROTARY = (None, "interleaved", "half")
 
@@ -45,7 +49,7 @@ class KVCache:
         True once the cache holds cross-attention keys and values.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.k = self.v = None
         self.position, self.cross = 0, False
 
@@ -53,11 +57,11 @@ class KVCache:
         return 0 if self.k is None else self.k.shape[-2]
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
         """Memory held by the cached keys and values, in bytes."""
         return 0 if self.k is None else self.k.nbytes + self.v.nbytes
 
-    def check(self, batch, k_shape=None):
+    def check(self, batch: int, k_shape: tuple | None = None) -> None:
         """Refuse a call whose batch (or head layout) differs from what the cache holds."""
         if self.k is None:
             return
@@ -75,7 +79,7 @@ class KVCache:
                 f"but this layer makes {k_shape}: was the cache made for another layer?"
             )
 
-    def append(self, k, v):
+    def append(self, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Add the new rows ``k, v`` (B, n_kv_heads, T, d_head); return all keys and values."""
         self.check(k.shape[0], k.shape)
         if self.k is None:
@@ -187,18 +191,18 @@ class MultiHeadAttention:
 
     def __init__(
         self,
-        d_model,
-        n_heads,
-        rng,
-        n_kv_heads=None,
-        d_head=None,
-        d_kv=None,
-        bias=True,
-        dropout=0.0,
-        rotary=None,
-        rotary_base=10000.0,
-        dtype=np.float64,
-    ):
+        d_model: int,
+        n_heads: int,
+        rng: Generator,
+        n_kv_heads: int | None = None,
+        d_head: int | None = None,
+        d_kv: int | None = None,
+        bias: bool = True,
+        dropout: float = 0.0,
+        rotary: str | None = None,
+        rotary_base: float = 10000.0,
+        dtype: DTypeLike = np.float64,
+    ) -> None:
         d_model = as_int(d_model, "d_model", 1)
         H = as_int(n_heads, "n_heads", 1)
         H_kv = H if n_kv_heads is None else as_int(n_kv_heads, "n_kv_heads", 1)
@@ -244,8 +248,13 @@ class MultiHeadAttention:
 
     @classmethod
     def from_params(
-        cls, params, n_heads, n_kv_heads=None, rotary=None, rotary_base=10000.0
-    ):
+        cls,
+        params: dict[str, np.ndarray],
+        n_heads: int,
+        n_kv_heads: int | None = None,
+        rotary: str | None = None,
+        rotary_base: float = 10000.0,
+    ) -> MultiHeadAttention:
         """A layer around existing weights (the arrays themselves, not copies).
 
         ``params`` holds ``W_Q, W_K, W_V, W_O`` in the layout of
@@ -321,14 +330,14 @@ class MultiHeadAttention:
             d_kv == d_model
         ):  # one draw: the numbers of the fused W_QKV of earlier versions
             W_Q, W_K, W_V = np.split(
-                _init(rng, d_model, q_cols + 2 * kv_cols),
+                init_weight(rng, d_model, q_cols + 2 * kv_cols),
                 [q_cols, q_cols + kv_cols],
                 axis=1,
             )
         else:
-            W_Q = _init(rng, d_model, q_cols)
-            W_K, W_V = np.split(_init(rng, d_kv, 2 * kv_cols), 2, axis=1)
-        return W_Q, W_K, W_V, _init(rng, q_cols, d_model)
+            W_Q = init_weight(rng, d_model, q_cols)
+            W_K, W_V = np.split(init_weight(rng, d_kv, 2 * kv_cols), 2, axis=1)
+        return W_Q, W_K, W_V, init_weight(rng, q_cols, d_model)
 
     def _rotate(self, x, start, inverse=False):
         """Rotary positions ``start, start + 1, ...`` on ``x`` (B, heads, T, d); back if ``inverse``."""
@@ -393,25 +402,19 @@ class MultiHeadAttention:
             heads = (H_kv, H // H_kv) if m.shape[1] == H else (1, 1)
             mask = m.reshape(m.shape[:1] + heads + m.shape[2:])
         if is_causal:  # the query at position p sees keys 0 .. p
-            causal = np.arange(S) <= np.arange(offset, offset + T)[:, None]
-            if mask is None:
-                mask = causal
-            elif mask.dtype.kind == "b":
-                mask = mask & causal
-            else:
-                mask = np.where(causal, mask, -np.inf).astype(dtype, copy=False)
+            mask = and_causal(mask, np.arange(S) <= np.arange(offset, offset + T)[:, None])
         return mask
 
     def forward(
         self,
-        x_q,
-        x_kv=None,
-        attn_mask=None,
-        is_causal=False,
-        cache=None,
-        x_v=None,
-        need_weights=True,
-    ):
+        x_q: ArrayLike,
+        x_kv: ArrayLike | None = None,
+        attn_mask: ArrayLike | None = None,
+        is_causal: bool = False,
+        cache: KVCache | None = None,
+        x_v: ArrayLike | None = None,
+        need_weights: bool = True,
+    ) -> np.ndarray:
         """Attend from ``x_q`` (B, L, d_model) to itself, or to ``x_kv`` (B, S, d_kv).
 
         Parameters
@@ -549,7 +552,7 @@ class MultiHeadAttention:
             return out[0]
         return out
 
-    def backward(self, grad):
+    def backward(self, grad: np.ndarray) -> np.ndarray | tuple[np.ndarray, ...]:
         """Gradients of every parameter (into ``grads``) and of the inputs, from ``d loss / d out``.
 
         Returns ``dx`` (self-attention), ``(dx_q, dx_kv)`` (cross-attention), or
@@ -573,7 +576,7 @@ class MultiHeadAttention:
                 f"forward() has shape {expected[self._unbatched :]}"
             )
         grad = grad.reshape(expected)
-        g["W_O"] = _sum_to_matrix(s["context"], grad)
+        g["W_O"] = sum_to_matrix(s["context"], grad)
         d_ctx = grad @ p["W_O"].T  # (B, T, H dv)
         d_ctx = d_ctx.reshape(B, T, H, -1).transpose(0, 2, 1, 3)
         d_ctx = d_ctx.reshape(B, H_kv, H // H_kv, T, d_ctx.shape[-1])
@@ -599,7 +602,7 @@ class MultiHeadAttention:
         for names, x in s["groups"]:
             dy = _merge_heads([d_heads[n] for n in names])  # (B, S, columns)
             widths = np.cumsum([p["W_" + n].shape[1] for n in names])[:-1]
-            for n, dW in zip(names, np.split(_sum_to_matrix(x, dy), widths, axis=1)):
+            for n, dW in zip(names, np.split(sum_to_matrix(x, dy), widths, axis=1)):
                 g["W_" + n] = dW
             if self.bias:
                 db = dy.reshape(-1, dy.shape[-1]).sum(axis=0)
@@ -671,7 +674,8 @@ class SelfAttention(MultiHeadAttention):
     ((3, 5, 8), (3, 2, 5, 5))
     """
 
-    def __init__(self, d_model, n_heads, rng, dropout=0.0, causal=True, rotary=False):
+    def __init__(self, d_model: int, n_heads: int, rng: Generator,
+                 dropout: float = 0.0, causal: bool = True, rotary: bool = False) -> None:
         super().__init__(
             d_model,
             n_heads,
@@ -681,7 +685,7 @@ class SelfAttention(MultiHeadAttention):
         )
         self.causal = as_bool(causal, "causal")
 
-    def forward(self, x, cache=None):
+    def forward(self, x: ArrayLike, cache: KVCache | None = None) -> np.ndarray:
         """Attend within ``x`` (B, T, d_model); with a ``cache``, also to its earlier positions."""
         return super().forward(x, is_causal=self.causal, cache=cache)
 
@@ -707,19 +711,20 @@ class Attention(MultiHeadAttention):
     (['W_Q', 'W_K', 'W_V', 'W_O'], (2, 5, 8))
     """
 
-    def __init__(self, d_model, d_k, d_v, rng):
+    def __init__(self, d_model: int, d_k: int, d_v: int, rng: Generator) -> None:
         self.d_v = as_int(d_v, "d_v", 1)
         super().__init__(d_model, 1, rng, d_head=d_k, bias=False)
 
     def _draw(self, rng, d_model, d_kv, q_cols, kv_cols):
         return (
-            _init(rng, d_model, q_cols),
-            _init(rng, d_model, kv_cols),
-            _init(rng, d_model, self.d_v),
-            _init(rng, self.d_v, d_model),
+            init_weight(rng, d_model, q_cols),
+            init_weight(rng, d_model, kv_cols),
+            init_weight(rng, d_model, self.d_v),
+            init_weight(rng, self.d_v, d_model),
         )
 
-    def forward(self, x_q, x_kv, attn_mask=None, is_causal=False):
+    def forward(self, x_q: ArrayLike, x_kv: ArrayLike,
+                attn_mask: ArrayLike | None = None, is_causal: bool = False) -> np.ndarray:
         out = super().forward(x_q, x_kv, attn_mask, is_causal)
         self.weights = self.weights[..., 0, :, :]
         return out

@@ -1,6 +1,7 @@
 """Layer normalisation, and its backward pass."""
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._checks import as_features, as_int, as_output_grad
 
@@ -40,7 +41,7 @@ class LayerNorm:
     [[-1.2247  0.      1.2247]]
     """
 
-    def __init__(self, d, eps=1e-5):
+    def __init__(self, d: int, eps: float = 1e-5) -> None:
         d = as_int(d, "d", 1)
         if not eps > 0:
             raise ValueError(f"eps must be positive, got {eps!r}")
@@ -49,7 +50,7 @@ class LayerNorm:
         self.grads = {}
         self.x_hat = self.inv_sigma = None
 
-    def forward(self, x):
+    def forward(self, x: ArrayLike) -> np.ndarray:
         d = self.params["gamma"].shape[0]
         x = as_features(x, d, "LayerNorm", "d")
         with np.errstate(over="ignore", invalid="ignore"):   # checked on the next line
@@ -87,7 +88,7 @@ class LayerNorm:
         scale = s * m               # sigma = scale * sqrt(mean(u^2) + eps / scale^2)
         return _unit_rms(u, scale, self.eps)
 
-    def backward(self, grad):
+    def backward(self, grad: np.ndarray) -> np.ndarray:
         grad = as_output_grad(grad, self, None if self.x_hat is None else self.x_hat.shape)
         x_hat, d = self.x_hat, self.x_hat.shape[-1]
         self.grads["gamma"] = (grad * x_hat).reshape(-1, d).sum(axis=0)
@@ -134,7 +135,7 @@ class RMSNorm:
     [[0.5773 1.1547 1.1547]]
     """
 
-    def __init__(self, d, eps=1e-5):
+    def __init__(self, d: int, eps: float = 1e-5) -> None:
         d = as_int(d, "d", 1)
         if not eps > 0:
             raise ValueError(f"eps must be positive, got {eps!r}")
@@ -143,7 +144,7 @@ class RMSNorm:
         self.grads = {}
         self.x_hat = self.r = None
 
-    def forward(self, x):
+    def forward(self, x: ArrayLike) -> np.ndarray:
         d = self.params["gamma"].shape[0]
         x = as_features(x, d, "RMSNorm", "d")
         with np.errstate(over="ignore", invalid="ignore"):   # checked on the next line
@@ -168,7 +169,7 @@ class RMSNorm:
             u = x / s
         return _unit_rms(u, s, self.eps)
 
-    def backward(self, grad):
+    def backward(self, grad: np.ndarray) -> np.ndarray:
         grad = as_output_grad(grad, self, None if self.x_hat is None else self.x_hat.shape)
         x_hat, d = self.x_hat, self.x_hat.shape[-1]
         self.grads["gamma"] = (grad * x_hat).reshape(-1, d).sum(axis=0)

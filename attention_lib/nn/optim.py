@@ -1,6 +1,7 @@
 """Optimisers: update the ``params`` of a list of layers from their ``grads``."""
 
 import numbers
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -75,7 +76,8 @@ class Adam:
            [ 0.1]])
     """
 
-    def __init__(self, layers, lr=1e-3, betas=(0.9, 0.999), eps=1e-8):
+    def __init__(self, layers: Sequence, lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
         self.layers = list(layers)
         owner = {}
         for i, layer in enumerate(self.layers):
@@ -101,7 +103,7 @@ class Adam:
         self.v = [{k: np.zeros_like(a) for k, a in layer.params.items()}
                   for layer in self.layers]
 
-    def step(self):
+    def step(self) -> None:
         """Update every parameter once from the gradients in ``grads``.
 
         Every gradient is checked before any parameter moves, so a missing

@@ -20,6 +20,8 @@ at its sentence's last real word.
 """
 
 import numpy as np
+from numpy.random import Generator
+from numpy.typing import ArrayLike, DTypeLike
 
 from .._checks import (as_float_dtype, as_float_input, as_int, as_mask_01, as_rng,
                        require_forward, require_shape)
@@ -62,7 +64,8 @@ class GRUCell:
     ((2, 3), (4, 12))
     """
 
-    def __init__(self, d_in, hidden, rng, dtype=np.float32):
+    def __init__(self, d_in: int, hidden: int, rng: Generator,
+                 dtype: DTypeLike = np.float32) -> None:
         d_in, H = as_int(d_in, "d_in", 1), as_int(hidden, "hidden", 1)
         dtype, rng = as_float_dtype(dtype), as_rng(rng)
         k = 1.0 / np.sqrt(H)
@@ -72,10 +75,10 @@ class GRUCell:
         self.d_in, self.hidden = d_in, H
         self.zero_grad()
 
-    def zero_grad(self):
+    def zero_grad(self) -> None:
         self.grads = {k: np.zeros_like(v) for k, v in self.params.items()}
 
-    def input_gates(self, x):
+    def input_gates(self, x: np.ndarray) -> np.ndarray:
         """``x W_ih + b_ih``: the input's share of all three gates, ``(..., 3H)``.
 
         It does not depend on the state, so a whole sequence's can be computed
@@ -83,7 +86,8 @@ class GRUCell:
         """
         return x @ self.params["W_ih"] + self.params["b_ih"]
 
-    def step(self, x, h, mask=None):
+    def step(self, x: ArrayLike, h: np.ndarray,
+             mask: ArrayLike | None = None) -> tuple[np.ndarray, tuple]:
         """One step from input ``x`` ``(B, d_in)`` and state ``h`` ``(B, H)``.
 
         Returns the new state ``(B, H)`` and the cache for :meth:`step_backward`.
@@ -101,7 +105,8 @@ class GRUCell:
         require_shape(h, name, (B, self.hidden), "(B, hidden)")
         return h
 
-    def step_gates(self, gi, h, mask=None):
+    def step_gates(self, gi: np.ndarray, h: np.ndarray,
+                   mask: np.ndarray | None = None) -> tuple[np.ndarray, tuple]:
         """:meth:`step` from precomputed input gates ``gi = x W_ih + b_ih``."""
         H = self.hidden
         gh = h @ self.params["W_hh"] + self.params["b_hh"]          # (B, 3H)
@@ -114,7 +119,7 @@ class GRUCell:
             h_new = m * h_new + (1 - m) * h
         return h_new, (h, r, z, n, gh[:, 2 * H:], mask)
 
-    def step_backward(self, dh_new, cache):
+    def step_backward(self, dh_new: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray]:
         """Backward of :meth:`step`: returns ``(dx, dh)`` and adds to ``grads``."""
         x, cache = cache
         dgi, dh = self.step_gates_backward(dh_new, cache)
@@ -122,7 +127,8 @@ class GRUCell:
         self.grads["b_ih"] += dgi.sum(axis=0)
         return dgi @ self.params["W_ih"].T, dh
 
-    def step_gates_backward(self, dh_new, cache):
+    def step_gates_backward(self, dh_new: np.ndarray,
+                            cache: tuple) -> tuple[np.ndarray, np.ndarray]:
         """Backward of :meth:`step_gates`: returns ``(d gi, dh)``; adds the ``W_hh, b_hh`` grads."""
         h, r, z, n, gh_n, mask = cache
         dh_keep = 0.0
@@ -170,12 +176,14 @@ class GRU(GRUCell):
     (2, 5, 3)
     """
 
-    def __init__(self, d_in, hidden, rng, dtype=np.float32, reverse=False):
+    def __init__(self, d_in: int, hidden: int, rng: Generator,
+                 dtype: DTypeLike = np.float32, reverse: bool = False) -> None:
         super().__init__(d_in, hidden, rng, dtype)
         self.reverse = bool(reverse)
         self.caches = None
 
-    def forward(self, x, mask=None, h0=None):
+    def forward(self, x: ArrayLike, mask: ArrayLike | None = None,
+                h0: np.ndarray | None = None) -> np.ndarray:
         """States ``(B, T, H)`` for inputs ``x`` ``(B, T, d_in)``; ``mask`` ``(B, T)``."""
         x = as_float_input(x, "x")
         require_shape(x, "x", (None, None, self.d_in), "(B, T, d_in)")
@@ -194,7 +202,7 @@ class GRU(GRUCell):
         self.x, self.mask, self.caches = x, mask, caches
         return hs
 
-    def backward(self, dhs):
+    def backward(self, dhs: np.ndarray) -> np.ndarray:
         """From ``d loss / d hs`` ``(B, T, H)``: ``dx`` ``(B, T, d_in)``; sets ``grads``.
 
         The gradient of the initial state is kept in ``dh0``.

@@ -1,8 +1,12 @@
 """Llama's feed-forward layer: a SiLU-gated linear unit (SwiGLU)."""
 
+import numpy as np
+from numpy.random import Generator
+from numpy.typing import ArrayLike
+
 from .._checks import as_features, as_int, as_output_grad
 from .activations import SiLU
-from .layers import _init, _sum_to_matrix
+from .layers import init_weight, sum_to_matrix
 
 
 class SwiGLU:
@@ -41,15 +45,15 @@ class SwiGLU:
     ((2, 5, 8), ['W1', 'W2', 'W3'])
     """
 
-    def __init__(self, d_model, d_ff, rng):
+    def __init__(self, d_model: int, d_ff: int, rng: Generator) -> None:
         d_model, d_ff = as_int(d_model, "d_model", 1), as_int(d_ff, "d_ff", 1)
-        self.params = {"W1": _init(rng, d_model, d_ff), "W3": _init(rng, d_model, d_ff),
-                       "W2": _init(rng, d_ff, d_model)}
+        self.params = {"W1": init_weight(rng, d_model, d_ff), "W3": init_weight(rng, d_model, d_ff),
+                       "W2": init_weight(rng, d_ff, d_model)}
         self.grads = {}
         self.silu = SiLU()
         self.x = None
 
-    def forward(self, x):
+    def forward(self, x: ArrayLike) -> np.ndarray:
         d = self.params["W1"].shape[0]
         x = as_features(x, d, "SwiGLU", "d_model")
         self.x = x
@@ -58,14 +62,14 @@ class SwiGLU:
         self.z = self.s * self.u
         return self.z @ self.params["W2"]
 
-    def backward(self, grad):
+    def backward(self, grad: np.ndarray) -> np.ndarray:
         grad = as_output_grad(grad, self, None if self.x is None else self.x.shape)
         p = self.params
-        self.grads["W2"] = _sum_to_matrix(self.z, grad)
+        self.grads["W2"] = sum_to_matrix(self.z, grad)
         dz = grad @ p["W2"].T
         du = dz * self.s
         da = self.silu.backward(dz * self.u)
-        self.grads["W1"] = _sum_to_matrix(self.x, da)
-        self.grads["W3"] = _sum_to_matrix(self.x, du)
+        self.grads["W1"] = sum_to_matrix(self.x, da)
+        self.grads["W3"] = sum_to_matrix(self.x, du)
         return da @ p["W1"].T + du @ p["W3"].T
 

@@ -1,9 +1,11 @@
 """Training utilities that act on a list of layers."""
 
+from collections.abc import Sequence
+
 import numpy as np
 
 
-def clip_grad_norm(layers, max_norm, error_if_nonfinite=False):
+def clip_grad_norm(layers: Sequence, max_norm: float, error_if_nonfinite: bool = False) -> float:
     """Scale every gradient down so that together they have norm at most ``max_norm``.
 
     Mirrors :func:`torch.nn.utils.clip_grad_norm_`: the norm is taken over

@@ -8,7 +8,7 @@ self-attention and bidirectional self-attention. Each column shows where the
 queries and the keys come from (a row of keys above a row of queries), the
 keys one query may look at (arrows from query 2), and the mask that says so:
 an L x S grid whose dark cells with a dot may attend and whose light cells
-are masked, the same picture ``attention_lib.plotting.plot_mask`` draws.
+are masked, the same picture ``attention_lib.presentation.plotting.plot_mask`` draws.
 The row of query 2 is framed in the mask, so the arrows and the mask can be
 read against each other.
 

@@ -19,7 +19,6 @@ def _cell(value, spec):
     if isinstance(value, numbers.Integral) and spec[-1] not in "dnxXob,_":
         return str(value)  # a count stays a whole number under a float format
     return format(value, spec)
-    return str(value)
 
 
 def format_table(rows, headers, formats=None):

@@ -22,7 +22,7 @@ WIDGETS = {
     "translator": ("translator", "The English-French Transformer, running in your browser"),
 }
 
-_STATIC = Path(__file__).resolve().parents[1] / "book" / "_static"
+_STATIC = Path(__file__).resolve().parents[2] / "book" / "_static"
 
 
 def _fallback(name):

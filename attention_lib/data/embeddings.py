@@ -15,166 +15,29 @@ An unknown word gets a row of zeros, and a zero key would still receive
 attention weight (its score is 0, not ``-inf``). So ``known`` is returned
 alongside: pass it as the attention mask so unknown words get no weight.
 
-Every data file is checked against the SHA-256 in ``data/MANIFEST.json``
-(once per file per process) before it is used, and its structure when it is
-loaded (vector width, vocabulary rows), so a truncated download, an edited
-or a malformed file gives a ``DataFileError`` naming the file and the
-rebuild command rather than quietly wrong numbers.
+Each file is checked against ``data/MANIFEST.json`` (:mod:`.paths`) and its
+structure when it is loaded, else a ``DataFileError`` names it.
 """
 
-import hashlib
 import json
-import os
-import re
 import unicodedata
 import zipfile
 from collections.abc import Mapping
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
-from ._checks import as_numeric, require_finite
+from .._checks import as_numeric, require_finite
+from .paths import data_file_error, read_cached, verified_path
 
 LANGUAGES = ("en", "fr")
 EMBEDDING_DIM = 300   # numbers per word vector in data/ (data/README.md)
-REBUILD = "python data/build_embeddings.py"
-_MANIFEST = "MANIFEST.json"
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-
-_verified = {}   # path -> (size, mtime_ns) of the version that was checked
-_cache = {}      # (kind, path) -> loaded object
-
-
-class DataFileError(OSError):
-    """A file in ``data/`` is missing, truncated or altered.
-
-    The message names the file and says how to get it back.
-    """
-
-
-def data_dir():
-    """The folder holding the embeddings, vocabularies and ``MANIFEST.json``.
-
-    The repository's ``data/`` folder, found relative to this package (not
-    the working directory, so notebooks in ``book/`` find it too). The
-    environment variable ``ATTENTION_DATA_DIR`` overrides it.
-
-    Returns
-    -------
-    pathlib.Path
-
-    Examples
-    --------
-    >>> from attention_lib import data_dir
-    >>> (data_dir() / "MANIFEST.json").exists()
-    True
-    """
-    override = os.environ.get("ATTENTION_DATA_DIR")
-    if override:
-        return Path(override).resolve()
-    return Path(__file__).resolve().parents[1] / "data"
-
-
-def _problem(path, what):
-    return DataFileError(
-        f"{path}: {what}. Restore it from the repository (git checkout -- "
-        f"data/) or rebuild the data with `{REBUILD}` (see data/README.md)")
-
-
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _manifest(folder):
-    """``MANIFEST.json``'s ``files``: name -> {"sha256": hex, "bytes": int}."""
-    path = folder / _MANIFEST
-    if not path.is_file():
-        raise _problem(path, "the checksum manifest is missing")
-    try:
-        manifest = json.loads(path.read_text(encoding="utf8"))
-    except (ValueError, UnicodeDecodeError) as err:
-        raise _problem(path, f"the checksum manifest is unreadable ({err})") from None
-    files = manifest.get("files") if isinstance(manifest, dict) else None
-    if not isinstance(files, dict):
-        raise _problem(path, 'the checksum manifest is malformed: it must be a '
-                             'JSON object whose "files" is an object mapping '
-                             'each file name to {"sha256": ..., "bytes": ...}')
-    for name, entry in files.items():
-        ok = (isinstance(entry, dict)
-              and isinstance(entry.get("sha256"), str)
-              and _SHA256.fullmatch(entry["sha256"]) is not None
-              and type(entry.get("bytes")) is int and entry["bytes"] >= 0)
-        if not ok:
-            raise _problem(path, f"the checksum manifest is malformed: the entry "
-                                 f"for {name!r} is {entry!r}, not "
-                                 f'{{"sha256": <64 hex digits>, "bytes": <size>}}')
-    return files
-
-
-def verified_path(name):
-    """Path of ``data/<name>`` after checking it against ``MANIFEST.json``.
-
-    Parameters
-    ----------
-    name : str
-        Path relative to :func:`data_dir`, e.g. ``"vocab_en.json"``.
-
-    Returns
-    -------
-    pathlib.Path
-
-    Raises
-    ------
-    DataFileError
-        If the file or the manifest is missing, the manifest is not valid
-        JSON of the expected structure (``{"files": {name: {"sha256": hex,
-        "bytes": int}}}``), does not list the file, or the file's size or
-        SHA-256 differ from the manifest's.
-    """
-    folder = data_dir()
-    path = folder / name
-    if not folder.is_dir():
-        raise DataFileError(
-            f"the data folder {folder} does not exist. attention_lib looks for "
-            "the repository's data/ beside the package, which works when the "
-            "project is installed editable from a checkout (pip install -e .); "
-            "otherwise set ATTENTION_DATA_DIR to the data/ folder, or rebuild the "
-            f"data there with `{REBUILD}` (see data/README.md)")
-    if not path.is_file():
-        raise _problem(path, "the file is missing")
-    stat = path.stat()
-    stamp = (stat.st_size, stat.st_mtime_ns)
-    if _verified.get(path) == stamp:
-        return path
-    entry = _manifest(folder).get(name)
-    if entry is None:
-        raise _problem(path, f"{_MANIFEST} has no checksum for this file")
-    if stat.st_size != entry["bytes"]:
-        raise _problem(path, f"it has {stat.st_size} bytes but {_MANIFEST} "
-                             f"says {entry['bytes']} (truncated or altered)")
-    if _sha256(path) != entry["sha256"]:
-        raise _problem(path, f"its SHA-256 does not match {_MANIFEST} "
-                             "(the file is corrupted or was altered)")
-    _verified[path] = stamp
-    return path
 
 
 def _check_lang(lang):
     if lang not in LANGUAGES:
         raise ValueError(f"lang must be one of {', '.join(map(repr, LANGUAGES))}, "
                          f"got {lang!r}")
-
-
-def _cached(kind, path, load):
-    key = (kind, path, _verified[path])
-    if key not in _cache:
-        _cache[key] = load(path)
-    return _cache[key]
 
 
 def load_vocab(lang):
@@ -207,7 +70,7 @@ def load_vocab(lang):
     """
     _check_lang(lang)
     path = verified_path(f"vocab_{lang}.json")
-    return dict(_cached("vocab", path, _read_vocab))
+    return dict(read_cached(path, _read_vocab))
 
 
 def _read_vocab(path):
@@ -215,25 +78,25 @@ def _read_vocab(path):
     try:
         vocab = json.loads(path.read_text(encoding="utf8"))
     except UnicodeDecodeError as err:
-        raise _problem(path, f"it is not valid UTF-8 ({err})") from None
+        raise data_file_error(path, f"it is not valid UTF-8 ({err})") from None
     except ValueError as err:
-        raise _problem(path, f"it is not valid JSON ({err})") from None
+        raise data_file_error(path, f"it is not valid JSON ({err})") from None
     if not isinstance(vocab, dict):
-        raise _problem(path, f"it holds a JSON {type(vocab).__name__}, not an "
+        raise data_file_error(path, f"it holds a JSON {type(vocab).__name__}, not an "
                              "object mapping words to rows")
     seen = {}
     for word, row in vocab.items():
         if type(row) is not int:
-            raise _problem(path, f"the row of {word!r} is {row!r}, not an integer")
+            raise data_file_error(path, f"the row of {word!r} is {row!r}, not an integer")
         if not 0 <= row < len(vocab):
-            raise _problem(path, f"the row of {word!r} is {row}, outside 0 .. "
+            raise data_file_error(path, f"the row of {word!r} is {row}, outside 0 .. "
                                  f"{len(vocab) - 1} (one row per word)")
         if row in seen:
-            raise _problem(path, f"{seen[row]!r} and {word!r} both have row {row}: "
+            raise data_file_error(path, f"{seen[row]!r} and {word!r} both have row {row}: "
                                  "rows are used twice")
         seen[row] = word
         if word != _normalise(word).lower() or not word:
-            raise _problem(path, f"the word {word!r} is not lower-case NFC text "
+            raise data_file_error(path, f"the word {word!r} is not lower-case NFC text "
                                  "without format characters, so tokenize could "
                                  "never find it")
     return vocab
@@ -243,26 +106,26 @@ def _read_embeddings(path):
     try:
         npz = np.load(path, allow_pickle=False)
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as err:
-        raise _problem(path, f"it is not a readable .npz of numeric arrays "
+        raise data_file_error(path, f"it is not a readable .npz of numeric arrays "
                              f"({type(err).__name__}: {err})") from None
     if not isinstance(npz, np.lib.npyio.NpzFile):   # a bare .npy array
-        raise _problem(path, "it is a single .npy array, not an .npz archive")
+        raise data_file_error(path, "it is a single .npy array, not an .npz archive")
     with npz:
         if "embeddings" not in npz.files:
-            raise _problem(path, f"it holds {npz.files}, not an array 'embeddings'")
+            raise data_file_error(path, f"it holds {npz.files}, not an array 'embeddings'")
         try:
             matrix = npz["embeddings"]
         except (zipfile.BadZipFile, ValueError, OSError, EOFError) as err:
-            raise _problem(path, f"its array 'embeddings' cannot be read without "
+            raise data_file_error(path, f"its array 'embeddings' cannot be read without "
                                  f"pickle ({type(err).__name__}: {err})") from None
     if matrix.ndim != 2 or matrix.shape[1] != EMBEDDING_DIM:
-        raise _problem(path, f"'embeddings' has shape {matrix.shape}, not "
+        raise data_file_error(path, f"'embeddings' has shape {matrix.shape}, not "
                              f"(n_words, {EMBEDDING_DIM})")
     if matrix.dtype.kind != "f":
-        raise _problem(path, f"'embeddings' has dtype {matrix.dtype}, not floating")
+        raise data_file_error(path, f"'embeddings' has dtype {matrix.dtype}, not floating")
     matrix = matrix.astype(np.float32)
     if not np.isfinite(matrix).all():
-        raise _problem(path, "'embeddings' holds NaN or infinity")
+        raise data_file_error(path, "'embeddings' holds NaN or infinity")
     matrix.flags.writeable = False   # shared by every caller: keep it intact
     return matrix
 
@@ -302,10 +165,10 @@ def load_embeddings(lang):
     """
     _check_lang(lang)
     path = verified_path(f"embeddings_{lang}.npz")
-    matrix = _cached("embeddings", path, _read_embeddings)
-    n_words = len(_cached("vocab", verified_path(f"vocab_{lang}.json"), _read_vocab))
+    matrix = read_cached(path, _read_embeddings)
+    n_words = len(read_cached(verified_path(f"vocab_{lang}.json"), _read_vocab))
     if matrix.shape[0] != n_words:
-        raise _problem(path, f"it has {matrix.shape[0]} rows but vocab_{lang}.json "
+        raise data_file_error(path, f"it has {matrix.shape[0]} rows but vocab_{lang}.json "
                              f"has {n_words} words (one row per word)")
     return matrix
 

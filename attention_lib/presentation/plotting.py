@@ -185,7 +185,7 @@ def mark_cells(ax, cells, style="square", label=None, size=None):
     --------
     >>> import matplotlib
     >>> matplotlib.use("Agg")
-    >>> from attention_lib.plotting import plot_weights, mark_cells
+    >>> from attention_lib.presentation.plotting import plot_weights, mark_cells
     >>> ax = plot_weights([[0.9, 0.1], [0.2, 0.8]])
     >>> marks = mark_cells(ax, [(0, 0), (1, 1)], style="square", label="gold")
     >>> marks.get_offsets().tolist()     # (x, y) = (column, row)
@@ -250,7 +250,7 @@ def hatch_masked(ax, mask, label="masked"):
     >>> import matplotlib
     >>> matplotlib.use("Agg")
     >>> import numpy as np
-    >>> from attention_lib.plotting import plot_weights, hatch_masked
+    >>> from attention_lib.presentation.plotting import plot_weights, hatch_masked
     >>> ax = plot_weights([[0.5, 0.5], [1.0, 0.0]])
     >>> hatch_masked(ax, np.array([[True, True], [True, False]]))
     1

@@ -25,13 +25,15 @@ draw comes from a generator seeded by ``(seed, L)``, so a result for one
 length does not depend on which other lengths were run.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 import scipy.linalg
 
-from ._checks import as_float, as_int, require_finite
-from .dot_product import scaled_dot_product_attention
+from .._checks import as_float, as_int, require_finite
+from ..dot_product import scaled_dot_product_attention
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,7 @@ def _tokens(tokens, embeddings, name):
     return t, E
 
 
-def nearest_token(vectors, embeddings):
+def nearest_token(vectors: ArrayLike, embeddings: ArrayLike) -> np.ndarray:
     """Decode vectors to the vocabulary symbol whose embedding is nearest.
 
     Parameters
@@ -114,7 +116,7 @@ def nearest_token(vectors, embeddings):
     Examples
     --------
     >>> import numpy as np
-    >>> from attention_lib.bottleneck import nearest_token
+    >>> from attention_lib.models.bottleneck import nearest_token
     >>> E = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])
     >>> nearest_token(np.array([[0.9, 0.2], [-0.6, 0.1], [0.1, 2.0]]), E)
     array([0, 2, 1])
@@ -134,7 +136,7 @@ def nearest_token(vectors, embeddings):
     return distances.argmin(axis=-1)
 
 
-def fit_linear_code(X, d):
+def fit_linear_code(X: ArrayLike, d: int) -> tuple[np.ndarray, np.ndarray]:
     """Fit the best linear encoder/decoder of width ``d``: PCA.
 
     Among all ways of mapping ``X`` linearly to ``d`` numbers and back, the
@@ -161,7 +163,7 @@ def fit_linear_code(X, d):
     Points on a line in 3-D are kept exactly by a code of one number:
 
     >>> import numpy as np
-    >>> from attention_lib.bottleneck import fit_linear_code
+    >>> from attention_lib.models.bottleneck import fit_linear_code
     >>> t = np.linspace(-1, 1, 5)[:, None]
     >>> X = t * np.array([1.0, 2.0, 2.0])
     >>> mean, basis = fit_linear_code(X, 1)
@@ -184,7 +186,8 @@ def fit_linear_code(X, d):
     return mean, directions[:, ::-1]            # largest variance first
 
 
-def fixed_vector_recovery(train_tokens, test_tokens, embeddings, widths):
+def fixed_vector_recovery(train_tokens: ArrayLike, test_tokens: ArrayLike,
+                          embeddings: ArrayLike, widths: Sequence[int]) -> np.ndarray:
     """Fraction of test tokens recovered through one vector of ``d`` numbers.
 
     Parameters
@@ -206,7 +209,7 @@ def fixed_vector_recovery(train_tokens, test_tokens, embeddings, widths):
     Examples
     --------
     >>> import numpy as np
-    >>> from attention_lib.bottleneck import fixed_vector_recovery
+    >>> from attention_lib.models.bottleneck import fixed_vector_recovery
     >>> rng = np.random.default_rng(0)
     >>> E = rng.normal(size=(10, 4))               # V = 10 symbols, p = 4
     >>> train, test = rng.integers(10, size=(500, 6)), rng.integers(10, size=(200, 6))
@@ -234,7 +237,8 @@ def fixed_vector_recovery(train_tokens, test_tokens, embeddings, widths):
     return np.array(recovered)
 
 
-def attention_recovery(tokens, embeddings, position_codes, sharpness):
+def attention_recovery(tokens: ArrayLike, embeddings: ArrayLike,
+                       position_codes: ArrayLike, sharpness: float) -> float:
     """Fraction of tokens recovered by attending over all encoder states.
 
     Encoder state ``j`` is ``h_j = [embedding(x_j) ; position_codes[j]]``.
@@ -264,7 +268,7 @@ def attention_recovery(tokens, embeddings, position_codes, sharpness):
     With one-hot position codes the query matches exactly one state:
 
     >>> import numpy as np
-    >>> from attention_lib.bottleneck import attention_recovery
+    >>> from attention_lib.models.bottleneck import attention_recovery
     >>> rng = np.random.default_rng(0)
     >>> E = rng.normal(size=(10, 4))
     >>> tokens = rng.integers(10, size=(50, 8))

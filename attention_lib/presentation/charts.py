@@ -7,103 +7,20 @@ temperature, another mask, another key width. No kernel and no server is
 involved, so the charts work on the static site.
 
 Altair is imported only inside these functions: the numerical modules of
-``attention_lib`` never need it.
+``attention_lib`` never need it. The Vega-Lite helpers the builders share are
+in :mod:`.vega`; :func:`~attention_lib.presentation.embed.show` puts a chart on
+a page (:mod:`.embed`, the HTML embedding).
 
-Rendering everywhere
---------------------
-:func:`show` displays a chart as a mimebundle with two representations:
-
-* ``text/html``: a container (``role="figure"``, an ``aria-label`` and a
-  text description for screen readers, a ``<noscript>`` note) and a script
-  that loads Vega, Vega-Lite and vega-embed from the site's own
-  ``_static/vendor/`` (relative to the page: ``../_static/vendor/`` for pages
-  in ``book/``; ``scripts/vendor-vega.sh`` vendors them). Jupyter Book picks
-  this one (``_config.yml``: ``nb_mime_priority_overrides``), so the static
-  site needs no network. Where those files do not exist (JupyterLab on
-  Binder, Colab) the script loads the same pinned versions from a CDN.
-* ``application/vnd.vegalite.v5+json``: the spec itself, for JupyterLab's
-  built-in Vega extension (Vega-Lite 5: the specs use nothing that only
-  Vega-Lite 6 has, and render unchanged with Vega-Lite 5.23).
-
-A chart does not repeat a static figure on the same page: where a
-matplotlib figure and a chart would show the same thing, the page keeps the
-chart, and the printed numbers of its compared cell (below) serve print and
-readers without JavaScript; a static figure beside a chart shows something
-the chart does not.
-
-How a chapter adds a chart (instructions for chapter authors)
--------------------------------------------------------------
-nbval: the chart cell is excluded from comparison with ``# NBVAL_IGNORE_OUTPUT``
-(its payload is HTML and JSON, not a teaching output), and the numbers the
-chart starts from are printed by the next cell, which nbval compares. No
-sanitiser file is needed. A chart takes three cells:
-
-1. A markdown cell saying what the reader can do with the chart
-   ("Drag the temperature ...; switch the colour scale ...").
-2. The chart cell, metadata ``{"tags": ["remove-input"]}`` (the reader sees
-   the chart, not the call), first line ``# NBVAL_IGNORE_OUTPUT``, one call to
-   :func:`show` with a caption; no ``mystnb`` figure metadata (that is for
-   images)::
-
-       # NBVAL_IGNORE_OUTPUT
-       from attention_lib.interactive import attention_heatmap_chart, show
-       show(attention_heatmap_chart(scores, french.words, english.words),
-            caption="Interactive: hover over a cell; drag the temperature.")
-
-3. A compared text cell (no tags, no ``NBVAL_IGNORE_OUTPUT``) printing the
-   numbers the chart shows in its initial state, e.g. for the heat map
-   ``print(np.array2string(softmax(scores), precision=4))``.
-
-The four charts and their compared cells:
-
-* chapter 4, heat map: ``attention_heatmap_chart(scores, query_words,
-  key_words)`` (the stored scores, not the weights); print ``softmax(scores)``.
-* chapter 4, saturation: ``saturation_chart()``; print, from
-  ``s = saturation_scores()``, ``softmax(s[d_k])`` and
-  ``softmax(s[d_k] / np.sqrt(d_k))`` for one or two ``d_k`` (e.g. 32, 1024).
-* chapter 5, masks: ``mask_explorer_chart("the cat sat on the mat <pad>
-  <pad>".split(), masks=["bidirectional", "causal", "padding"])`` (no ALiBi
-  before chapter 8); print the causal weights of
-  ``mask_explorer_scores(words)`` with the library's own mask, e.g.
-  ``softmax(np.where(causal_mask(L), s, -np.inf))``.
-* chapter 14, online softmax: ``online_softmax_chart(e, block_size=4)`` with
-  the chapter's row of scores ``e``; print the running maximum and sum after
-  each block (the chapter's ``online_softmax_step`` trace already does).
-
-The chart cell's output is deterministic all the same (the container id is
-a hash of the spec, the data come from fixed seeds): re-executing a chapter
-does not churn its committed outputs.
-
-``scripts/browser_check.py`` opens every page with charts (the
-``.attention-chart`` containers) with the network blocked and fails unless
-each chart draws, shows a tooltip on hover and redraws when its first
-control is moved from the keyboard.
+How a chapter adds a chart (three cells, what nbval compares, which numbers
+to print) is in CONTRIBUTING.md, "An interactive chart in a chapter".
 """
-
-import hashlib
-import html
-import json
 
 import numpy as np
 
-from ._checks import as_float, as_int, require_finite
-from .positions import alibi_bias
-
-VENDOR_VERSIONS = {"vega": "6.4.0", "vega-lite": "6.4.1", "vega-embed": "7.3.0"}
-"""The npm versions vendored in book/_static/vendor (scripts/vendor-vega.sh)."""
-
-OKABE_ITO_BLUE, OKABE_ITO_ORANGE, GREY = "#0072B2", "#E69F00", "#BBBBBB"
-FONT_SIZE = 14       # CSS px of tick labels, legends and text marks
-TITLE_FONT_SIZE = 16  # CSS px of titles and axis titles: the body text's size
-
-
-def _altair():
-    try:
-        import altair as alt
-    except ImportError:  # pragma: no cover - said plainly instead of a traceback
-        raise ImportError("attention_lib.interactive needs Altair: "
-                          "pip install -r requirements.txt (altair==6.3.0)") from None
-    return alt
+from .._checks import as_float, as_int, require_finite
+from ..positions import alibi_bias
+from .vega import (FONT_SIZE, GREY, OKABE_ITO_BLUE, OKABE_ITO_ORANGE, altair, finish,
+                   fit_column, heat_map_width, row_softmax, word_axis)
 
 
 def _matrix(x, name):
@@ -120,69 +37,6 @@ def _labels(labels, n, name):
     if len(labels) != n:
         raise ValueError(f"{name} must have {n} entries, got {len(labels)}")
     return labels
-
-
-LABEL_CHAR_WIDTH = 0.62 * FONT_SIZE   # CSS px per character, roughly (DejaVu Sans)
-
-
-def _heat_map_width(n_keys, step, row_labels):
-    """A heat map's width on a wide screen: its cells, the row labels, the colour legend."""
-    return n_keys * step + max(len(w) for w in row_labels) * LABEL_CHAR_WIDTH + 30 + 80
-
-
-def _axis(alt, labels, title, step=None):
-    """An ordinal axis over indices whose labels are the words (repeats stay apart).
-
-    The key axis runs along the top; when its longest word is wider than a
-    column (``step`` px, less a small gap) its labels are turned by 45 degrees
-    so that neighbours do not overprint each other.
-    """
-    angle = 0
-    if title == "key" and step is not None:
-        widest = max(len(w) for w in labels) * LABEL_CHAR_WIDTH
-        angle = 0 if widest <= step - 4 else -45
-    return alt.Axis(title=title, labelExpr=f"{json.dumps(labels)}[datum.value]",
-                    labelAngle=angle, orient="top" if title == "key" else "left",
-                    **({"labelAlign": "left"} if angle else {}))
-
-
-def _fit_column(chart, max_width, axes=0):
-    """Make ``chart`` as wide as the text column, up to ``max_width`` CSS px.
-
-    The width is Vega-Lite's ``"container"``: the chart takes the width of the
-    element it is drawn in, and redraws when the window is resized, so it fits
-    a phone's column as well as a desktop's. A single or layered chart fits
-    whole (``autosize`` fit-x, axes and legend included); a concatenation
-    cannot, so its panels take the column less ``axes`` px for the axes beside
-    them. :func:`chart_html` reads both numbers from the spec's ``usermeta``.
-    """
-    if axes:   # a concatenation: every panel as wide as the container
-        chart.vconcat = [panel.properties(width="container") for panel in chart.vconcat]
-    else:
-        chart = chart.properties(width="container",
-                                 autosize={"type": "fit-x", "contains": "padding"})
-    return chart.properties(usermeta={"attention_lib": {"max_width": int(max_width),
-                                                        "axes": int(axes)}})
-
-
-def _finish(chart, description):
-    return (chart.properties(description=description)
-            .configure_axis(labelFontSize=FONT_SIZE, titleFontSize=TITLE_FONT_SIZE,
-                            titleFontWeight="normal")
-            .configure_legend(labelFontSize=FONT_SIZE, titleFontSize=FONT_SIZE)
-            .configure_title(fontSize=TITLE_FONT_SIZE)
-            .configure_view(stroke=None))
-
-
-def _row_softmax(alt, chart, value, groupby, allowed="true"):
-    """Vega transforms: ``weight`` = softmax of ``value`` over each group (masked -> 0)."""
-    return (chart
-            .transform_calculate(allowed=allowed)
-            .transform_calculate(kept=f"datum.allowed ? {value} : null")
-            .transform_window(row_max="max(kept)", frame=[None, None], groupby=groupby)
-            .transform_calculate(e="datum.allowed ? exp(datum.kept - datum.row_max) : 0")
-            .transform_window(row_sum="sum(e)", frame=[None, None], groupby=groupby)
-            .transform_calculate(weight="datum.e / datum.row_sum"))
 
 
 def _temperature_range(bounds):
@@ -242,7 +96,7 @@ def attention_heatmap_chart(scores, query_labels, key_labels, *, temperature=1.0
 
     Examples
     --------
-    >>> from attention_lib.interactive import attention_heatmap_chart
+    >>> from attention_lib.presentation import attention_heatmap_chart
     >>> spec = attention_heatmap_chart([[1.0, 2.0], [0.5, 0.0]],
     ...                                ["le", "chat"], ["the", "cat"]).to_dict()
     >>> sorted(p["name"] for p in spec["params"])
@@ -255,7 +109,7 @@ def attention_heatmap_chart(scores, query_labels, key_labels, *, temperature=1.0
     >>> spec["layer"][0]["encoding"]["color"]["scale"]["scheme"]
     'cividis'
     """
-    alt = _altair()
+    alt = altair()
     s = _matrix(scores, "scores")
     L, S = s.shape
     queries = _labels(query_labels, L, "query_labels")
@@ -280,9 +134,9 @@ def attention_heatmap_chart(scores, query_labels, key_labels, *, temperature=1.0
     scale = alt.param(name="colour_scale", value="0 to 1", bind=alt.binding_radio(
         options=["0 to 1", "min to max"], name="colour scale "))
     step = max(14, min(36, 560 // max(S, 1)))
-    base = _row_softmax(alt, alt.Chart(), "datum.score / temperature", ["qi"])
-    base = base.encode(x=alt.X("ki:O", axis=_axis(alt, keys, "key", step)),
-                       y=alt.Y("qi:O", axis=_axis(alt, queries, "query")))
+    base = row_softmax(alt, alt.Chart(), "datum.score / temperature", ["qi"])
+    base = base.encode(x=alt.X("ki:O", axis=word_axis(alt, keys, "key", step)),
+                       y=alt.Y("qi:O", axis=word_axis(alt, queries, "query")))
     cells = base.mark_rect().encode(
         color=alt.Color("weight:Q", title="weight", scale=alt.Scale(
             scheme="cividis", zero=False, nice=False,
@@ -293,14 +147,14 @@ def attention_heatmap_chart(scores, query_labels, key_labels, *, temperature=1.0
                  alt.Tooltip("score:Q", format=".4f")])
     chart = (alt.layer(cells, data=alt.Data(values=rows)).add_params(temp, scale)
              .properties(title=title, height=alt.Step(step)))
-    chart = _fit_column(chart, _heat_map_width(S, step, queries))
+    chart = fit_column(chart, heat_map_width(S, step, queries))
     description = description or (
         f"Interactive heat map of attention weights, {L} query words (rows) by {S} key "
         "words (columns), darker for smaller weights. A temperature slider recomputes "
         "each row's softmax of the scores divided by the temperature; a switch sets the "
         "colour scale to 0 to 1 or to the weights' own minimum to maximum. Hover over "
         "a cell to read its two words, its weight and its score.")
-    return _finish(chart, description)
+    return finish(chart, description)
 
 
 def saturation_chart(n_keys=8, log2_dk=range(1, 11), *, seed=0, title=None, description=None):
@@ -336,7 +190,7 @@ def saturation_chart(n_keys=8, log2_dk=range(1, 11), *, seed=0, title=None, desc
     Examples
     --------
     >>> import numpy as np
-    >>> from attention_lib.interactive import saturation_chart
+    >>> from attention_lib.presentation import saturation_chart
     >>> spec = saturation_chart(n_keys=4, log2_dk=[1, 2, 3]).to_dict()
     >>> [(p["name"], p["bind"]["input"]) for p in spec["params"]]
     [('log2_dk', 'range'), ('divide', 'checkbox')]
@@ -348,7 +202,7 @@ def saturation_chart(n_keys=8, log2_dk=range(1, 11), *, seed=0, title=None, desc
     >>> np.allclose([r["score"] for r in rows[:4]], k @ q, atol=1e-6)
     True
     """
-    alt = _altair()
+    alt = altair()
     drawn = saturation_scores(n_keys, log2_dk, seed=seed)
     ps = [d_k.bit_length() - 1 for d_k in drawn]
     rows = [{"log2_dk": d_k.bit_length() - 1, "d_k": d_k, "key": j, "score": round(float(v), 6)}
@@ -360,7 +214,7 @@ def saturation_chart(n_keys=8, log2_dk=range(1, 11), *, seed=0, title=None, desc
     base = (alt.Chart(alt.Data(values=rows))
             .transform_filter("datum.log2_dk == log2_dk")
             .transform_calculate(used="divide ? datum.score / sqrt(datum.d_k) : datum.score"))
-    base = _row_softmax(alt, base, "datum.used", ["log2_dk"])
+    base = row_softmax(alt, base, "datum.used", ["log2_dk"])
     title = title or alt.Title(alt.ExprRef(
         "'d_k = ' + pow(2, log2_dk) + (divide ? ': softmax(q·k / sqrt(d_k))' "
         ": ': softmax(q·k), score variance ' + pow(2, log2_dk))"))
@@ -372,14 +226,14 @@ def saturation_chart(n_keys=8, log2_dk=range(1, 11), *, seed=0, title=None, desc
                  alt.Tooltip("used:Q", title="score used", format=".3f"),
                  alt.Tooltip("weight:Q", format=".4f")],
     ).add_params(dk, divide).properties(title=title, height=220)
-    chart = _fit_column(chart, 420 + 80)   # the bars, and the weight axis beside them
+    chart = fit_column(chart, 420 + 80)   # the bars, and the weight axis beside them
     description = description or (
         f"Interactive bar chart of one query's softmax weights over {n_keys} keys. A "
         "slider sets the key width d_k from "
         f"{2 ** ps[0]} to {2 ** ps[-1]}; the scores q dot k then have variance d_k and "
         "the weights saturate towards a single key. A checkbox divides the scores by "
         "the square root of d_k, which keeps the weights spread at every width.")
-    return _finish(chart, description)
+    return finish(chart, description)
 
 
 def saturation_scores(n_keys=8, log2_dk=range(1, 11), *, seed=0):
@@ -408,7 +262,7 @@ def saturation_scores(n_keys=8, log2_dk=range(1, 11), *, seed=0):
 
     Examples
     --------
-    >>> from attention_lib.interactive import saturation_scores
+    >>> from attention_lib.presentation import saturation_scores
     >>> scores = saturation_scores(n_keys=4, log2_dk=[1, 2])
     >>> sorted(scores), scores[4].shape
     ([2, 4], (4,))
@@ -443,7 +297,7 @@ def mask_explorer_scores(words, *, d=8, seed=0):
 
     Examples
     --------
-    >>> from attention_lib.interactive import mask_explorer_scores
+    >>> from attention_lib.presentation import mask_explorer_scores
     >>> s = mask_explorer_scores(["a", "b", "c"])
     >>> s.shape, bool((s == s.T).all())
     ((3, 3), True)
@@ -500,7 +354,7 @@ def mask_explorer_chart(words, *, pad_token="<pad>", d=8, seed=0, masks=MASK_EXP
 
     Examples
     --------
-    >>> from attention_lib.interactive import mask_explorer_chart
+    >>> from attention_lib.presentation import mask_explorer_chart
     >>> spec = mask_explorer_chart(["the", "cat", "sat", "<pad>"]).to_dict()
     >>> spec["params"][0]["bind"]["options"][:3]
     ['bidirectional', 'causal', 'padding']
@@ -510,7 +364,7 @@ def mask_explorer_chart(words, *, pad_token="<pad>", d=8, seed=0, masks=MASK_EXP
     >>> spec["layer"][1]["mark"]["type"], spec["layer"][1]["mark"]["text"]
     ('text', '×')
     """
-    alt = _altair()
+    alt = altair()
     words = [str(w) for w in words]
     L = len(words)
     if L < 2 or all(w == pad_token for w in words):
@@ -533,10 +387,10 @@ def mask_explorer_chart(words, *, pad_token="<pad>", d=8, seed=0, masks=MASK_EXP
     allowed = ("mask == 'causal' || mask == 'ALiBi' ? datum.ki <= datum.qi : "
                "mask == 'padding' ? datum.real_key : true")
     step = max(20, min(40, 480 // L))
-    base = _row_softmax(alt, alt.Chart(),
+    base = row_softmax(alt, alt.Chart(),
                         "datum.score + (mask == 'ALiBi' ? datum.alibi : 0)", ["qi"], allowed)
-    base = base.encode(x=alt.X("ki:O", axis=_axis(alt, words, "key", step)),
-                       y=alt.Y("qi:O", axis=_axis(alt, words, "query")))
+    base = base.encode(x=alt.X("ki:O", axis=word_axis(alt, words, "key", step)),
+                       y=alt.Y("qi:O", axis=word_axis(alt, words, "query")))
     cells = base.mark_rect().encode(
         color=alt.condition("datum.allowed", alt.Color(
             "weight:Q", title="weight", scale=alt.Scale(scheme="cividis", domain=[0, 1])),
@@ -548,13 +402,13 @@ def mask_explorer_chart(words, *, pad_token="<pad>", d=8, seed=0, masks=MASK_EXP
         text="×", fontSize=18, color="#555555")
     chart = (alt.layer(cells, crosses, data=alt.Data(values=rows)).add_params(mode)
              .properties(title=title, height=alt.Step(step)))
-    chart = _fit_column(chart, _heat_map_width(L, step, words))
+    chart = fit_column(chart, heat_map_width(L, step, words))
     description = description or (
         f"Interactive heat map of self-attention weights for the {L} words "
         f"'{' '.join(words)}', queries as rows and keys as columns. A radio choice of "
         f"mask ({', '.join(modes)}) recomputes each row's softmax over the keys it may "
         "see; masked cells are white with a cross. Hover over a cell for its weight.")
-    return _finish(chart, description)
+    return finish(chart, description)
 
 
 def online_softmax_chart(scores=None, block_size=4, *, n=16, seed=0,
@@ -593,7 +447,7 @@ def online_softmax_chart(scores=None, block_size=4, *, n=16, seed=0,
 
     Examples
     --------
-    >>> from attention_lib.interactive import online_softmax_chart
+    >>> from attention_lib.presentation import online_softmax_chart
     >>> spec = online_softmax_chart([3.0, 1.0, 4.0, 1.0, 5.0], block_size=2).to_dict()
     >>> p = spec["params"][0]
     >>> p["name"], p["bind"]["min"], p["bind"]["max"]
@@ -602,7 +456,7 @@ def online_softmax_chart(scores=None, block_size=4, *, n=16, seed=0,
     >>> [r["block"] for r in rows]
     [0, 0, 1, 1, 2]
     """
-    alt = _altair()
+    alt = altair()
     if scores is None:
         scores = 2 * np.random.default_rng(seed).standard_normal(as_int(n, "n", minimum=2))
     x = as_float(scores, "scores", np.float64)
@@ -647,151 +501,11 @@ def online_softmax_chart(scores=None, block_size=4, *, n=16, seed=0,
         tooltip=tooltip).properties(height=120)
     chart = (alt.vconcat(top, weights, data=alt.Data(values=rows)).add_params(seen)
              .properties(title=alt.Title(title, offset=40)))
-    chart = _fit_column(chart, 440, axes=70)   # 440-px panels, their axes to the left
+    chart = fit_column(chart, 440, axes=70)   # 440-px panels, their axes to the left
     description = description or (
         f"Interactive chart of the online softmax over {x.size} scores in {n_blocks} "
         f"blocks of {block_size}. A slider sets how many blocks have been seen; the top "
         "panel shows the scores, the seen ones in blue, with a dashed line at the running "
         "maximum and the running sum written beside it; the bottom panel shows the "
         "weights exp(e minus m) over ell so far, which at the last block are the softmax.")
-    return _finish(chart, description)
-
-
-# --------------------------------------------------------------------------
-# Display
-
-
-_LOADER_JS = """
-(function () {
-  var id = %(id)s, spec = %(spec)s, local = %(local)s, cdn = %(cdn)s;
-  function load(src) {
-    return new Promise(function (ok, fail) {
-      var s = document.createElement("script");
-      s.src = src; s.async = false; s.onload = ok;
-      s.onerror = function () { s.remove(); fail(new Error("could not load " + src)); };
-      document.head.appendChild(s);
-    });
-  }
-  function loadAll(urls) {  // UMD builds: hide RequireJS so they define globals
-    var define = window.define; window.define = undefined;
-    return urls.reduce(function (p, u) { return p.then(function () { return load(u); }); },
-                       Promise.resolve())
-      .finally(function () { window.define = define; });
-  }
-  function check() { if (!window.vegaEmbed) throw new Error("vega-embed did not load"); }
-  // The site's own copies first; elsewhere (JupyterLab, Colab) the relative
-  // path may 404 or answer with an HTML page, so check before trusting it.
-  window.attentionVega = window.attentionVega || (window.vegaEmbed ? Promise.resolve() :
-      loadAll(local).then(check).catch(function () { return loadAll(cdn).then(check); }));
-  window.attentionVega.then(function () {
-    return vegaEmbed("#" + id + " .attention-chart-view", spec,
-                     {mode: "vega-lite", renderer: "svg", actions: false});
-  }).catch(function (err) {
-    var view = document.querySelector("#" + id + " .attention-chart-view");
-    view.style.overflowWrap = "anywhere";   // a long URL in the message must not widen the page
-    view.textContent =
-      "The interactive chart could not load (" + err.message + "); the figure above shows its data.";
-  });
-})();
-"""
-
-
-def _script_safe(text):
-    """JSON ``text`` made safe inside an inline ``<script>`` element.
-
-    The HTML tokenizer reads a script's text before JavaScript does: ``</script``
-    ends it, and ``<!--`` followed by ``<script`` switches it into a state in
-    which the real ``</script>`` no longer ends it, so the chart and the rest
-    of the page vanish. Every such sequence starts with ``<``; written as
-    ``\\u003c`` (the same character to JavaScript's JSON) it leaves the
-    tokenizer nothing to see, whatever the labels, titles or descriptions hold.
-    """
-    return text.replace("<", "\\u003c")
-
-
-def chart_html(chart, *, caption=None, description=None, static_path="../_static/vendor/"):
-    """The HTML that renders ``chart`` from vendored Vega (see the module docstring).
-
-    Parameters
-    ----------
-    chart : altair.TopLevelMixin
-        A chart from one of this module's builders (or any Altair chart).
-    caption : str, optional
-        A visible caption under the chart.
-    description : str, optional
-        Text for screen readers; defaults to the chart's own ``description``.
-    static_path : str, default "../_static/vendor/"
-        Where the vendored scripts are, relative to the page.
-
-    Returns
-    -------
-    str
-
-    Examples
-    --------
-    >>> from attention_lib.interactive import chart_html, mask_explorer_chart
-    >>> page = chart_html(mask_explorer_chart(["a", "b"]), caption="Masks.")
-    >>> 'src="' in page, "../_static/vendor/vega-embed.min.js" in page
-    (False, True)
-    >>> 'role="figure"' in page and "aria-describedby" in page and "<noscript>" in page
-    True
-    >>> chart_html(mask_explorer_chart(["a", "b"])) == chart_html(mask_explorer_chart(["a", "b"]))
-    True
-    """
-    spec = chart.to_dict()
-    text = json.dumps(spec, sort_keys=True, separators=(",", ":"))
-    chart_id = "attention-chart-" + hashlib.sha256(text.encode()).hexdigest()[:12]
-    description = description or spec.get("description", "An interactive chart.")
-    label = caption or (spec.get("title") if isinstance(spec.get("title"), str) else None) \
-        or "Interactive chart"
-    names = ["vega", "vega-lite", "vega-embed"]
-    local = [f"{static_path}{n}.min.js" for n in names]
-    cdn = [f"https://cdn.jsdelivr.net/npm/{n}@{VENDOR_VERSIONS[n]}/build/{n}.min.js" for n in names]
-    script = _LOADER_JS % {"id": _script_safe(json.dumps(chart_id)), "spec": _script_safe(text),
-                           "local": _script_safe(json.dumps(local)),
-                           "cdn": _script_safe(json.dumps(cdn))}
-    esc = html.escape
-    fit = (spec.get("usermeta") or {}).get("attention_lib", {})
-    view_style = ""
-    if fit.get("max_width"):   # a chart as wide as the column (_fit_column)
-        axes = int(fit.get("axes", 0))
-        width = f"calc(100% - {axes}px)" if axes else "100%"
-        view_style = f' style="width: {width}; max-width: {int(fit["max_width"])}px"'
-    caption_html = (f'<p class="attention-chart-caption" style="font-size:0.9em">'
-                    f"{esc(caption)}</p>") if caption else ""
-    style = (f"<style>#{chart_id} .vega-bind {{margin: 0.2em 0}} "
-             f"#{chart_id} .vega-bind-name {{margin-right: 0.5em}} "
-             f"#{chart_id} .vega-bind label {{margin-right: 1em}} "
-             f"#{chart_id} .vega-bind input {{margin-right: 0.3em}} "
-             f"#{chart_id} .vega-bind input[type=range] {{width: min(16em, 50vw)}}</style>")
-    return (style + f'<div class="attention-chart" id="{chart_id}" role="figure" '
-            f'aria-label="{esc(label)}" aria-describedby="{chart_id}-description">'
-            f'<p id="{chart_id}-description" style="position:absolute;width:1px;height:1px;'
-            f'overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap">{esc(description)}</p>'
-            f'<div class="attention-chart-view"{view_style}></div>{caption_html}'
-            f"<noscript>This interactive chart needs JavaScript; the figure above shows "
-            f"the same data.</noscript></div>\n<script>{script}</script>")
-
-
-def show(chart, *, caption=None, description=None, static_path="../_static/vendor/"):
-    """Display ``chart`` for the static site, JupyterLab and Colab alike.
-
-    Displays a mimebundle with ``text/html`` (:func:`chart_html`: vendored
-    scripts on the site, a CDN elsewhere), ``application/vnd.vegalite.v5+json``
-    (JupyterLab's built-in renderer) and ``text/plain``. Parameters as for
-    :func:`chart_html`.
-
-    Returns
-    -------
-    None
-    """
-    from IPython.display import display
-
-    spec = chart.to_dict()
-    lab_spec = dict(spec, **{"$schema": "https://vega.github.io/schema/vega-lite/v5.json"})
-    display({"text/html": chart_html(chart, caption=caption, description=description,
-                                     static_path=static_path),
-             "application/vnd.vegalite.v5+json": lab_spec,
-             "text/plain": "(An interactive chart, shown on the book's web pages and in "
-                           f"JupyterLab: {caption or description or spec.get('description', '')})"},
-            raw=True)
+    return finish(chart, description)

@@ -19,7 +19,7 @@ translates, so the gold alignment is exact by construction, not estimated.
 
 Examples
 --------
->>> from attention_lib.toy_translation import generate_pairs
+>>> from attention_lib.data.toy_translation import generate_pairs
 >>> pairs = generate_pairs(2, 5, 9, seed=1)
 >>> [len(p.source) for p in pairs]
 [7, 7]
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._checks import as_int
+from .._checks import as_int
 
 # English noun -> (French noun, gender)
 NOUNS = {
