@@ -15,9 +15,7 @@ def as_numeric(x, name):
     except (TypeError, ValueError) as err:  # ragged lists and the like
         raise TypeError(f"{name} must be an array of real numbers: {err}") from None
     if arr.dtype.kind not in "biuf":
-        raise TypeError(
-            f"{name} must be an array of real numbers, got dtype {arr.dtype}"
-        )
+        raise TypeError(f"{name} must be an array of real numbers, got dtype {arr.dtype}")
     return arr
 
 
@@ -42,10 +40,7 @@ def as_float(x, name, dtype=None):
 def require_ndim(arr, name, ndim, layout):
     """Raise ``ValueError`` unless ``arr`` has at least ``ndim`` axes."""
     if arr.ndim < ndim:
-        raise ValueError(
-            f"{name} must have at least {ndim} axes {layout}, "
-            f"got shape {arr.shape}"
-        )
+        raise ValueError(f"{name} must have at least {ndim} axes {layout}, got shape {arr.shape}")
 
 
 def require_finite(arr, name):
@@ -94,12 +89,14 @@ def as_scale(scale, name="scale"):
     arr = scale if isinstance(scale, np.ndarray) else None
     if arr is not None and arr.ndim == 0 and arr.dtype.kind in "iuf":
         scale = arr[()]
-    if (isinstance(scale, (bool, np.bool_))
-            or not isinstance(scale, (int, float, np.integer, np.floating))):
-        what = (f"array of shape {scale.shape}" if isinstance(scale, np.ndarray)
-                else repr(scale))
-        raise TypeError(f"{name} must be a real number, got {what}: pass one "
-                        f"Python or NumPy scalar such as 0.125")
+    if isinstance(scale, (bool, np.bool_)) or not isinstance(
+        scale, (int, float, np.integer, np.floating)
+    ):
+        what = f"array of shape {scale.shape}" if isinstance(scale, np.ndarray) else repr(scale)
+        raise TypeError(
+            f"{name} must be a real number, got {what}: pass one "
+            f"Python or NumPy scalar such as 0.125"
+        )
     value = float(scale)
     if not np.isfinite(value):
         raise ValueError(f"{name} must be a finite number, got {scale!r}")
@@ -118,7 +115,8 @@ def as_mask(mask, name="attn_mask"):
         raise TypeError(
             f"{name} must be boolean (True = may attend, False = masked) or "
             f"floating (added to the scores, -inf masks), got dtype {arr.dtype}; "
-            f"for a 0/1 mask pass {name}.astype(bool)")
+            f"for a 0/1 mask pass {name}.astype(bool)"
+        )
     return arr
 
 
@@ -140,6 +138,7 @@ def max_abs(arr):
 
 # -- layers and models (attention_lib.nn, attention_lib.models) ------------
 
+
 def as_float_dtype(dtype, name="dtype"):
     """Return ``dtype`` as a floating NumPy dtype, or raise ``TypeError``.
 
@@ -150,11 +149,13 @@ def as_float_dtype(dtype, name="dtype"):
     try:
         dt = np.dtype(dtype)
     except TypeError:
-        raise TypeError(f"{name} must be a floating dtype such as np.float32, "
-                        f"got {dtype!r}") from None
+        raise TypeError(
+            f"{name} must be a floating dtype such as np.float32, got {dtype!r}"
+        ) from None
     if dt.kind != "f":
-        raise TypeError(f"{name} must be a floating dtype such as np.float32 or "
-                        f"np.float64, got {dt}")
+        raise TypeError(
+            f"{name} must be a floating dtype such as np.float32 or np.float64, got {dt}"
+        )
     return dt
 
 
@@ -167,17 +168,21 @@ def as_float_input(x, name):
     """
     arr = as_numeric(x, name)
     if arr.dtype.kind != "f":
-        raise TypeError(f"{name} must be a floating array (float32 or float64), got "
-                        f"dtype {arr.dtype}: convert it first, e.g. "
-                        f"{name}.astype(np.float32)")
+        raise TypeError(
+            f"{name} must be a floating array (float32 or float64), got "
+            f"dtype {arr.dtype}: convert it first, e.g. "
+            f"{name}.astype(np.float32)"
+        )
     return arr
 
 
 def as_rng(rng, name="rng"):
     """Return ``rng`` if it is a ``numpy.random.Generator``, else raise ``TypeError``."""
     if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"{name} must be a numpy.random.Generator "
-                        f"(np.random.default_rng(seed)), got {type(rng).__name__}")
+        raise TypeError(
+            f"{name} must be a numpy.random.Generator "
+            f"(np.random.default_rng(seed)), got {type(rng).__name__}"
+        )
     return rng
 
 
@@ -187,10 +192,11 @@ def as_probability(p, name, high_open=True):
     Anything else, a string or a bool included, raises ``ValueError``.
     """
     interval = "[0, 1)" if high_open else "[0, 1]"
-    if isinstance(p, (bool, np.bool_)) or not isinstance(p, (int, float, np.integer,
-                                                             np.floating)):
-        raise ValueError(f"{name} must be a probability in {interval}, a real number, "  # noqa: TRY004 (one error type for every bad p, as Dropout always raised)
-                         f"got {p!r}")
+    if isinstance(p, (bool, np.bool_)) or not isinstance(p, (int, float, np.integer, np.floating)):
+        raise ValueError(
+            f"{name} must be a probability in {interval}, a real number, "  # noqa: TRY004 (one error type for every bad p, as Dropout always raised)
+            f"got {p!r}"
+        )
     value = float(p)
     if not (0 <= value < 1 if high_open else 0 <= value <= 1):
         raise ValueError(f"{name} must be a probability in {interval}, got {p!r}")
@@ -213,17 +219,23 @@ def as_real(value, name, low=0.0, high=None, high_open=False):
 def require_shape(arr, name, shape, layout):
     """Raise ``ValueError`` unless ``arr.shape == shape`` (``None`` entries match anything)."""
     if len(arr.shape) != len(shape) or any(
-            want is not None and got != want for got, want in zip(arr.shape, shape)):
-        want = "(" + ", ".join("*" if s is None else str(s) for s in shape) + \
-            ("," if len(shape) == 1 else "") + ")"
+        want is not None and got != want for got, want in zip(arr.shape, shape)
+    ):
+        want = (
+            "("
+            + ", ".join("*" if s is None else str(s) for s in shape)
+            + ("," if len(shape) == 1 else "")
+            + ")"
+        )
         raise ValueError(f"{name} must have shape {layout} = {want}, got {arr.shape}")
 
 
 def require_forward(cache, layer, method="backward", before="forward"):
     """Raise ``RuntimeError`` if ``layer`` has no forward pass to go back through."""
     if cache is None:
-        raise RuntimeError(f"{type(layer).__name__}.{method}() was called before "
-                           f"{before}(): call {before}() first")
+        raise RuntimeError(
+            f"{type(layer).__name__}.{method}() was called before {before}(): call {before}() first"
+        )
 
 
 def as_features(x, d, owner, dim="d"):
@@ -231,8 +243,9 @@ def as_features(x, d, owner, dim="d"):
     x = as_float_input(x, "x")
     if x.ndim == 0 or x.shape[-1] != d:
         got = f"{x.shape[-1]} features" if x.ndim else "no axes (a scalar)"
-        raise ValueError(f"x has {got} but {owner} was built for {dim} = {d}: "
-                         f"the last axes must match")
+        raise ValueError(
+            f"x has {got} but {owner} was built for {dim} = {d}: the last axes must match"
+        )
     return x
 
 
@@ -245,8 +258,9 @@ def as_output_grad(grad, layer, shape):
     require_forward(shape, layer)
     grad = as_float_input(grad, "grad")
     if grad.shape != tuple(shape):
-        raise ValueError(f"grad must have the shape of forward's output "
-                         f"{tuple(shape)}, got {grad.shape}")
+        raise ValueError(
+            f"grad must have the shape of forward's output {tuple(shape)}, got {grad.shape}"
+        )
     return grad
 
 
@@ -260,8 +274,9 @@ def as_mask_01(mask, name, shape, layout):
     require_shape(arr, name, shape, layout)
     if arr.dtype.kind != "b":
         if arr.size and not np.isin(arr, (0, 1)).all():
-            raise ValueError(f"{name} must hold only True/False (or 1/0): 1 at a word, "
-                             f"0 at padding")
+            raise ValueError(
+                f"{name} must hold only True/False (or 1/0): 1 at a word, 0 at padding"
+            )
         arr = arr.astype(bool)
     return arr
 

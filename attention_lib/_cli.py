@@ -17,8 +17,11 @@ def int_at_least(low):
     ...
     argparse.ArgumentTypeError: must be a positive integer (1, 2, ...), got '0'
     """
-    what = ("a positive integer (1, 2, ...)" if low == 1
-            else f"an integer >= {low} ({', '.join(str(low + i) for i in range(3))}, ...)")
+    what = (
+        "a positive integer (1, 2, ...)"
+        if low == 1
+        else f"an integer >= {low} ({', '.join(str(low + i) for i in range(3))}, ...)"
+    )
 
     def parse(text):
         try:

@@ -46,8 +46,7 @@ def attention_inputs(query, key, value, attn_mask, is_causal, scale):
     to add to the scores, already checked to broadcast to ``(..., L, S)``.
     """
     q, k, v = (
-        as_numeric(a, name)
-        for a, name in ((query, "query"), (key, "key"), (value, "value"))
+        as_numeric(a, name) for a, name in ((query, "query"), (key, "key"), (value, "value"))
     )
     dtype = float_dtype(q, k, v)
     q, k, v = (a.astype(dtype, copy=False) for a in (q, k, v))
@@ -56,8 +55,7 @@ def attention_inputs(query, key, value, attn_mask, is_causal, scale):
     require_ndim(v, "value", 2, "(..., S, Ev)")
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
-            f"query has {q.shape[-1]} features but key has {k.shape[-1]}: "
-            f"the last axes must match"
+            f"query has {q.shape[-1]} features but key has {k.shape[-1]}: the last axes must match"
         )
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(
@@ -90,9 +88,7 @@ def attention_inputs(query, key, value, attn_mask, is_causal, scale):
                 f"scores' shape (..., L, S) = {scores_shape}"
             )
         if mask.dtype.kind != "b" and (np.isnan(mask).any() or np.isposinf(mask).any()):
-            raise ValueError(
-                "attn_mask contains NaN or +inf; use -inf or False to mask"
-            )
+            raise ValueError("attn_mask contains NaN or +inf; use -inf or False to mask")
     if is_causal:
         mask = and_causal(mask, causal_mask(L, S))
 
@@ -104,8 +100,7 @@ def attention_inputs(query, key, value, attn_mask, is_causal, scale):
         raise ValueError(
             f"scale = {scale:.3g} overflows {dtype} (largest "
             f"{np.finfo(dtype).max:.3g}), so neither it nor the scores query @ "
-            f"key.T * scale can be represented: "
-            + advice(dtype, "pass a smaller scale")
+            f"key.T * scale can be represented: " + advice(dtype, "pass a smaller scale")
         )
     # Each output is a weighted sum of up to S values with weights <= 1 (the
     # normalisation may come last), so |value| * S must fit in the dtype.
@@ -117,9 +112,7 @@ def attention_inputs(query, key, value, attn_mask, is_causal, scale):
             + advice(dtype, "scale value down (and the output back up)")
         )
     if mask is not None and mask.dtype.kind != "b":
-        scores_bound = overflow_bound(
-            max_abs(q), abs(scale), max_abs(k), max(q.shape[-1], 1)
-        )
+        scores_bound = overflow_bound(max_abs(q), abs(scale), max_abs(k), max(q.shape[-1], 1))
         mask = float_mask(mask, dtype, scores_bound)
     return q, k, v, mask, dtype.type(scale)
 
@@ -192,8 +185,7 @@ def check_scores(scores, dtype):
     if not np.isfinite(scores).all():
         raise ValueError(
             f"the scores query @ key.T * scale overflow {dtype} (largest "
-            f"{np.finfo(dtype).max:.3g}) although the inputs are finite: "
-            + advice(dtype)
+            f"{np.finfo(dtype).max:.3g}) although the inputs are finite: " + advice(dtype)
         )
 
 
@@ -228,9 +220,7 @@ def attention_weights(q, k, scale, mask=None, normalise=True, check=True):
     total : ndarray (..., L, 1)
         The row sums before normalising (1 for fully masked rows).
     """
-    scores_may, masked_may = (
-        overflow_risk(q, k, scale, mask) if check else (False, False)
-    )
+    scores_may, masked_may = overflow_risk(q, k, scale, mask) if check else (False, False)
     # Scale the (L, E) queries rather than the (L, S) scores: fewer multiplies.
     with np.errstate(over="ignore", invalid="ignore"):
         scores = (q * scale) @ np.swapaxes(k, -1, -2)  # (..., L, S)
@@ -289,5 +279,8 @@ def mask_block(mask, rows, cols):
     if mask.ndim < 2:
         mask = mask.reshape((1,) * (2 - mask.ndim) + mask.shape)
     # An axis of length 1 broadcasts: it covers every block.
-    return mask[..., rows if mask.shape[-2] != 1 else slice(None),
-                cols if mask.shape[-1] != 1 else slice(None)]
+    return mask[
+        ...,
+        rows if mask.shape[-2] != 1 else slice(None),
+        cols if mask.shape[-1] != 1 else slice(None),
+    ]

@@ -23,26 +23,31 @@ from .softmax import softmax
 
 
 def _check_additive(encoder_states, decoder_state, W, v):
-    arrays = [as_numeric(a, name) for a, name in (
-        (encoder_states, "encoder_states"), (decoder_state, "decoder_state"),
-        (W, "W"), (v, "v"))]
+    arrays = [
+        as_numeric(a, name)
+        for a, name in (
+            (encoder_states, "encoder_states"),
+            (decoder_state, "decoder_state"),
+            (W, "W"),
+            (v, "v"),
+        )
+    ]
     dtype = float_dtype(*arrays)
     H, s, W, v = (a.astype(dtype, copy=False) for a in arrays)
     if H.ndim != 2:
-        raise ValueError(
-            f"encoder_states must be 2-D (K, n), got shape {H.shape}")
+        raise ValueError(f"encoder_states must be 2-D (K, n), got shape {H.shape}")
     if s.ndim not in (1, 2):
-        raise ValueError(
-            f"decoder_state must be (n,) or (T, n), got shape {s.shape}")
+        raise ValueError(f"decoder_state must be (n,) or (T, n), got shape {s.shape}")
     n = H.shape[1]
     if s.shape[-1] != n:
         raise ValueError(
             f"decoder_state has {s.shape[-1]} features but encoder_states has "
-            f"{n}: the last axes must match")
+            f"{n}: the last axes must match"
+        )
     if W.ndim != 2 or W.shape[0] != 2 * n:
         raise ValueError(
-            f"W must be (2n, d_a) = ({2 * n}, d_a) to act on [h_j ; s], "
-            f"got shape {W.shape}")
+            f"W must be (2n, d_a) = ({2 * n}, d_a) to act on [h_j ; s], got shape {W.shape}"
+        )
     d_a = W.shape[1]
     if v.shape not in ((d_a,), (d_a, 1)):
         raise ValueError(f"v must be (d_a,) or (d_a, 1) with d_a = {d_a}, got shape {v.shape}")
@@ -99,13 +104,13 @@ def additive_scores(encoder_states, decoder_state, W, v):
     """
     H, s, W, v = _check_additive(encoder_states, decoder_state, W, v)
     n = H.shape[1]
-    with np.errstate(over="ignore", invalid="ignore"):   # checked below
-        enc = H @ W[:n]                   # (K, d_a): U_a h_j, once per encoder state
-        dec = s @ W[n:]                   # (d_a,) or (T, d_a): W_a s_{i-1}
+    with np.errstate(over="ignore", invalid="ignore"):  # checked below
+        enc = H @ W[:n]  # (K, d_a): U_a h_j, once per encoder state
+        dec = s @ W[n:]  # (d_a,) or (T, d_a): W_a s_{i-1}
     _require_no_overflow(enc, "encoder_states @ W[:n]")
     _require_no_overflow(dec, "decoder_state @ W[n:]")
     with np.errstate(over="ignore", invalid="ignore"):
-        hidden, scores = projected_scores(enc, dec, v)   # (T, K, d_a), (T, K)
+        hidden, scores = projected_scores(enc, dec, v)  # (T, K, d_a), (T, K)
     _require_no_overflow(hidden, "decoder_state @ W[n:] + encoder_states @ W[:n]")
     _require_no_overflow(scores, "the scores tanh(...) @ v (v is too large)")
     return scores
@@ -145,7 +150,8 @@ def _require_no_overflow(arr, what):
         raise ValueError(
             f"{what} overflows {arr.dtype} (largest {np.finfo(arr.dtype).max:.3g}) "
             f"although the inputs are finite: scale the inputs down, or "
-            f"convert them to float64")
+            f"convert them to float64"
+        )
 
 
 def additive_attention(encoder_states, decoder_state, W, v):

@@ -28,8 +28,13 @@ block, recomputing each block of weights from the log-sum-exp saved by
 import numpy as np
 
 from ._checks import as_bool, as_numeric, require_finite
-from ._kernel import (attention_backward, attention_inputs, attention_weights, block_sizes,
-                      mask_block)
+from ._kernel import (
+    attention_backward,
+    attention_inputs,
+    attention_weights,
+    block_sizes,
+    mask_block,
+)
 
 
 def _unbroadcast(grad, shape):
@@ -48,14 +53,15 @@ def _grad_output(grad_output, q, k, v, dtype):
     if g.shape != expected:
         raise ValueError(
             f"grad_output has shape {g.shape} but the attention output has "
-            f"shape (..., L, Ev) = {expected}: pass one gradient per output entry")
+            f"shape (..., L, Ev) = {expected}: pass one gradient per output entry"
+        )
     require_finite(g, "grad_output")
     return g
 
 
-def scaled_dot_product_attention_backward(grad_output, query, key, value,
-                                          attn_mask=None, is_causal=False,
-                                          scale=None):
+def scaled_dot_product_attention_backward(
+    grad_output, query, key, value, attn_mask=None, is_causal=False, scale=None
+):
     """Gradients of :func:`scaled_dot_product_attention` with respect to Q, K, V.
 
     Parameters
@@ -125,19 +131,26 @@ def scaled_dot_product_attention_backward(grad_output, query, key, value,
     >>> bool(dq[1].any()), bool(dk[1:].any()), bool(dv[1:].any())
     (False, False, False)
     """
-    q, k, v, mask, scale = attention_inputs(query, key, value, attn_mask,
-                                             is_causal, scale)
+    q, k, v, mask, scale = attention_inputs(query, key, value, attn_mask, is_causal, scale)
     d_out = _grad_output(grad_output, q, k, v, q.dtype)
-    P, _ = attention_weights(q, k, scale, mask)               # (..., L, S)
+    P, _ = attention_weights(q, k, scale, mask)  # (..., L, S)
     dQ, dK, dV = attention_backward(d_out, q, k, v, P, scale)
-    return (_unbroadcast(dQ, q.shape), _unbroadcast(dK, k.shape),
-            _unbroadcast(dV, v.shape))
+    return (_unbroadcast(dQ, q.shape), _unbroadcast(dK, k.shape), _unbroadcast(dV, v.shape))
 
 
-def blockwise_attention_backward(grad_output, query, key, value, output,
-                                 logsumexp, attn_mask=None, is_causal=False,
-                                 scale=None, block_size=512,
-                                 query_block_size=None):
+def blockwise_attention_backward(
+    grad_output,
+    query,
+    key,
+    value,
+    output,
+    logsumexp,
+    attn_mask=None,
+    is_causal=False,
+    scale=None,
+    block_size=512,
+    query_block_size=None,
+):
     """The gradients of :func:`blockwise_attention`, block by block.
 
     Gives the same ``dQ, dK, dV`` as
@@ -196,23 +209,25 @@ def blockwise_attention_backward(grad_output, query, key, value, output,
     """
     is_causal = as_bool(is_causal, "is_causal")
     block_size, query_block_size = block_sizes(block_size, query_block_size)
-    q, k, v, mask, scale = attention_inputs(query, key, value, attn_mask,
-                                             False, scale)
+    q, k, v, mask, scale = attention_inputs(query, key, value, attn_mask, False, scale)
     dtype = q.dtype
     d_out = _grad_output(grad_output, q, k, v, dtype)
     out = as_numeric(output, "output").astype(dtype, copy=False)
     if out.shape != d_out.shape:
-        raise ValueError(f"output has shape {out.shape}; expected {d_out.shape}, "
-                         f"the shape of the attention output")
+        raise ValueError(
+            f"output has shape {out.shape}; expected {d_out.shape}, "
+            f"the shape of the attention output"
+        )
     lse = as_numeric(logsumexp, "logsumexp").astype(dtype, copy=False)
     if lse.shape != d_out.shape[:-1]:
-        raise ValueError(f"logsumexp has shape {lse.shape}; expected "
-                         f"{d_out.shape[:-1]}, one number per query")
+        raise ValueError(
+            f"logsumexp has shape {lse.shape}; expected {d_out.shape[:-1]}, one number per query"
+        )
     L, S = q.shape[-2], k.shape[-2]
     batch = d_out.shape[:-2]
     # Fully masked rows: shift by +inf, so every weight exp(s - inf) is 0.
-    lse = np.where(np.isneginf(lse), np.inf, lse)[..., None]      # (..., L, 1)
-    row = np.sum(d_out * out, axis=-1, keepdims=True)              # (..., L, 1)
+    lse = np.where(np.isneginf(lse), np.inf, lse)[..., None]  # (..., L, 1)
+    row = np.sum(d_out * out, axis=-1, keepdims=True)  # (..., L, 1)
     qs = q * scale
     dQ = np.zeros(batch + q.shape[-2:], dtype=dtype)
     dK = np.zeros(batch + k.shape[-2:], dtype=dtype)
@@ -222,18 +237,17 @@ def blockwise_attention_backward(grad_output, query, key, value, output,
         rows = slice(i0, i1)
         for j0 in range(0, S, block_size):
             if is_causal and j0 > i1 - 1:
-                break                    # this block and all after it are masked
+                break  # this block and all after it are masked
             j1 = min(j0 + block_size, S)
             cols = slice(j0, j1)
             s = qs[..., rows, :] @ np.swapaxes(k[..., cols, :], -1, -2)
             if mask is not None:
                 block = mask_block(mask, rows, cols)
-                s = (np.where(block, s, -np.inf) if block.dtype.kind == "b"
-                     else s + block)
-            if is_causal and j1 - 1 > i0:    # the block crosses the diagonal
+                s = np.where(block, s, -np.inf) if block.dtype.kind == "b" else s + block
+            if is_causal and j1 - 1 > i0:  # the block crosses the diagonal
                 allowed = np.arange(j0, j1) <= np.arange(i0, i1)[:, None]
                 s = np.where(allowed, s, -np.inf)
-            P = np.exp(s - lse[..., rows, :])                       # (..., bq, bk)
+            P = np.exp(s - lse[..., rows, :])  # (..., bq, bk)
             dV[..., cols, :] += np.swapaxes(P, -1, -2) @ d_out[..., rows, :]
             dS = d_out[..., rows, :] @ np.swapaxes(v[..., cols, :], -1, -2)
             dS -= row[..., rows, :]
@@ -242,5 +256,4 @@ def blockwise_attention_backward(grad_output, query, key, value, output,
             dK[..., cols, :] += np.swapaxes(dS, -1, -2) @ q[..., rows, :]
     dQ *= scale
     dK *= scale
-    return (_unbroadcast(dQ, q.shape), _unbroadcast(dK, k.shape),
-            _unbroadcast(dV, v.shape))
+    return (_unbroadcast(dQ, q.shape), _unbroadcast(dK, k.shape), _unbroadcast(dV, v.shape))

@@ -35,8 +35,14 @@ from ._checks import (
     require_finite,
     require_ndim,
 )
-from ._kernel import (attention_inputs, block_sizes, check_masked_scores, check_scores,
-                      mask_block, overflow_risk)
+from ._kernel import (
+    attention_inputs,
+    block_sizes,
+    check_masked_scores,
+    check_scores,
+    mask_block,
+    overflow_risk,
+)
 
 
 def online_softmax_step(running_max, running_sum, output, scores, value):
@@ -97,9 +103,16 @@ def online_softmax_step(running_max, running_sum, output, scores, value):
     >>> bool(np.allclose(acc / ell[:, None], softmax(s)))
     True
     """
-    arrays = [as_numeric(a, name) for a, name in (
-        (running_max, "running_max"), (running_sum, "running_sum"),
-        (output, "output"), (scores, "scores"), (value, "value"))]
+    arrays = [
+        as_numeric(a, name)
+        for a, name in (
+            (running_max, "running_max"),
+            (running_sum, "running_sum"),
+            (output, "output"),
+            (scores, "scores"),
+            (value, "value"),
+        )
+    ]
     dtype = float_dtype(*arrays)
     m, ell, acc, s, v = (a.astype(dtype, copy=False) for a in arrays)
     require_ndim(s, "scores", 2, "(..., L, B)")
@@ -107,32 +120,38 @@ def online_softmax_step(running_max, running_sum, output, scores, value):
     if s.shape[-1] != v.shape[-2]:
         raise ValueError(
             f"scores has {s.shape[-1]} keys (axis -1) but value has "
-            f"{v.shape[-2]} (axis -2): one value per key")
+            f"{v.shape[-2]} (axis -2): one value per key"
+        )
     if m.shape[-1:] != s.shape[-2:-1]:
         raise ValueError(
             f"scores has {s.shape[-2]} queries (axis -2) but running_max has "
-            f"{m.shape[-1] if m.ndim else 'no axis'} (axis -1): one statistic per query")
+            f"{m.shape[-1] if m.ndim else 'no axis'} (axis -1): one statistic per query"
+        )
     if ell.shape != m.shape:
-        raise ValueError(f"running_sum must have the shape of running_max "
-                         f"{m.shape}, got {ell.shape}")
+        raise ValueError(
+            f"running_sum must have the shape of running_max {m.shape}, got {ell.shape}"
+        )
     if acc.shape != m.shape + v.shape[-1:]:
-        raise ValueError(f"output must have shape {m.shape + v.shape[-1:]} "
-                         f"(running_max's shape + (Ev,)), got {acc.shape}")
+        raise ValueError(
+            f"output must have shape {m.shape + v.shape[-1:]} "
+            f"(running_max's shape + (Ev,)), got {acc.shape}"
+        )
     for a, name in ((s, "scores"), (m, "running_max")):
         if np.isnan(a).any() or np.isposinf(a).any():
-            raise ValueError(f"{name} contains NaN or +inf: scores must be "
-                             f"finite, or -inf where a key is masked")
+            raise ValueError(
+                f"{name} contains NaN or +inf: scores must be finite, or -inf where a key is masked"
+            )
     if not (np.isfinite(ell).all() and (ell >= 0).all()):
-        raise ValueError("running_sum must be finite and non-negative "
-                         "(start from zeros)")
+        raise ValueError("running_sum must be finite and non-negative (start from zeros)")
     require_finite(acc, "output")
     require_finite(v, "value")
-    with np.errstate(over="ignore", invalid="ignore"):   # checked just below
+    with np.errstate(over="ignore", invalid="ignore"):  # checked just below
         new = _online_softmax_step(m, ell, acc, s, v)
     if not (np.isfinite(new[1]).all() and np.isfinite(new[2]).all()):
         raise ValueError(
             f"the output overflows {dtype}: output + weights @ value exceeds "
-            f"{np.finfo(dtype).max:.3g}; scale value down, or pass float64 arrays")
+            f"{np.finfo(dtype).max:.3g}; scale value down, or pass float64 arrays"
+        )
     return new
 
 
@@ -141,17 +160,25 @@ def _online_softmax_step(running_max, running_sum, output, scores, value):
     new_max = np.maximum(running_max, scores.max(axis=-1, initial=-np.inf))
     # Rows with nothing to attend to yet: shift by 0 (exp(-inf - 0) = 0).
     shift = np.where(np.isneginf(new_max), 0, new_max)
-    weights = scores - shift[..., None]                  # unnormalised, (..., L, B)
+    weights = scores - shift[..., None]  # unnormalised, (..., L, B)
     np.exp(weights, out=weights)
-    rescale = np.exp(running_max - shift)                # exp(m - m'): <= 1
+    rescale = np.exp(running_max - shift)  # exp(m - m'): <= 1
     new_sum = running_sum * rescale + weights.sum(axis=-1)
     new_output = output * rescale[..., None] + weights @ value
     return new_max, new_sum, new_output
 
 
-def blockwise_attention(query, key, value, attn_mask=None, is_causal=False,
-                        scale=None, block_size=512, query_block_size=None,
-                        return_logsumexp=False):
+def blockwise_attention(
+    query,
+    key,
+    value,
+    attn_mask=None,
+    is_causal=False,
+    scale=None,
+    block_size=512,
+    query_block_size=None,
+    return_logsumexp=False,
+):
     """Scaled dot-product attention computed block by block (online softmax).
 
     Gives the same result as :func:`scaled_dot_product_attention` (up to
@@ -231,15 +258,14 @@ def blockwise_attention(query, key, value, attn_mask=None, is_causal=False,
     return_logsumexp = as_bool(return_logsumexp, "return_logsumexp")
     block_size, query_block_size = block_sizes(block_size, query_block_size)
     # Causality is handled here, block by block, not as an (L, S) array.
-    q, k, v, mask, scale = attention_inputs(query, key, value, attn_mask,
-                                             False, scale)
+    q, k, v, mask, scale = attention_inputs(query, key, value, attn_mask, False, scale)
     dtype = q.dtype
     L, S, Ev = q.shape[-2], k.shape[-2], v.shape[-1]
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     scores_may, masked_may = overflow_risk(q, k, scale, mask)
-    with np.errstate(over="ignore"):           # overflow is checked per block
-        q = q * scale                          # scale the (L, E) queries once
-    k_t = np.swapaxes(k, -1, -2)               # (..., E, S), a view
+    with np.errstate(over="ignore"):  # overflow is checked per block
+        q = q * scale  # scale the (L, E) queries once
+    k_t = np.swapaxes(k, -1, -2)  # (..., E, S), a view
 
     output = np.empty(batch + (L, Ev), dtype=dtype)
     logsumexp = np.empty(batch + (L,), dtype=dtype)
@@ -251,11 +277,11 @@ def blockwise_attention(query, key, value, attn_mask=None, is_causal=False,
         acc = np.zeros(batch + (i1 - i0, Ev), dtype=dtype)
         for j0 in range(0, S, block_size):
             if is_causal and j0 > i1 - 1:
-                break                  # this block and all after it are masked
+                break  # this block and all after it are masked
             j1 = min(j0 + block_size, S)
             cols = slice(j0, j1)
             with np.errstate(over="ignore", invalid="ignore"):
-                s = q[..., rows, :] @ k_t[..., :, cols]      # (..., bq, bk)
+                s = q[..., rows, :] @ k_t[..., :, cols]  # (..., bq, bk)
             if scores_may:
                 check_scores(s, dtype)
             if mask is not None:
@@ -271,7 +297,7 @@ def blockwise_attention(query, key, value, attn_mask=None, is_causal=False,
                 allowed = np.arange(j0, j1) <= np.arange(i0, i1)[:, None]
                 s = np.where(allowed, s, -np.inf)
             m, ell, acc = _online_softmax_step(m, ell, acc, s, v[..., cols, :])
-        empty = ell == 0                     # nothing to attend to: output 0
+        empty = ell == 0  # nothing to attend to: output 0
         output[..., rows, :] = acc / np.where(empty, 1, ell)[..., None]
         with np.errstate(divide="ignore"):  # log(0) = -inf for empty rows
             logsumexp[..., rows] = m + np.log(ell)

@@ -14,14 +14,13 @@ batch axes ``...``::
     query (..., L, E)    key (..., S, E)    value (..., S, Ev)  ->  (..., L, Ev)
 """
 
-
 from ._checks import as_bool
 from ._kernel import attention_inputs, attention_weights
 
 
-def scaled_dot_product_attention(query, key, value, attn_mask=None,
-                                 is_causal=False, scale=None,
-                                 return_weights=False):
+def scaled_dot_product_attention(
+    query, key, value, attn_mask=None, is_causal=False, scale=None, return_weights=False
+):
     """Scaled dot-product attention, ``softmax(Q K^T * scale + M) V``.
 
     Parameters

@@ -43,10 +43,6 @@ from .models.pretrained import MODELS, load_pretrained
 CHUNK = 32
 
 
-
-
-
-
 def _number(text):
     try:
         value = float(text)
@@ -61,7 +57,8 @@ def _temperature(text):
     value = _number(text)
     if value < 0:
         raise argparse.ArgumentTypeError(
-            f"must be >= 0 (0 is greedy, 1 the model's own distribution), got {text!r}")
+            f"must be >= 0 (0 is greedy, 1 the model's own distribution), got {text!r}"
+        )
     return value
 
 
@@ -69,7 +66,8 @@ def _top_p(text):
     value = _number(text)
     if not 0 < value <= 1:
         raise argparse.ArgumentTypeError(
-            f"must be a probability in (0, 1] (1 keeps every token), got {text!r}")
+            f"must be a probability in (0, 1] (1 keeps every token), got {text!r}"
+        )
     return value
 
 
@@ -77,30 +75,63 @@ def build_parser():
     parser = argparse.ArgumentParser(
         prog="python -m attention_lib.generate",
         description="Continue a prompt with one of the book's trained language models "
-                    "(chapter 12's character-level Shakespeare, chapter 13's stories260K) "
-                    "and print the prompt followed by the continuation.")
-    parser.add_argument("--model", required=True, choices=MODELS,
-                        help="which model: shakespeare (one token per character) or "
-                             "stories260k (Llama, 512 SentencePiece tokens)")
-    parser.add_argument("--prompt", default="", metavar="TEXT",
-                        help="the text to continue (default: empty, which stories260k "
-                             "starts from its start token; shakespeare needs a prompt)")
-    parser.add_argument("--max-new-tokens", required=True, type=int_at_least(0), metavar="N",
-                        help="how many tokens to add (characters for shakespeare)")
-    parser.add_argument("--temperature", type=_temperature, default=1.0, metavar="T",
-                        help="0 is greedy; below 1 sharper, above 1 flatter (default 1)")
-    parser.add_argument("--top-k", type=int_at_least(1), default=None, metavar="K",
-                        help="sample only among the K most likely tokens")
-    parser.add_argument("--top-p", type=_top_p, default=None, metavar="P",
-                        help="sample only among the most likely tokens whose probabilities "
-                             "add up to P (nucleus sampling)")
-    parser.add_argument("--seed", type=int_at_least(0), default=None, metavar="S",
-                        help="seed of the sampler, for repeatable output (default: fresh)")
+        "(chapter 12's character-level Shakespeare, chapter 13's stories260K) "
+        "and print the prompt followed by the continuation.",
+    )
+    parser.add_argument(
+        "--model",
+        required=True,
+        choices=MODELS,
+        help="which model: shakespeare (one token per character) or "
+        "stories260k (Llama, 512 SentencePiece tokens)",
+    )
+    parser.add_argument(
+        "--prompt",
+        default="",
+        metavar="TEXT",
+        help="the text to continue (default: empty, which stories260k "
+        "starts from its start token; shakespeare needs a prompt)",
+    )
+    parser.add_argument(
+        "--max-new-tokens",
+        required=True,
+        type=int_at_least(0),
+        metavar="N",
+        help="how many tokens to add (characters for shakespeare)",
+    )
+    parser.add_argument(
+        "--temperature",
+        type=_temperature,
+        default=1.0,
+        metavar="T",
+        help="0 is greedy; below 1 sharper, above 1 flatter (default 1)",
+    )
+    parser.add_argument(
+        "--top-k",
+        type=int_at_least(1),
+        default=None,
+        metavar="K",
+        help="sample only among the K most likely tokens",
+    )
+    parser.add_argument(
+        "--top-p",
+        type=_top_p,
+        default=None,
+        metavar="P",
+        help="sample only among the most likely tokens whose probabilities "
+        "add up to P (nucleus sampling)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int_at_least(0),
+        default=None,
+        metavar="S",
+        help="seed of the sampler, for repeatable output (default: fresh)",
+    )
     return parser
 
 
-def continue_text(model, tokens, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
-                  rng=None):
+def continue_text(model, tokens, max_new_tokens, temperature=1.0, top_k=None, top_p=None, rng=None):
     """Yield the new tokens in pieces, sliding the context window when it is full.
 
     ``tokens`` (1-D ints) is the prompt as the model will read it: at most
@@ -114,11 +145,10 @@ def continue_text(model, tokens, max_new_tokens, temperature=1.0, top_k=None, to
         room = model.max_len - len(seq)
         if room > 1:
             context, n = seq, min(left, room, CHUNK)
-        else:                             # full: slide, one token at a time
-            context, n = seq[-(model.max_len - 1):], 1
-        out = model.generate(context, n, temperature=temperature, top_k=top_k,
-                             top_p=top_p, rng=rng)
-        new = np.asarray(out)[len(context):]
+        else:  # full: slide, one token at a time
+            context, n = seq[-(model.max_len - 1) :], 1
+        out = model.generate(context, n, temperature=temperature, top_k=top_k, top_p=top_p, rng=rng)
+        new = np.asarray(out)[len(context) :]
         seq = np.concatenate([seq, new])
         left -= n
         yield new
@@ -131,8 +161,10 @@ def main(argv=None, stdout=None, stderr=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.model == "shakespeare" and not args.prompt:
-        parser.error("--prompt is empty: the shakespeare model needs at least one character "
-                     "to start from, e.g. --prompt 'ROMEO:'")
+        parser.error(
+            "--prompt is empty: the shakespeare model needs at least one character "
+            "to start from, e.g. --prompt 'ROMEO:'"
+        )
     try:
         model, tokenizer = load_pretrained(args.model)
     except DataFileError as err:
@@ -154,23 +186,26 @@ def _write(parser, args, model, tokenizer, stdout, stderr):
     context = prompt_ids
     if len(prompt_ids) > limit:
         context = prompt_ids[-limit:]
-        print(f"{parser.prog}: note: the prompt is {len(prompt_ids)} tokens long; the "
-              f"model reads at most {model.max_len}, so it continues from the last {limit}",
-              file=stderr)
+        print(
+            f"{parser.prog}: note: the prompt is {len(prompt_ids)} tokens long; the "
+            f"model reads at most {model.max_len}, so it continues from the last {limit}",
+            file=stderr,
+        )
     rng = np.random.default_rng(args.seed)
     so_far = tokenizer.decode(prompt_ids)
     ids = list(prompt_ids)
     try:
         stdout.write(args.prompt)
         stdout.flush()
-        for new in continue_text(model, context, args.max_new_tokens, args.temperature,
-                                 args.top_k, args.top_p, rng):
+        for new in continue_text(
+            model, context, args.max_new_tokens, args.temperature, args.top_k, args.top_p, rng
+        ):
             ids.extend(int(i) for i in new)
             # Decode the whole text and print what is new: a tokenizer may
             # join tokens (a leading space, the bytes of one character).
             text = tokenizer.decode(ids)
             if text.startswith(so_far):
-                stdout.write(text[len(so_far):])
+                stdout.write(text[len(so_far) :])
                 so_far = text
             stdout.flush()
         stdout.write("\n")
@@ -180,7 +215,7 @@ def _write(parser, args, model, tokenizer, stdout, stderr):
         # point the descriptor at /dev/null so that the flush at exit is quiet too.
         try:
             os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())
-        except (AttributeError, OSError, ValueError):    # not a real file
+        except (AttributeError, OSError, ValueError):  # not a real file
             pass
         return EXIT_BROKEN_PIPE
     return 0

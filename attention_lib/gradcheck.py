@@ -123,26 +123,19 @@ def check_gradients(layers, loss, run_backward, inputs=(), tol=TOLERANCE, eps=1e
     True
     """
     d_inputs = list(run_backward())
-    grads = [
-        {k: np.array(g, copy=True) for k, g in layer.grads.items()} for layer in layers
-    ]
+    grads = [{k: np.array(g, copy=True) for k, g in layer.grads.items()} for layer in layers]
     floor = max(1e-3, 10 * abs(float(loss())) * np.finfo(np.float64).eps / (eps * tol))
     worst = 0.0
     for i, layer in enumerate(layers):
         where = f"layer {i} ({type(layer).__name__})"
         if set(grads[i]) != set(layer.params):
             raise AssertionError(
-                f"{where}: grads has {sorted(grads[i])} but params has "
-                f"{sorted(layer.params)}"
+                f"{where}: grads has {sorted(grads[i])} but params has {sorted(layer.params)}"
             )
         for name, param in layer.params.items():
-            err = relative_error(
-                grads[i][name], numerical_gradient(loss, param, eps), floor
-            )
+            err = relative_error(grads[i][name], numerical_gradient(loss, param, eps), floor)
             if not err < tol:
-                raise AssertionError(
-                    f"{where}, parameter {name}: relative error {err:.3g}"
-                )
+                raise AssertionError(f"{where}, parameter {name}: relative error {err:.3g}")
             worst = max(worst, err)
     for j, (x, dx) in enumerate(zip(inputs, d_inputs)):
         err = relative_error(dx, numerical_gradient(loss, x, eps), floor)

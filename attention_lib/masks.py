@@ -85,7 +85,7 @@ def padding_mask(lengths, S=None):
            [1, 1, 0]])
     """
     lengths = np.asarray(lengths)
-    if lengths.ndim == 1 and lengths.size == 0:   # an empty batch: [] is float64
+    if lengths.ndim == 1 and lengths.size == 0:  # an empty batch: [] is float64
         lengths = lengths.astype(np.int64)
     if lengths.ndim != 1 or lengths.dtype.kind not in "iu":
         raise TypeError(
@@ -96,13 +96,13 @@ def padding_mask(lengths, S=None):
         raise ValueError(f"lengths must be non-negative, got {lengths.tolist()}")
     # uint64 lengths beyond int64 would wrap round in the comparison below.
     if lengths.size and int(lengths.max()) > np.iinfo(np.intp).max:
-        raise ValueError(f"lengths are too large to index an array: the "
-                         f"largest is {int(lengths.max())}, above "
-                         f"{np.iinfo(np.intp).max}")
+        raise ValueError(
+            f"lengths are too large to index an array: the "
+            f"largest is {int(lengths.max())}, above "
+            f"{np.iinfo(np.intp).max}"
+        )
     lengths = lengths.astype(np.intp)
     S = int(lengths.max(initial=0)) if S is None else as_int(S, "S")
     if (lengths > S).any():
-        raise ValueError(
-            f"lengths {lengths.tolist()} exceed the padded length S={S}"
-        )
+        raise ValueError(f"lengths {lengths.tolist()} exceed the padded length S={S}")
     return np.arange(S) < lengths[:, None]

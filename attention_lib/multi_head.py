@@ -47,7 +47,8 @@ def _as_mask(mask, name, dtype):
         raise TypeError(
             f"{name} must be boolean (True = may NOT attend) or floating "
             f"(added to the scores), got dtype {arr.dtype}; convert it with "
-            f"{name}.astype(bool) if 1 means 'masked'")
+            f"{name}.astype(bool) if 1 means 'masked'"
+        )
     if np.isnan(arr).any() or np.isposinf(arr).any():
         raise ValueError(f"{name} contains NaN or +inf; use -inf or True to mask")
     finite = arr[np.isfinite(arr)]
@@ -182,14 +183,16 @@ class MultiHeadAttention:
     ((3, 2, 5, 5), 0.0)
     """
 
-    def __init__(self, embed_dim, num_heads, bias=True, kdim=None, vdim=None,
-                 rng=None, dtype=np.float64):
+    def __init__(
+        self, embed_dim, num_heads, bias=True, kdim=None, vdim=None, rng=None, dtype=np.float64
+    ):
         E = as_int(embed_dim, "embed_dim", minimum=1)
         H = as_int(num_heads, "num_heads", minimum=1)
         if E % H:
             raise ValueError(
                 f"embed_dim={E} is not divisible by num_heads={H}: each head "
-                f"gets embed_dim / num_heads features")
+                f"gets embed_dim / num_heads features"
+            )
         kdim = E if kdim is None else as_int(kdim, "kdim", minimum=1)
         vdim = E if vdim is None else as_int(vdim, "vdim", minimum=1)
         dtype = np.dtype(dtype)
@@ -225,16 +228,24 @@ class MultiHeadAttention:
 
     def __repr__(self):
         extra = "" if self._packed else f", kdim={self.kdim}, vdim={self.vdim}"
-        return (f"MultiHeadAttention(embed_dim={self.embed_dim}, "
-                f"num_heads={self.num_heads}, bias={self.bias}{extra}, "
-                f"dtype={self.dtype.name})")
+        return (
+            f"MultiHeadAttention(embed_dim={self.embed_dim}, "
+            f"num_heads={self.num_heads}, bias={self.bias}{extra}, "
+            f"dtype={self.dtype.name})"
+        )
 
     # -- parameters, by PyTorch's names ---------------------------------
     def _expected_shapes(self):
         E = self.embed_dim
-        shapes = ({"in_proj_weight": (3 * E, E)} if self._packed else
-                  {"q_proj_weight": (E, E), "k_proj_weight": (E, self.kdim),
-                   "v_proj_weight": (E, self.vdim)})
+        shapes = (
+            {"in_proj_weight": (3 * E, E)}
+            if self._packed
+            else {
+                "q_proj_weight": (E, E),
+                "k_proj_weight": (E, self.kdim),
+                "v_proj_weight": (E, self.vdim),
+            }
+        )
         if self.bias:
             shapes["in_proj_bias"] = (3 * E,)
         shapes["out_proj.weight"] = (E, E)
@@ -263,10 +274,10 @@ class MultiHeadAttention:
         {'in_proj_weight': (18, 6), 'in_proj_bias': (18,),
          'out_proj.weight': (6, 6), 'out_proj.bias': (6,)}
         """
-        attr = {"out_proj.weight": "out_proj_weight",
-                "out_proj.bias": "out_proj_bias"}
-        return {name: getattr(self, attr.get(name, name)).copy()
-                for name in self._expected_shapes()}
+        attr = {"out_proj.weight": "out_proj_weight", "out_proj.bias": "out_proj_bias"}
+        return {
+            name: getattr(self, attr.get(name, name)).copy() for name in self._expected_shapes()
+        }
 
     @classmethod
     def from_state_dict(cls, state, num_heads):
@@ -311,17 +322,16 @@ class MultiHeadAttention:
         """
         if not hasattr(state, "keys") or not hasattr(state, "__getitem__"):
             raise TypeError(
-                f"state must be a mapping of parameter names to arrays, got "
-                f"{type(state).__name__}")
-        arrays = {name: as_numeric(state[name], f"state[{name!r}]")
-                  for name in state.keys()}
+                f"state must be a mapping of parameter names to arrays, got {type(state).__name__}"
+            )
+        arrays = {name: as_numeric(state[name], f"state[{name!r}]") for name in state.keys()}
         if "out_proj.weight" not in arrays:
             raise ValueError("state has no 'out_proj.weight' (E, E) entry")
         out_w = arrays["out_proj.weight"]
         if out_w.ndim != 2 or out_w.shape[0] != out_w.shape[1]:
             raise ValueError(
-                f"state['out_proj.weight'] must be square (E, E), got shape "
-                f"{out_w.shape}")
+                f"state['out_proj.weight'] must be square (E, E), got shape {out_w.shape}"
+            )
         E = out_w.shape[0]
         if "in_proj_weight" in arrays:
             kdim = vdim = E
@@ -331,33 +341,33 @@ class MultiHeadAttention:
                 raise ValueError(
                     f"state needs 'in_proj_weight' (3E, E), or all of "
                     f"{', '.join(map(repr, _SEPARATE))}; missing "
-                    f"{', '.join(map(repr, missing))}")
+                    f"{', '.join(map(repr, missing))}"
+                )
             kdim = arrays["k_proj_weight"].shape[-1]
             vdim = arrays["v_proj_weight"].shape[-1]
         bias = any(n in arrays for n in _BIASES)
         floats = [a.dtype for a in arrays.values()]
-        dtype = (np.float32 if all(d == np.float32 for d in floats)
-                 else np.float64)
-        layer = cls(E, num_heads, bias=bias, kdim=kdim, vdim=vdim, rng=0,
-                    dtype=dtype)
+        dtype = np.float32 if all(d == np.float32 for d in floats) else np.float64
+        layer = cls(E, num_heads, bias=bias, kdim=kdim, vdim=vdim, rng=0, dtype=dtype)
         expected = layer._expected_shapes()
         unexpected = sorted(set(arrays) - set(expected))
         if unexpected:
             raise ValueError(
-                f"state has unexpected entries {unexpected}; expected "
-                f"{list(expected)}")
+                f"state has unexpected entries {unexpected}; expected {list(expected)}"
+            )
         for name, shape in expected.items():
             if name not in arrays:
-                raise ValueError(
-                    f"state has no {name!r} entry of shape {shape}")
+                raise ValueError(f"state has no {name!r} entry of shape {shape}")
             if arrays[name].shape != shape:
                 raise ValueError(
                     f"state[{name!r}] must have shape {shape} for "
-                    f"embed_dim={E}, got {arrays[name].shape}")
+                    f"embed_dim={E}, got {arrays[name].shape}"
+                )
             if not np.isfinite(arrays[name]).all():
                 raise ValueError(f"state[{name!r}] contains NaN or infinity")
-            attr = {"out_proj.weight": "out_proj_weight",
-                    "out_proj.bias": "out_proj_bias"}.get(name, name)
+            attr = {"out_proj.weight": "out_proj_weight", "out_proj.bias": "out_proj_bias"}.get(
+                name, name
+            )
             setattr(layer, attr, arrays[name].astype(dtype, copy=True))
         return layer
 
@@ -365,43 +375,52 @@ class MultiHeadAttention:
     def _layer(self):
         """The library's attention layer around views of these weights (no copies)."""
         E = self.embed_dim
-        w = ((self.in_proj_weight[:E], self.in_proj_weight[E:2 * E], self.in_proj_weight[2 * E:])
-             if self._packed else (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight))
+        w = (
+            (self.in_proj_weight[:E], self.in_proj_weight[E : 2 * E], self.in_proj_weight[2 * E :])
+            if self._packed
+            else (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)
+        )
         params = {"W_Q": w[0].T, "W_K": w[1].T, "W_V": w[2].T, "W_O": self.out_proj_weight.T}
         if self.bias:
             b = self.in_proj_bias
-            params.update(b_Q=b[:E], b_K=b[E:2 * E], b_V=b[2 * E:], b_O=self.out_proj_bias)
+            params.update(b_Q=b[:E], b_K=b[E : 2 * E], b_V=b[2 * E :], b_O=self.out_proj_bias)
         return _Layer.from_params(params, self.num_heads)
 
     def _inputs(self, query, key, value):
-        q, k, v = (as_numeric(a, name).astype(self.dtype, copy=False)
-                   for a, name in ((query, "query"), (key, "key"), (value, "value")))
+        q, k, v = (
+            as_numeric(a, name).astype(self.dtype, copy=False)
+            for a, name in ((query, "query"), (key, "key"), (value, "value"))
+        )
         if q.ndim not in (2, 3):
-            raise ValueError(
-                f"query must be (N, L, E) or unbatched (L, E), got shape {q.shape}")
+            raise ValueError(f"query must be (N, L, E) or unbatched (L, E), got shape {q.shape}")
         for a, name in ((k, "key"), (v, "value")):
             if a.ndim != q.ndim:
                 raise ValueError(
                     f"query has shape {q.shape} but {name} has shape {a.shape}: "
-                    f"all three must be batched (3-D) or all unbatched (2-D)")
+                    f"all three must be batched (3-D) or all unbatched (2-D)"
+                )
         batched = q.ndim == 3
         if not batched:
             q, k, v = q[None], k[None], v[None]
-        for a, name, size, what in ((q, "query", self.embed_dim, "embed_dim"),
-                                    (k, "key", self.kdim, "kdim"),
-                                    (v, "value", self.vdim, "vdim")):
+        for a, name, size, what in (
+            (q, "query", self.embed_dim, "embed_dim"),
+            (k, "key", self.kdim, "kdim"),
+            (v, "value", self.vdim, "vdim"),
+        ):
             if a.shape[-1] != size:
                 raise ValueError(
-                    f"{name} has {a.shape[-1]} features but the layer's {what} "
-                    f"is {size}")
+                    f"{name} has {a.shape[-1]} features but the layer's {what} is {size}"
+                )
         if not q.shape[0] == k.shape[0] == v.shape[0]:
             raise ValueError(
                 f"query, key and value have batch sizes {q.shape[0]}, "
-                f"{k.shape[0]} and {v.shape[0]}: they must match")
+                f"{k.shape[0]} and {v.shape[0]}: they must match"
+            )
         if k.shape[1] != v.shape[1]:
             raise ValueError(
                 f"key has {k.shape[1]} positions but value has {v.shape[1]}: "
-                f"every key needs one value")
+                f"every key needs one value"
+            )
         for a, name in ((q, "query"), (k, "key"), (v, "value")):
             if not np.isfinite(a).all():
                 raise ValueError(f"{name} contains NaN or infinity")
@@ -419,7 +438,8 @@ class MultiHeadAttention:
             if kpm.shape != want:
                 raise ValueError(
                     f"key_padding_mask must have shape {want} "
-                    f"({'(N, S)' if batched else '(S,)'}), got {kpm.shape}")
+                    f"({'(N, S)' if batched else '(S,)'}), got {kpm.shape}"
+                )
             masks.append(kpm.reshape(N, 1, 1, S))
         if attn_mask is not None:
             am = _as_mask(attn_mask, "attn_mask", self.dtype)
@@ -432,9 +452,10 @@ class MultiHeadAttention:
                 raise ValueError(
                     f"attn_mask must have shape (L, S) = {(L, S)} or "
                     f"{'(N * num_heads, L, S)' if batched else '(num_heads, L, S)'}"
-                    f" = {per_head}, got {am.shape}")
+                    f" = {per_head}, got {am.shape}"
+                )
         if is_causal:
-            masks.append(~causal_mask(L, S))          # True = may not attend
+            masks.append(~causal_mask(L, S))  # True = may not attend
         if not masks:
             return None
         if all(m.dtype.kind == "b" for m in masks):
@@ -447,9 +468,17 @@ class MultiHeadAttention:
             total = total + _additive(m, self.dtype)
         return total
 
-    def __call__(self, query, key, value, key_padding_mask=None,
-                 need_weights=True, attn_mask=None, average_attn_weights=True,
-                 is_causal=False):
+    def __call__(
+        self,
+        query,
+        key,
+        value,
+        key_padding_mask=None,
+        need_weights=True,
+        attn_mask=None,
+        average_attn_weights=True,
+        is_causal=False,
+    ):
         """Attend from ``query`` to ``key``/``value`` with every head.
 
         Parameters
@@ -506,8 +535,7 @@ class MultiHeadAttention:
         N, L, _ = q_in.shape
         S = k_in.shape[1]
         E = self.embed_dim
-        mask = self._mask(key_padding_mask, attn_mask, is_causal, N, L, S,
-                          batched)
+        mask = self._mask(key_padding_mask, attn_mask, is_causal, N, L, S, batched)
 
         # The heads are a batch axis of the layer. The sequences are taken a
         # few at a time, so that the scores, (n, H, L, S) for n sequences, stay
@@ -522,12 +550,18 @@ class MultiHeadAttention:
         for n in range(0, N, step):
             part = slice(n, n + step)
             if self_attention:
-                out[part] = layer.forward(q_in[part], attn_mask=_rows(mask, part),
-                                          need_weights=need_weights)
+                out[part] = layer.forward(
+                    q_in[part], attn_mask=_rows(mask, part), need_weights=need_weights
+                )
             else:
-                out[part] = layer.forward(q_in[part], k_in[part], attn_mask=_rows(mask, part),
-                                          x_v=v_in[part], need_weights=need_weights)
-            if need_weights and average:   # the mean over heads, written in place
+                out[part] = layer.forward(
+                    q_in[part],
+                    k_in[part],
+                    attn_mask=_rows(mask, part),
+                    x_v=v_in[part],
+                    need_weights=need_weights,
+                )
+            if need_weights and average:  # the mean over heads, written in place
                 np.add.reduce(layer.weights, axis=1, out=weights[part])
                 weights[part] /= H
             elif need_weights:

@@ -23,8 +23,7 @@ from ._checks import as_int, as_numeric
 def _even(d, name):
     d = as_int(d, name, minimum=1)
     if d % 2:
-        raise ValueError(
-            f"{name} must be even (features come in sin/cos pairs), got {d}")
+        raise ValueError(f"{name} must be even (features come in sin/cos pairs), got {d}")
     return d
 
 
@@ -87,7 +86,7 @@ def sinusoidal_positions(L, d, base=10000.0):
     """
     L = as_int(L, "L")
     d = _even(d, "d")
-    angles = np.arange(L)[:, None] * _frequencies(d, _base(base))   # (L, d/2)
+    angles = np.arange(L)[:, None] * _frequencies(d, _base(base))  # (L, d/2)
     pe = np.empty((L, d))
     pe[:, 0::2] = np.sin(angles)
     pe[:, 1::2] = np.cos(angles)
@@ -174,8 +173,7 @@ def rotary(x, positions=None, base=10000.0, layout="interleaved"):
     elif x.dtype == np.float16:
         x = x.astype(np.float32)
     if x.ndim < 2:
-        raise ValueError(
-            f"x must have at least 2 axes (..., L, d), got shape {x.shape}")
+        raise ValueError(f"x must have at least 2 axes (..., L, d), got shape {x.shape}")
     d = _even(x.shape[-1], "x.shape[-1] (the feature size d)")
     if not np.isfinite(x).all():
         raise ValueError("x contains NaN or infinity")
@@ -192,7 +190,8 @@ def rotary(x, positions=None, base=10000.0, layout="interleaved"):
         if not fits or np.broadcast_shapes(pos.shape, x.shape[:-1]) != x.shape[:-1]:
             raise ValueError(
                 f"positions of shape {pos.shape} must broadcast to "
-                f"x.shape[:-1] = {x.shape[:-1]} (one position per row)")
+                f"x.shape[:-1] = {x.shape[:-1]} (one position per row)"
+            )
         if not np.isfinite(pos).all():
             raise ValueError("positions contains NaN or infinity")
     return rotate_pairs(x, *rotary_tables(pos, d, base, x.dtype), layout)
@@ -215,8 +214,11 @@ def rotate_pairs(x, cos, sin, layout="interleaved"):
     gradient of a rotation is the rotation by the opposite angle.
     """
     d = x.shape[-1]
-    first, second = ((slice(0, None, 2), slice(1, None, 2)) if layout == "interleaved"
-                     else (slice(0, d // 2), slice(d // 2, None)))
+    first, second = (
+        (slice(0, None, 2), slice(1, None, 2))
+        if layout == "interleaved"
+        else (slice(0, d // 2), slice(d // 2, None))
+    )
     a, b = x[..., first], x[..., second]
     out = np.empty(np.broadcast_shapes(x.shape, cos.shape[:-1] + (d,)), dtype=x.dtype)
     out[..., first] = a * cos - b * sin
@@ -250,12 +252,12 @@ def alibi_slopes(num_heads):
     [0.25, 0.0625, 0.0156, 0.0039, 0.5, 0.125]
     """
     H = as_int(num_heads, "num_heads", minimum=1)
-    n = 1 << (H.bit_length() - 1)                     # largest power of 2 <= H
+    n = 1 << (H.bit_length() - 1)  # largest power of 2 <= H
     slopes = 2.0 ** (-8.0 * np.arange(1, n + 1) / n)
     if n == H:
         return slopes
     extra = 2.0 ** (-8.0 * np.arange(1, 2 * n + 1) / (2 * n))[0::2]
-    return np.concatenate([slopes, extra[:H - n]])
+    return np.concatenate([slopes, extra[: H - n]])
 
 
 def alibi_bias(num_heads, L, S=None):
@@ -311,7 +313,7 @@ def alibi_bias(num_heads, L, S=None):
     H = as_int(num_heads, "num_heads", minimum=1)
     L = as_int(L, "L")
     S = L if S is None else as_int(S, "S")
-    offset = np.arange(S)[None, :] - np.arange(L)[:, None]       # j - i
-    bias = alibi_slopes(H)[:, None, None] * offset                # -m (i - j)
+    offset = np.arange(S)[None, :] - np.arange(L)[:, None]  # j - i
+    bias = alibi_slopes(H)[:, None, None] * offset  # -m (i - j)
     bias[:, offset > 0] = -np.inf
     return bias

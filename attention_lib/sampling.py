@@ -12,14 +12,13 @@ probabilities first, in this order (as PyTorch's and Hugging Face's samplers do)
 
 The kept tokens' probabilities are renormalised to sum to 1.
 :func:`sampling_probabilities` gives the distribution ``TinyGPT.generate`` draws
-from (it uses the same :func:`~attention_lib.models.gpt.filter_logits`), for any
+from (it uses :func:`filter_logits`, below), for any
 batch shape, with its arguments checked.
 """
 
 import numpy as np
 
 from ._checks import as_float, as_int
-from .models.gpt import filter_logits
 from .softmax import softmax
 
 
@@ -61,8 +60,9 @@ def sampling_probabilities(logits, temperature=1.0, top_k=None, top_p=None):
     """
     z = as_float(logits, "logits")
     if z.ndim < 1 or z.shape[-1] < 1:
-        raise ValueError(f"logits must have at least one token on the last axis, "
-                         f"got shape {z.shape}")
+        raise ValueError(
+            f"logits must have at least one token on the last axis, got shape {z.shape}"
+        )
     temperature = float(temperature)
     if not np.isfinite(temperature) or temperature < 0:
         raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
@@ -93,3 +93,40 @@ def entropy(p, axis=-1):
     p = as_float(p, "p")
     logp = np.log(np.where(p > 0, p, 1))
     return -(p * logp).sum(axis=axis)
+
+
+def filter_logits(z, top_k=None, top_p=None):
+    """Set to ``-inf`` the logits outside the top ``k`` and outside the nucleus ``top_p``.
+
+    Parameters
+    ----------
+    z : ndarray, shape (B, V)
+        Logits, already divided by the temperature.
+    top_k : int, optional
+        Keep the ``top_k`` largest logits of each row (ties with the k-th kept too).
+    top_p : float in [0, 1], optional
+        Then keep the smallest set of most likely tokens whose probabilities
+        (of the softmax of what ``top_k`` kept) reach ``top_p``: a token is
+        kept when the tokens more likely than it add up to less than
+        ``top_p``, so the most likely one always stays.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> z = np.log(np.array([[0.5, 0.3, 0.15, 0.05]]))
+    >>> np.isfinite(filter_logits(z, top_p=0.7)).tolist()     # 0.5 + 0.3 reaches 0.7
+    [[True, True, False, False]]
+    """
+    if top_k is not None:
+        kth = np.sort(z, axis=-1)[:, -min(top_k, z.shape[-1])][:, None]
+        z = np.where(z < kth, -np.inf, z)
+    if top_p is not None and top_p < 1:
+        order = np.argsort(-z, axis=-1, kind="stable")  # most likely first
+        p_sorted = np.take_along_axis(softmax(z, axis=-1), order, axis=-1)
+        before = np.cumsum(p_sorted, axis=-1) - p_sorted  # mass of the likelier ones
+        drop_sorted = before >= top_p
+        drop_sorted[:, 0] = False  # always keep one
+        drop = np.empty_like(drop_sorted)
+        np.put_along_axis(drop, order, drop_sorted, axis=-1)
+        z = np.where(drop, -np.inf, z)
+    return z

@@ -65,7 +65,7 @@ def softmax(x, axis=-1):
     x, axis = _scores(x, axis)
     if x.size == 0:
         return x.copy()
-    if x.ndim == 0:        # one score: weight 1 (0 if it is masked with -inf)
+    if x.ndim == 0:  # one score: weight 1 (0 if it is masked with -inf)
         return softmax(x.reshape(1)).reshape(())
     return softmax_inplace(x.copy(), axis)[0]
 
@@ -73,7 +73,7 @@ def softmax(x, axis=-1):
 def _scores(x, axis):
     """``x`` as floats without NaN or ``+inf``, and ``axis`` checked against it."""
     x = as_float(x, "x")
-    if not (x < np.inf).all():             # one pass: NaN and +inf are not below inf
+    if not (x < np.inf).all():  # one pass: NaN and +inf are not below inf
         raise ValueError("x contains NaN or +inf: softmax needs finite scores or -inf")
     try:
         axis = as_axis(axis, x.ndim)
@@ -92,11 +92,11 @@ def softmax_inplace(scores, axis=-1, normalise=True):
     Rows that are all ``-inf`` give zeros and a total of 1.
     """
     row_max = np.max(scores, axis=axis, keepdims=True)
-    row_max[np.isneginf(row_max)] = 0     # all -inf: shift by 0, not by -inf (nan)
+    row_max[np.isneginf(row_max)] = 0  # all -inf: shift by 0, not by -inf (nan)
     scores -= row_max
     weights = np.exp(scores, out=scores)
     total = np.sum(weights, axis=axis, keepdims=True)
-    total[total == 0] = 1                 # all-masked rows: 0 / 1 = 0, not 0 / 0
+    total[total == 0] = 1  # all-masked rows: 0 / 1 = 0, not 0 / 0
     if normalise:
         weights /= total
     return weights, total
@@ -135,11 +135,11 @@ def logsumexp(x, axis=-1, keepdims=False):
     array([  0., -inf])
     """
     x, axis = _scores(x, axis)
-    if x.ndim == 0:        # one score: its own log-sum-exp
+    if x.ndim == 0:  # one score: its own log-sum-exp
         return x.copy()
     row_max = np.max(x, axis=axis, keepdims=True, initial=-np.inf)
     row_max[np.isneginf(row_max)] = 0
-    with np.errstate(divide="ignore"):    # log(0) = -inf for all-masked slices
+    with np.errstate(divide="ignore"):  # log(0) = -inf for all-masked slices
         out = row_max + np.log(np.sum(np.exp(x - row_max), axis=axis, keepdims=True))
     return out if keepdims else np.squeeze(out, axis=axis)
 
@@ -162,14 +162,14 @@ def log_softmax(x, axis=-1):
     array([-inf, -inf])
     """
     x, axis = _scores(x, axis)
-    if x.ndim == 0:        # one score: log 1 = 0, or -inf if it is masked
+    if x.ndim == 0:  # one score: log 1 = 0, or -inf if it is masked
         return log_softmax(x.reshape(1)).reshape(())
     row_max = np.max(x, axis=axis, keepdims=True, initial=-np.inf)
     row_max[np.isneginf(row_max)] = 0
     shifted = x - row_max
     with np.errstate(divide="ignore"):
         log_total = np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
-    log_total[np.isneginf(log_total)] = 0    # all -inf: stay -inf, not nan
+    log_total[np.isneginf(log_total)] = 0  # all -inf: stay -inf, not nan
     return shifted - log_total
 
 

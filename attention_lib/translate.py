@@ -22,15 +22,16 @@ def translate_ids(model, src_ids, beam=None, length_penalty=0.6, batch=64):
     order = np.argsort([len(s) for s in src_ids], kind="stable")
     out = [None] * len(src_ids)
     for start in range(0, len(order), batch):
-        idx = order[start:start + batch]
+        idx = order[start : start + batch]
         lengths = np.array([len(src_ids[i]) for i in idx])
         src = np.zeros((len(idx), lengths.max()), np.int64)
         for b, i in enumerate(idx):
-            src[b, :lengths[b]] = src_ids[i]
+            src[b, : lengths[b]] = src_ids[i]
         if beam is not None and beam > 1 and hasattr(model, "beam_search"):
             ids = model.beam_search(src, lengths, beam=beam, length_penalty=length_penalty)
         elif beam is not None and beam > 1:
             from .models.decoding import rnnsearch_beam_search
+
             ids = rnnsearch_beam_search(model, src, lengths, beam, length_penalty)
         elif hasattr(model, "greedy"):
             ids = model.greedy(src, lengths)
@@ -41,8 +42,9 @@ def translate_ids(model, src_ids, beam=None, length_penalty=0.6, batch=64):
     return out
 
 
-def translate_sentences(model, tok, sentences, beam=None, length_penalty=0.6, batch=64,
-                        max_tokens=MAX_SOURCE_TOKENS):
+def translate_sentences(
+    model, tok, sentences, beam=None, length_penalty=0.6, batch=64, max_tokens=MAX_SOURCE_TOKENS
+):
     """French for each English sentence; an empty sentence gives an empty string.
 
     Sources longer than ``max_tokens`` subwords are cut to their first ``max_tokens``.
@@ -79,12 +81,16 @@ def load_model(name, directory=None, dtype=np.float32):
     directory = Path(directory) if directory is not None else checkpoint_dir()
     manifest = json.loads((directory / "manifest.json").read_text(encoding="utf8"))
     if name not in manifest.get("models", {}):
-        raise FileNotFoundError(f"no {name} checkpoint in {directory}: train it with "
-                                f"python -m attention_lib.models.train_translation --model {name}")
+        raise FileNotFoundError(
+            f"no {name} checkpoint in {directory}: train it with "
+            f"python -m attention_lib.models.train_translation --model {name}"
+        )
     entry = manifest["models"][name]
     path = directory / entry["file"]
-    for file, expected in ((path, entry["sha256"]),
-                           (tatoeba_dir() / "bpe.json", entry["tokenizer_sha256"])):
+    for file, expected in (
+        (path, entry["sha256"]),
+        (tatoeba_dir() / "bpe.json", entry["tokenizer_sha256"]),
+    ):
         if sha256(file) != expected:
             raise ValueError(f"{file} does not match the sha256 in {directory / 'manifest.json'}")
     if name == "transformer":
@@ -99,8 +105,6 @@ def load_model(name, directory=None, dtype=np.float32):
 #: Lines translated per chunk: each chunk is sorted by length, batched,
 #: translated, written in input order and flushed before the next is read.
 CHUNK = 512
-
-
 
 
 def main(argv=None, stdin=None, stdout=None, stderr=None):
@@ -123,18 +127,37 @@ def main(argv=None, stdin=None, stdout=None, stderr=None):
     parser = argparse.ArgumentParser(
         prog="python -m attention_lib.translate",
         description="Translate English sentences, one per line, into French with the "
-                    "book's committed models. An empty line gives an empty line; a line "
-                    f"of more than {MAX_SOURCE_TOKENS} subword tokens is translated from its "
-                    f"first {MAX_SOURCE_TOKENS} (a note on standard error names the line).")
-    parser.add_argument("file", nargs="?", default="-", metavar="FILE",
-                        help="UTF-8 text, one English sentence per line (default or -: "
-                             "standard input)")
-    parser.add_argument("--model", choices=MODELS, default="transformer",
-                        help="which model translates (default transformer)")
-    parser.add_argument("--beam", type=int_at_least(1), default=1, metavar="N",
-                        help="beam size (default 1: greedy decoding)")
-    parser.add_argument("--length-penalty", type=float, default=0.6, metavar="ALPHA",
-                        help="beam search's length penalty ((5 + |y|) / 6) ** ALPHA (default 0.6)")
+        "book's committed models. An empty line gives an empty line; a line "
+        f"of more than {MAX_SOURCE_TOKENS} subword tokens is translated from its "
+        f"first {MAX_SOURCE_TOKENS} (a note on standard error names the line).",
+    )
+    parser.add_argument(
+        "file",
+        nargs="?",
+        default="-",
+        metavar="FILE",
+        help="UTF-8 text, one English sentence per line (default or -: standard input)",
+    )
+    parser.add_argument(
+        "--model",
+        choices=MODELS,
+        default="transformer",
+        help="which model translates (default transformer)",
+    )
+    parser.add_argument(
+        "--beam",
+        type=int_at_least(1),
+        default=1,
+        metavar="N",
+        help="beam size (default 1: greedy decoding)",
+    )
+    parser.add_argument(
+        "--length-penalty",
+        type=float,
+        default=0.6,
+        metavar="ALPHA",
+        help="beam search's length penalty ((5 + |y|) / 6) ** ALPHA (default 0.6)",
+    )
     args = parser.parse_args(argv)
     if not np.isfinite(args.length_penalty) or args.length_penalty < 0:
         parser.error(f"--length-penalty must be a finite number >= 0, got {args.length_penalty}")
@@ -162,15 +185,18 @@ def main(argv=None, stdin=None, stdout=None, stderr=None):
     for k, line in enumerate(lines):
         n = len(tok.encode(line))
         if n > MAX_SOURCE_TOKENS:
-            stderr.write(f"{parser.prog}: line {k + 1} has {n} subword tokens, more than the "
-                         f"{MAX_SOURCE_TOKENS} the models take: translating its first "
-                         f"{MAX_SOURCE_TOKENS}\n")
+            stderr.write(
+                f"{parser.prog}: line {k + 1} has {n} subword tokens, more than the "
+                f"{MAX_SOURCE_TOKENS} the models take: translating its first "
+                f"{MAX_SOURCE_TOKENS}\n"
+            )
     beam = args.beam if args.beam > 1 else None
     try:
         for start in range(0, len(lines), CHUNK):
-            chunk = lines[start:start + CHUNK]
-            out = translate_sentences(model, tok, chunk, beam=beam,
-                                      length_penalty=args.length_penalty)
+            chunk = lines[start : start + CHUNK]
+            out = translate_sentences(
+                model, tok, chunk, beam=beam, length_penalty=args.length_penalty
+            )
             stdout.write("".join(t + "\n" for t in out))
             stdout.flush()
     except BrokenPipeError:

@@ -26,7 +26,7 @@ def _cpu_model():
 def _memory_gib():
     try:
         with open("/proc/meminfo") as f:
-            kib = int(f.readline().split()[1])          # MemTotal: N kB
+            kib = int(f.readline().split()[1])  # MemTotal: N kB
         return f"{kib / 2**20:.1f} GiB RAM"
     except (OSError, ValueError, IndexError):
         return "RAM unknown"
@@ -53,7 +53,8 @@ def describe_machine(torch=None):
         lines.append(f"torch {torch.__version__} ({torch.get_num_threads()} threads)")
     try:
         load = "load average before the run: {:.2f}, {:.2f}, {:.2f} (1, 5, 15 min)".format(
-            *os.getloadavg())
+            *os.getloadavg()
+        )
     except OSError:
         load = "load average unknown"
     lines.append(f"run at {time.strftime('%Y-%m-%d %H:%M %Z')}; {load}")
@@ -92,8 +93,7 @@ def median_times(functions, repeats, min_seconds=0.0, seed=0):
     times = {name: [] for name in names}
     start = time.perf_counter()
     rounds = 0
-    while rounds < repeats or (time.perf_counter() - start < min_seconds
-                               and rounds < 10 * repeats):
+    while rounds < repeats or (time.perf_counter() - start < min_seconds and rounds < 10 * repeats):
         rng.shuffle(names)
         for name in names:
             t0 = time.perf_counter()

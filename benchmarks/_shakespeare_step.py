@@ -50,10 +50,10 @@ class NumpyShakespeareStep:
 def torch_step(torch, numpy_model):
     """A step function for the same model in PyTorch, from ``numpy_model``'s weights."""
     F = torch.nn.functional
-    params = {k: torch.nn.Parameter(torch.tensor(a.copy()))
-              for k, a in named_params(numpy_model).items()}
-    opt = torch.optim.Adam(params.values(), lr=CONFIG["lr"], betas=tuple(CONFIG["betas"]),
-                           eps=1e-8)
+    params = {
+        k: torch.nn.Parameter(torch.tensor(a.copy())) for k, a in named_params(numpy_model).items()
+    }
+    opt = torch.optim.Adam(params.values(), lr=CONFIG["lr"], betas=tuple(CONFIG["betas"]), eps=1e-8)
     E, H, p = CONFIG["d_model"], CONFIG["n_heads"], CONFIG["dropout"]
 
     def forward(tokens, training=True):
@@ -61,8 +61,7 @@ def torch_step(torch, numpy_model):
         B, T = tokens.shape
         x = params["tok.E"][tokens] + params["pos.E"][:T]
         for i in range(CONFIG["n_layers"]):
-            w = {k.split(".", 2)[2]: v for k, v in params.items()
-                 if k.startswith(f"blocks.{i}.")}
+            w = {k.split(".", 2)[2]: v for k, v in params.items() if k.startswith(f"blocks.{i}.")}
             h = F.layer_norm(x, (E,), w["ln1.gamma"], w["ln1.beta"], 1e-5)
             qkv = (h @ w["attn.W_QKV"] + w["attn.b_QKV"]).reshape(B, T, 3, H, E // H)
             q, k, v = qkv.permute(2, 0, 3, 1, 4)
@@ -98,26 +97,31 @@ def torch_step(torch, numpy_model):
 def run(torch, steps, threads, goal):
     chars, train_ids, _ = load_text()
     ours = NumpyShakespeareStep(len(chars))
-    print(f"Shakespeare TinyGPT (chapter 12): {CONFIG['n_layers']} full blocks, "
-          f"d_model {CONFIG['d_model']}, {CONFIG['n_heads']} heads, d_ff {CONFIG['d_ff']}, "
-          f"T {CONFIG['max_len']}, batch {CONFIG['batch']}, dropout {CONFIG['dropout']}, "
-          f"float32, {threads} thread(s); one step = forward, loss, backward, clip, Adam")
+    print(
+        f"Shakespeare TinyGPT (chapter 12): {CONFIG['n_layers']} full blocks, "
+        f"d_model {CONFIG['d_model']}, {CONFIG['n_heads']} heads, d_ff {CONFIG['d_ff']}, "
+        f"T {CONFIG['max_len']}, batch {CONFIG['batch']}, dropout {CONFIG['dropout']}, "
+        f"float32, {threads} thread(s); one step = forward, loss, backward, clip, Adam"
+    )
     steps_by_name = {"numpy (attention_lib)": ours}
     rng = np.random.default_rng(0)
-    data = [random_windows(rng, train_ids, CONFIG["batch"], CONFIG["max_len"])
-            for _ in range(steps + 2)]
+    data = [
+        random_windows(rng, train_ids, CONFIG["batch"], CONFIG["max_len"]) for _ in range(steps + 2)
+    ]
     if torch is None:
         print("torch is not installed: timing the library alone, ratio skipped")
     else:
         theirs = torch_step(torch, ours.model)
         x = data[0][0][:4]
         with torch.no_grad():
-            gap = np.abs(theirs.forward(torch.from_numpy(x), training=False).numpy()
-                         - ours.model.train(False).forward(x)).max()
+            gap = np.abs(
+                theirs.forward(torch.from_numpy(x), training=False).numpy()
+                - ours.model.train(False).forward(x)
+            ).max()
         print(f"same model: largest logit difference, dropout off: {gap:.1e}")
         steps_by_name["torch eager"] = theirs
     clocks = {name: [] for name in steps_by_name}
-    for i, (x, y) in enumerate(data):                 # in turns; 2 warm-up steps
+    for i, (x, y) in enumerate(data):  # in turns; 2 warm-up steps
         for name, step in steps_by_name.items():
             step(x, y, clocks[name] if i >= 2 else [])
     print(f"medians over {steps} steps after 2 warm-up steps, the two in turns\n")
@@ -128,9 +132,13 @@ def run(torch, steps, threads, goal):
     for name, clock in clocks.items():
         phases = [1e3 * statistics.median(c[j] for c in clock) for j in range(4)]
         medians[name] = 1e3 * statistics.median(sum(c) for c in clock)
-        print(f"{name:<22} {medians[name]:8.1f} {phases[0]:8.1f} {phases[1]:8.1f} "
-              f"{phases[2]:9.1f} {phases[3]:9.1f}")
+        print(
+            f"{name:<22} {medians[name]:8.1f} {phases[0]:8.1f} {phases[1]:8.1f} "
+            f"{phases[2]:9.1f} {phases[3]:9.1f}"
+        )
     if torch is not None:
         ratio = medians["numpy (attention_lib)"] / medians["torch eager"]
-        print(f"\ngoal: numpy / torch = {ratio:.2f} (<= {goal}): "
-              f"{'met' if ratio <= goal else 'NOT met'}")
+        print(
+            f"\ngoal: numpy / torch = {ratio:.2f} (<= {goal}): "
+            f"{'met' if ratio <= goal else 'NOT met'}"
+        )

@@ -87,8 +87,10 @@ def run(name, english, french):
     per_iteration = (time.perf_counter() - start) / 3
     tokens = sum(len(s.split()) for s in english) + sum(len(s.split()) for s in french)
     cells = fr2en.n_cells + en2fr.n_cells
-    print(f"{name:<10} {len(english):>7,} {tokens:>9,} {cells:>11,} {total:>8.1f} "
-          f"{cpu:>6.1f} {len(english) / total:>8.0f} {per_iteration:>11.2f}")
+    print(
+        f"{name:<10} {len(english):>7,} {tokens:>9,} {cells:>11,} {total:>8.1f} "
+        f"{cpu:>6.1f} {len(english) / total:>8.0f} {per_iteration:>11.2f}"
+    )
     return total, cpu
 
 
@@ -105,32 +107,38 @@ def _peak_kib():
                     return int(line.split()[1])
     except OSError:
         pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss   # KiB on Linux
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
 
 
 def child_memory(src, tgt):
     """In a fresh process: peak RSS of the command line above the loaded library."""
     from attention_lib import load_embeddings
+
     for lang in ("en", "fr"):
-        load_vocab(lang), load_embeddings(lang)        # the data every run loads
+        load_vocab(lang), load_embeddings(lang)  # the data every run loads
     before = _peak_kib()
     with open(os.devnull, "w") as sink:
-        main(["--src", src, "--tgt", tgt, "--method", "em", "--iterations", "1"],
-             stdout=sink)
+        main(["--src", src, "--tgt", tgt, "--method", "em", "--iterations", "1"], stdout=sink)
     print(before, _peak_kib())
 
 
 def measure_memory(sizes=(10_000, 100_000)):
-    print("peak resident memory of `python -m attention_lib.align --method em "
-          "--iterations 1`, each in a fresh process, above the process with the library "
-          "and embeddings loaded\n")
-    print(f"{'corpus':<34} {'pairs':>8} {'baseline MiB':>13} {'peak MiB':>9} "
-          f"{'above MiB':>10} {'KiB/pair':>9}")
+    print(
+        "peak resident memory of `python -m attention_lib.align --method em "
+        "--iterations 1`, each in a fresh process, above the process with the library "
+        "and embeddings loaded\n"
+    )
+    print(
+        f"{'corpus':<34} {'pairs':>8} {'baseline MiB':>13} {'peak MiB':>9} "
+        f"{'above MiB':>10} {'KiB/pair':>9}"
+    )
     print("-" * 88)
     rows = {}
-    cases = ([("resampled", n, 0.0, None) for n in sizes]
-             + [("noised", n, 0.3, None) for n in sizes]
-             + [("resampled + a 50,000-char token", sizes[0], 0.0, 50_000)])
+    cases = (
+        [("resampled", n, 0.0, None) for n in sizes]
+        + [("noised", n, 0.3, None) for n in sizes]
+        + [("resampled + a 50,000-char token", sizes[0], 0.0, 50_000)]
+    )
     for name, n, noise, long_token in cases:
         english, french = make_corpus(n, noise)
         if long_token:
@@ -140,21 +148,32 @@ def measure_memory(sizes=(10_000, 100_000)):
             src.write_text("\n".join(english) + "\n", encoding="utf8")
             tgt.write_text("\n".join(french) + "\n", encoding="utf8")
             del english, french
-            out = subprocess.run([sys.executable, __file__, "--child-memory", str(src), str(tgt)],
-                                 capture_output=True, text=True, check=True).stdout
+            out = subprocess.run(
+                [sys.executable, __file__, "--child-memory", str(src), str(tgt)],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
         before, peak = (int(x) for x in out.split()[-2:])
         above = (peak - before) / 1024
         rows[name, n] = above
-        print(f"{name:<34} {n:>8,} {before / 1024:>13.0f} {peak / 1024:>9.0f} {above:>10.0f} "
-              f"{(peak - before) / n:>9.1f}", flush=True)
+        print(
+            f"{name:<34} {n:>8,} {before / 1024:>13.0f} {peak / 1024:>9.0f} {above:>10.0f} "
+            f"{(peak - before) / n:>9.1f}",
+            flush=True,
+        )
     n1, n2 = sizes
     print()
     for name in ("resampled", "noised"):
-        print(f"{name}: growth per pair between {n1:,} and {n2:,} pairs: "
-              f"{(rows[name, n2] - rows[name, n1]) * 1024 / (n2 - n1):.1f} KiB")
-    print(f"a 50,000-character token adds "
-          f"{rows['resampled + a 50,000-char token', n1] - rows['resampled', n1]:+.0f} MiB "
-          f"to {n1:,} resampled pairs")
+        print(
+            f"{name}: growth per pair between {n1:,} and {n2:,} pairs: "
+            f"{(rows[name, n2] - rows[name, n1]) * 1024 / (n2 - n1):.1f} KiB"
+        )
+    print(
+        f"a 50,000-character token adds "
+        f"{rows['resampled + a 50,000-char token', n1] - rows['resampled', n1]:+.0f} MiB "
+        f"to {n1:,} resampled pairs"
+    )
 
 
 if __name__ == "__main__":
@@ -171,18 +190,26 @@ if __name__ == "__main__":
         measure_memory()
         sys.exit()
     print(describe_machine())
-    print(f"--method em, {DEFAULT_ITERATIONS} EM iterations (the default); 'total s' is "
-          "the wall time of the whole command line in this process, 'cpu s' its CPU "
-          "time (all threads; on a busy machine wall time exceeds it by the time spent "
-          "waiting for a core); 'pairs/s' = pairs / total s; 'iteration s' one EM "
-          "iteration, both directions (wall, mean of 3)\n")
-    print(f"{'corpus':<10} {'pairs':>7} {'tokens':>9} {'table cells':>11} {'total s':>8} "
-          f"{'cpu s':>6} {'pairs/s':>8} {'iteration s':>11}")
+    print(
+        f"--method em, {DEFAULT_ITERATIONS} EM iterations (the default); 'total s' is "
+        "the wall time of the whole command line in this process, 'cpu s' its CPU "
+        "time (all threads; on a busy machine wall time exceeds it by the time spent "
+        "waiting for a core); 'pairs/s' = pairs / total s; 'iteration s' one EM "
+        "iteration, both directions (wall, mean of 3)\n"
+    )
+    print(
+        f"{'corpus':<10} {'pairs':>7} {'tokens':>9} {'table cells':>11} {'total s':>8} "
+        f"{'cpu s':>6} {'pairs/s':>8} {'iteration s':>11}"
+    )
     print("-" * 77)
-    totals = [run(name, *make_corpus(args.pairs, noise))
-              for name, noise in (("resampled", 0.0), ("noised", 0.3))]
+    totals = [
+        run(name, *make_corpus(args.pairs, noise))
+        for name, noise in (("resampled", 0.0), ("noised", 0.3))
+    ]
     verdict = "met" if max(t for t, _ in totals) < 30 else "NOT met"
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"\ntarget: {args.pairs:,} pairs in under 30 s (wall): slowest "
-          f"{max(t for t, _ in totals):.1f} s wall, {max(c for _, c in totals):.1f} s CPU: "
-          f"{verdict}\nload average after the run: {load} (1, 5, 15 min; 2 cores)")
+    print(
+        f"\ntarget: {args.pairs:,} pairs in under 30 s (wall): slowest "
+        f"{max(t for t, _ in totals):.1f} s wall, {max(c for _, c in totals):.1f} s CPU: "
+        f"{verdict}\nload average after the run: {load} (1, 5, 15 min; 2 cores)"
+    )

@@ -33,11 +33,15 @@ BUDGET_SECONDS = 15.0
 def time_notebook(path, timeout):
     """Return (kernel start-up seconds, cell execution seconds, error or None)."""
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+    )
     t0 = time.perf_counter()
-    with client.setup_kernel(stderr=subprocess.DEVNULL):   # no start-up chatter
-        client.wait_for_reply(client.kc.kernel_info())          # kernel is ready
+    with client.setup_kernel(stderr=subprocess.DEVNULL):  # no start-up chatter
+        client.wait_for_reply(client.kc.kernel_info())  # kernel is ready
         t1 = time.perf_counter()
         try:
             for index, cell in enumerate(nb.cells):
@@ -45,7 +49,7 @@ def time_notebook(path, timeout):
             error = None
         except CellExecutionError as err:
             last_line = str(err).strip().splitlines()[-1]
-            error = re.sub(r"\x1b\[[0-9;]*m", "", last_line)[:100]   # no colour codes
+            error = re.sub(r"\x1b\[[0-9;]*m", "", last_line)[:100]  # no colour codes
         t2 = time.perf_counter()
     return t1 - t0, t2 - t1, error
 
@@ -53,23 +57,29 @@ def time_notebook(path, timeout):
 def time_build():
     """Build the whole book into a new temporary directory; return (seconds, exit status, log)."""
     jupyter_book = Path(sys.executable).with_name("jupyter-book")
-    command = [str(jupyter_book) if jupyter_book.exists() else "jupyter-book",
-               "build", str(ROOT), "-W", "-n"]
+    command = [
+        str(jupyter_book) if jupyter_book.exists() else "jupyter-book",
+        "build",
+        str(ROOT),
+        "-W",
+        "-n",
+    ]
     with tempfile.TemporaryDirectory(prefix="book-build-") as out:
         t0 = time.perf_counter()
-        done = subprocess.run(command + ["--path-output", out],
-                              capture_output=True, text=True)
+        done = subprocess.run(command + ["--path-output", out], capture_output=True, text=True)
         seconds = time.perf_counter() - t0
     return seconds, done.returncode, done.stdout + done.stderr
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("notebooks", nargs="*", type=Path,
-                        help="notebooks to time (default: every book/*.ipynb)")
+    parser.add_argument(
+        "notebooks", nargs="*", type=Path, help="notebooks to time (default: every book/*.ipynb)"
+    )
     parser.add_argument("--no-build", action="store_true", help="skip the book build")
-    parser.add_argument("--timeout", type=int, default=600,
-                        help="seconds allowed per cell (default: %(default)s)")
+    parser.add_argument(
+        "--timeout", type=int, default=600, help="seconds allowed per cell (default: %(default)s)"
+    )
     args = parser.parse_args(argv)
     notebooks = args.notebooks or sorted((ROOT / "book").glob("*.ipynb"))
 

@@ -64,8 +64,10 @@ def bench(name, tokens, repeat):
     times = {"with cache": [], "without cache": []}
     outputs = {}
     for _ in range(repeat):
-        for label, run in (("with cache", lambda: model.generate(prompt, n, temperature=0)),
-                           ("without cache", lambda: without_cache(model, prompt, n))):
+        for label, run in (
+            ("with cache", lambda: model.generate(prompt, n, temperature=0)),
+            ("without cache", lambda: without_cache(model, prompt, n)),
+        ):
             t0 = time.perf_counter()
             outputs[label] = np.asarray(run())
             times[label].append(1e3 * (time.perf_counter() - t0) / n)
@@ -75,8 +77,7 @@ def bench(name, tokens, repeat):
     print(f"\n{name}: {len(prompt)} prompt tokens + {n} new, greedy, median of {repeat} runs")
     for label, value in ms.items():
         print(f"   {label:<14} {value:8.2f} ms per token")
-    print(f"   without / with: {ms['without cache'] / ms['with cache']:.1f}x; "
-          f"same tokens: {same}")
+    print(f"   without / with: {ms['without cache'] / ms['with cache']:.1f}x; same tokens: {same}")
     if memory is not None:
         print(f"   cache after {len(outputs['with cache']) - 1} tokens: {memory / 1024:.0f} KiB")
 
@@ -84,11 +85,19 @@ def bench(name, tokens, repeat):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", default="1", help="BLAS threads (default 1)")
-    parser.add_argument("--tokens", type=int, default=None,
-                        help="new tokens per run (default: fill the context, at most 500)")
+    parser.add_argument(
+        "--tokens",
+        type=int,
+        default=None,
+        help="new tokens per run (default: fill the context, at most 500)",
+    )
     parser.add_argument("--repeat", type=int, default=3, help="runs of each (default 3)")
-    parser.add_argument("--model", choices=sorted(PROMPTS), action="append",
-                        help="only this model (repeatable; default both)")
+    parser.add_argument(
+        "--model",
+        choices=sorted(PROMPTS),
+        action="append",
+        help="only this model (repeatable; default both)",
+    )
     args = parser.parse_args(argv)
     print(describe_machine(None))
     print(f"{THREADS} BLAS thread(s)")

@@ -45,7 +45,7 @@ except ImportError:
     torch = None
 
 N, L, E, H = 8, 512, 512, 8
-GOAL = 1.0   # issue 27 (it was 1.25)
+GOAL = 1.0  # issue 27 (it was 1.25)
 
 
 def blas_threads():
@@ -81,7 +81,7 @@ def median_times(functions, rounds, pause=0.2, calls=2, seed=0):
         order.shuffle(names)
         for name in names:
             time.sleep(pause)
-            functions[name]()                       # untimed: wake the threads
+            functions[name]()  # untimed: wake the threads
             for _ in range(calls):
                 t0 = now()
                 functions[name]()
@@ -91,12 +91,16 @@ def median_times(functions, rounds, pause=0.2, calls=2, seed=0):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=9,
-                        help="timed rounds, 2 calls each (default: %(default)s)")
+    parser.add_argument(
+        "--rounds", type=int, default=9, help="timed rounds, 2 calls each (default: %(default)s)"
+    )
     parser.add_argument("--quick", action="store_true", help="3 rounds")
-    parser.add_argument("--cpu-time", action="store_true",
-                        help="time the process's CPU time instead of the wall clock: on a "
-                             "machine loaded by other work, with one thread")
+    parser.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="time the process's CPU time instead of the wall clock: on a "
+        "machine loaded by other work, with one thread",
+    )
     args = parser.parse_args(argv)
     global now
     if args.cpu_time:
@@ -107,18 +111,21 @@ def main(argv=None):
     if torch is not None:
         torch.set_num_threads(threads)
     print(describe_machine(torch))
-    print(f"threads: NumPy's BLAS {threads} ({source}); torch "
-          f"{torch.get_num_threads() if torch is not None else 'n/a'}")
-    print(f"self-attention, N = {N}, L = S = {L}, E = {E}, {H} heads, float32; "
-          f"medians of {2 * rounds} calls each, implementations taking turns\n")
+    print(
+        f"threads: NumPy's BLAS {threads} ({source}); torch "
+        f"{torch.get_num_threads() if torch is not None else 'n/a'}"
+    )
+    print(
+        f"self-attention, N = {N}, L = S = {L}, E = {E}, {H} heads, float32; "
+        f"medians of {2 * rounds} calls each, implementations taking turns\n"
+    )
 
     rng = np.random.default_rng(0)
     theirs, ours = layers(rng)
     x = rng.standard_normal((N, L, E)).astype(np.float32)
     tx = torch.from_numpy(x) if torch is not None else None
 
-    header = (f"{'call':<20} {'numpy ms':>9} {'torch ms':>9} {'numpy/torch':>12} "
-              f"{'max |diff|':>11}")
+    header = f"{'call':<20} {'numpy ms':>9} {'torch ms':>9} {'numpy/torch':>12} {'max |diff|':>11}"
     print(header)
     print("-" * len(header))
     verdicts = []
@@ -126,9 +133,11 @@ def main(argv=None):
         fns = {"numpy": lambda: ours(x, x, x, need_weights=need)}
         diff = float("nan")
         if torch is not None:
+
             def run_torch():
                 with torch.inference_mode():
                     return theirs(tx, tx, tx, need_weights=need)
+
             fns["torch"] = run_torch
             out, w = ours(x, x, x, need_weights=need)
             t_out, t_w = run_torch()
@@ -138,13 +147,14 @@ def main(argv=None):
         med = median_times(fns, rounds)
         name = f"need_weights={need}"
         if torch is None:
-            print(f"{name:<20} {1e3 * med['numpy']:9.1f} {'n/a':>9} {'n/a':>12} "
-                  f"{'n/a':>11}")
+            print(f"{name:<20} {1e3 * med['numpy']:9.1f} {'n/a':>9} {'n/a':>12} {'n/a':>11}")
             continue
         ratio = med["numpy"] / med["torch"]
         verdicts.append((name, ratio))
-        print(f"{name:<20} {1e3 * med['numpy']:9.1f} {1e3 * med['torch']:9.1f} "
-              f"{ratio:12.2f} {diff:11.1e}")
+        print(
+            f"{name:<20} {1e3 * med['numpy']:9.1f} {1e3 * med['torch']:9.1f} "
+            f"{ratio:12.2f} {diff:11.1e}"
+        )
 
     print()
     if torch is None:

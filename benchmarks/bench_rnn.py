@@ -31,7 +31,12 @@ from _common import describe_machine
 from attention_lib.models import RNNencdec, RNNsearch
 from attention_lib.models import seq2seq
 from attention_lib.nn import Adam, clip_grad_norm
-from attention_lib.data.toy_translation import encode_batch, generate_pairs, source_vocab, target_vocab
+from attention_lib.data.toy_translation import (
+    encode_batch,
+    generate_pairs,
+    source_vocab,
+    target_vocab,
+)
 
 try:
     import torch
@@ -56,6 +61,7 @@ class PhaseTimer:
                 return inner(*args, **kwargs)
             finally:
                 self.totals[phase] += time.perf_counter() - t0
+
         setattr(obj, method, timed)
 
 
@@ -91,6 +97,7 @@ def numpy_step_fn(model, batch):
         clip_grad_norm(layers, 1.0)
         opt.step()
         return loss
+
     return step, timer
 
 
@@ -135,7 +142,8 @@ class TorchSeq2Seq(torch.nn.Module if torch else object):
         B, S = src.shape
         mask = torch.arange(S)[None, :] < lengths[:, None]
         packed = torch.nn.utils.rnn.pack_padded_sequence(
-            self.src_emb(src), lengths, batch_first=True, enforce_sorted=False)
+            self.src_emb(src), lengths, batch_first=True, enforce_sorted=False
+        )
         out, h_n = self.enc(packed)
         H_enc, _ = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=S)
         summary = torch.cat([h_n[0], h_n[1]], dim=-1)
@@ -173,6 +181,7 @@ def torch_step_fn(np_model, batch):
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         return loss
+
     return step, first
 
 
@@ -190,11 +199,15 @@ def main():
         print("PyTorch is not installed: timing the NumPy models only (no ratio).")
     sv, tv = source_vocab(), target_vocab()
     batch = encode_batch(generate_pairs(32, 25, 29, seed=0), sv, tv)
-    print(f"batch: 32 sentences, source {batch[0].shape[1]} words padded, "
-          f"target {batch[2].shape[1]} steps; float32; {steps} timed steps, median")
+    print(
+        f"batch: 32 sentences, source {batch[0].shape[1]} words padded, "
+        f"target {batch[2].shape[1]} steps; float32; {steps} timed steps, median"
+    )
     print()
-    print(f"{'model':10} {'numpy ms':>9} {'encoder':>8} {'attention':>9} {'decoder':>8} "
-          f"{'output':>7} {'rest':>6} {'torch ms':>9} {'ratio':>6} {'|loss diff|':>11}")
+    print(
+        f"{'model':10} {'numpy ms':>9} {'encoder':>8} {'attention':>9} {'decoder':>8} "
+        f"{'output':>7} {'rest':>6} {'torch ms':>9} {'ratio':>6} {'|loss diff|':>11}"
+    )
     for cls in (RNNsearch, RNNencdec):
         model = cls(len(sv), len(tv), **SIZES, seed=0)
         t_step, diff = None, None
@@ -202,7 +215,7 @@ def main():
             t_fn, t_first = torch_step_fn(model, batch)
             diff = abs(t_first - model.loss(*batch))
         np_fn, timer = numpy_step_fn(model, batch)
-        np_fn()                                      # untimed first step
+        np_fn()  # untimed first step
         if torch is not None:
             t_fn()
         np_times, t_times = [], []
@@ -221,8 +234,10 @@ def main():
                 t_times.append(time.perf_counter() - t0)
         med = statistics.median(np_times) * 1e3
         ph = {k: statistics.median(v) * 1e3 for k, v in phases.items()}
-        line = (f"{cls.__name__:10} {med:9.1f} {ph['encoder']:8.1f} {ph['attention']:9.1f} "
-                f"{ph['decoder']:8.1f} {ph['output']:7.1f} {ph['rest']:6.1f}")
+        line = (
+            f"{cls.__name__:10} {med:9.1f} {ph['encoder']:8.1f} {ph['attention']:9.1f} "
+            f"{ph['decoder']:8.1f} {ph['output']:7.1f} {ph['rest']:6.1f}"
+        )
         if torch is not None:
             t_step = statistics.median(t_times) * 1e3
             line += f" {t_step:9.1f} {med / t_step:6.2f} {diff:11.1e}"

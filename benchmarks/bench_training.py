@@ -42,6 +42,7 @@ now = time.perf_counter
 try:
     import torch
     import torch.nn.functional as F
+
     torch.set_num_threads(int(THREADS))
 except ImportError:
     torch = None
@@ -61,17 +62,25 @@ def batches(n, seed=0):
             m = rng.integers(4, T // 2 + 1)
             a = rng.integers(0, T - 2 * m + 1)
             fresh = rng.choice(V, size=T - m, replace=False)
-            tokens[i] = np.concatenate([fresh[:a + m], fresh[a:a + m], fresh[a + m:]])
-            where[i, a + m:a + 2 * m - 1] = True
+            tokens[i] = np.concatenate([fresh[: a + m], fresh[a : a + m], fresh[a + m :]])
+            where[i, a + m : a + 2 * m - 1] = True
         out.append((tokens, where))
     return out
 
 
 class NumpyStep:
     def __init__(self, full):
-        self.model = TinyGPT(n_vocab=V, d_model=D, n_heads=1, n_layers=2, d_ff=4 * D,
-                             max_len=T, rng=np.random.default_rng(6), positions="rotary",
-                             attention_only=not full)
+        self.model = TinyGPT(
+            n_vocab=V,
+            d_model=D,
+            n_heads=1,
+            n_layers=2,
+            d_ff=4 * D,
+            max_len=T,
+            rng=np.random.default_rng(6),
+            positions="rotary",
+            attention_only=not full,
+        )
         self.opt = Adam(self.model.layers(), lr=LR)
 
     def __call__(self, tokens, where, clock):
@@ -99,6 +108,7 @@ def _rotary(x):
 
 
 if torch is not None:
+
     class TorchGPT(torch.nn.Module):
         """The same model in PyTorch modules, initialised from the NumPy model's weights."""
 
@@ -108,18 +118,24 @@ if torch is not None:
             P = torch.nn.Parameter
             self.layers = torch.nn.ModuleList()
             self.params = torch.nn.ParameterList(
-                [P(torch.tensor(a.copy())) for layer in model.layers()
-                 for a in layer.params.values()])
+                [
+                    P(torch.tensor(a.copy()))
+                    for layer in model.layers()
+                    for a in layer.params.values()
+                ]
+            )
 
         def forward(self, tokens):
             p = iter(self.params)
-            x = next(p)[tokens]                                   # token embedding
+            x = next(p)[tokens]  # token embedding
             for _ in range(2):
                 gamma, beta = next(p), next(p)
                 h = F.layer_norm(x, (D,), gamma, beta, 1e-5)
                 W_q, b_q, W_k, b_k, W_v, b_v, W_o, b_o = (next(p) for _ in range(8))
-                q, k, v = ((h @ W + b).reshape(BATCH, T, 1, D).transpose(1, 2)
-                           for W, b in ((W_q, b_q), (W_k, b_k), (W_v, b_v)))
+                q, k, v = (
+                    (h @ W + b).reshape(BATCH, T, 1, D).transpose(1, 2)
+                    for W, b in ((W_q, b_q), (W_k, b_k), (W_v, b_v))
+                )
                 ctx = F.scaled_dot_product_attention(_rotary(q), _rotary(k), v, is_causal=True)
                 x = x + ctx.transpose(1, 2).reshape(BATCH, T, D) @ W_o + b_o
                 if self.full:
@@ -152,17 +168,26 @@ if torch is not None:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threads", default="1",
-                        help="threads for NumPy's BLAS and for torch (default 1)")
-    parser.add_argument("--steps", type=int, default=None,
-                        help="timed steps (default 300; 10 with --shakespeare)")
-    parser.add_argument("--cpu-time", action="store_true",
-                        help="time the process's CPU time instead of the wall clock: on a "
-                             "machine loaded by other work, with one thread")
-    parser.add_argument("--full", action="store_true",
-                        help="blocks with their feed-forward halves (d_ff = 128)")
-    parser.add_argument("--shakespeare", action="store_true",
-                        help="chapter 12's model instead (benchmarks/_shakespeare_step.py)")
+    parser.add_argument(
+        "--threads", default="1", help="threads for NumPy's BLAS and for torch (default 1)"
+    )
+    parser.add_argument(
+        "--steps", type=int, default=None, help="timed steps (default 300; 10 with --shakespeare)"
+    )
+    parser.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="time the process's CPU time instead of the wall clock: on a "
+        "machine loaded by other work, with one thread",
+    )
+    parser.add_argument(
+        "--full", action="store_true", help="blocks with their feed-forward halves (d_ff = 128)"
+    )
+    parser.add_argument(
+        "--shakespeare",
+        action="store_true",
+        help="chapter 12's model instead (benchmarks/_shakespeare_step.py)",
+    )
     args = parser.parse_args(argv)
     global now
     if args.cpu_time:
@@ -170,11 +195,14 @@ def main(argv=None):
     print(describe_machine(torch))
     if args.shakespeare:
         import _shakespeare_step
+
         return _shakespeare_step.run(torch, args.steps or 10, THREADS, GOAL)
     args.steps = args.steps or 300
     kind = "full blocks (d_ff = 128)" if args.full else "attention-only blocks"
-    print(f"TinyGPT: V = {V}, T = {T}, batch {BATCH}, d_model = {D}, 1 head, 2 layers, "
-          f"rotary, {kind}, float64; one step = forward, loss, backward, Adam")
+    print(
+        f"TinyGPT: V = {V}, T = {T}, batch {BATCH}, d_model = {D}, 1 head, 2 layers, "
+        f"rotary, {kind}, float64; one step = forward, loss, backward, Adam"
+    )
     ours = NumpyStep(args.full)
     steps = {"numpy (attention_lib)": ours}
     if torch is None:
@@ -184,7 +212,7 @@ def main(argv=None):
     data = batches(args.steps + 20)
     clocks = {name: [] for name in steps}
     losses = {name: [] for name in steps}
-    for i, (tokens, where) in enumerate(data):       # in turns, step by step
+    for i, (tokens, where) in enumerate(data):  # in turns, step by step
         for name, step in steps.items():
             clock = clocks[name] if i >= 20 else []  # 20 warm-up steps
             losses[name].append(step(tokens, where, clock))
@@ -196,14 +224,18 @@ def main(argv=None):
     for name, clock in clocks.items():
         phases = [1e3 * statistics.median(c[j] for c in clock) for j in range(4)]
         medians[name] = 1e3 * statistics.median(sum(c) for c in clock)
-        print(f"{name:<22} {medians[name]:8.2f} {phases[0]:8.2f} {phases[1]:8.2f} "
-              f"{phases[2]:9.2f} {phases[3]:8.2f}")
+        print(
+            f"{name:<22} {medians[name]:8.2f} {phases[0]:8.2f} {phases[1]:8.2f} "
+            f"{phases[2]:9.2f} {phases[3]:8.2f}"
+        )
     if torch is not None:
         gap = max(abs(a - b) for a, b in zip(*losses.values()))
         ratio = medians["numpy (attention_lib)"] / medians["torch eager"]
         print(f"\nlargest loss difference over the {len(data)} steps: {gap:.1e}")
-        print(f"goal: numpy / torch = {ratio:.2f} (<= {GOAL}): "
-              f"{'met' if ratio <= GOAL else 'NOT met'}")
+        print(
+            f"goal: numpy / torch = {ratio:.2f} (<= {GOAL}): "
+            f"{'met' if ratio <= GOAL else 'NOT met'}"
+        )
 
 
 if __name__ == "__main__":

@@ -58,8 +58,10 @@ def main():
         numpy_step(model, opt, batch)
         times.append(time.perf_counter() - t0)
     ours = statistics.median(times[1:])
-    print(f"NumPy step:   {ours * 1000:8.1f} ms  (batch of {BATCH} pairs, "
-          f"{int(batch[1].sum() + (batch[3] != 0).sum())} tokens)")
+    print(
+        f"NumPy step:   {ours * 1000:8.1f} ms  (batch of {BATCH} pairs, "
+        f"{int(batch[1].sum() + (batch[3] != 0).sum())} tokens)"
+    )
     try:
         import torch
     except ImportError:
@@ -80,13 +82,15 @@ def main():
         scale = float(np.sqrt(model.d_model))
 
         def torch_step():
-            x = E[s] * scale + pe[:S.shape[1]]
-            y = E[ti] * scale + pe[:tin.shape[1]]
-            h = net(x, y, tgt_mask=causal, src_key_padding_mask=pad,
-                    memory_key_padding_mask=pad)
-            loss = torch.nn.functional.cross_entropy((h @ E.T).reshape(-1, E.shape[0]),
-                                                     to.reshape(-1), ignore_index=0,
-                                                     label_smoothing=0.1)
+            x = E[s] * scale + pe[: S.shape[1]]
+            y = E[ti] * scale + pe[: tin.shape[1]]
+            h = net(x, y, tgt_mask=causal, src_key_padding_mask=pad, memory_key_padding_mask=pad)
+            loss = torch.nn.functional.cross_entropy(
+                (h @ E.T).reshape(-1, E.shape[0]),
+                to.reshape(-1),
+                ignore_index=0,
+                label_smoothing=0.1,
+            )
             topt.zero_grad()
             loss.backward()
             topt.step()
@@ -101,6 +105,7 @@ def main():
         print(f"ratio NumPy / PyTorch: {ours / theirs:.2f}  (goal <= {GOAL})")
     try:
         from attention_lib.translate import load_model
+
         model, tok = load_model("transformer")
         which = "committed checkpoint"
     except (OSError, ValueError):
@@ -108,12 +113,15 @@ def main():
     sources, _ = load_references("test", 1, 10)
     sources = sources[:128]
     from attention_lib.translate import translate_sentences
+
     for beam in (None, 4):
         t0 = time.perf_counter()
         translate_sentences(model, tok, sources, beam=beam)
         dt = time.perf_counter() - t0
-        print(f"{'greedy' if beam is None else f'beam {beam}':>7} decoding ({which}): "
-              f"{len(sources) / dt:6.1f} sentences/s")
+        print(
+            f"{'greedy' if beam is None else f'beam {beam}':>7} decoding ({which}): "
+            f"{len(sources) / dt:6.1f} sentences/s"
+        )
 
 
 if __name__ == "__main__":

@@ -67,15 +67,18 @@ PACKAGES = {
 # files that live beside this script, not built but listed in the manifest so
 # the loader can verify them too: the alignment dev set, and chapter 13's
 # pretrained model with the document that gives its reference output
-COPIED_FILES = ("hansards_trial/trial.en", "hansards_trial/trial.fr",
-                "hansards_trial/trial.gold",
-                "stories260k/tinyllamas-stories-260k-f32.gguf",
-                "stories260k/llama2c_doc_stories260K.md")
+COPIED_FILES = (
+    "hansards_trial/trial.en",
+    "hansards_trial/trial.fr",
+    "hansards_trial/trial.gold",
+    "stories260k/tinyllamas-stories-260k-f32.gguf",
+    "stories260k/llama2c_doc_stories260K.md",
+)
 
-N_SEED_REFINE = 3        # self-learning rounds
-N_FREQUENT = 10_000      # words per language that may form induced pairs
-CSLS_K = 10              # neighbours for the CSLS hubness correction
-DTYPE = np.float16       # storage type: halves the size, error ~1e-3
+N_SEED_REFINE = 3  # self-learning rounds
+N_FREQUENT = 10_000  # words per language that may form induced pairs
+CSLS_K = 10  # neighbours for the CSLS hubness correction
+DTYPE = np.float16  # storage type: halves the size, error ~1e-3
 REBUILD_HINT = "python data/build_embeddings.py"
 
 
@@ -117,13 +120,13 @@ def murmurhash64a(data, seed=1):
     n = len(data)
     h = (seed ^ (n * _M)) & _MASK64
     n_blocks = n // 8
-    for (k,) in struct.iter_unpack("<Q", data[:n_blocks * 8]):
+    for (k,) in struct.iter_unpack("<Q", data[: n_blocks * 8]):
         k = (k * _M) & _MASK64
         k ^= k >> 47
         k = (k * _M) & _MASK64
         h ^= k
         h = (h * _M) & _MASK64
-    tail = data[n_blocks * 8:]
+    tail = data[n_blocks * 8 :]
     if tail:
         h ^= int.from_bytes(tail, "little")
         h = (h * _M) & _MASK64
@@ -149,15 +152,19 @@ def find_package(lang):
     try:
         dist = importlib.metadata.distribution(name)
     except importlib.metadata.PackageNotFoundError:
-        raise BuildError(f"{name} is not installed in this Python "
-                         f"({sys.executable}): {install}") from None
+        raise BuildError(
+            f"{name} is not installed in this Python ({sys.executable}): {install}"
+        ) from None
     if dist.version != version:
-        raise BuildError(f"{name} {dist.version} is installed but the build "
-                         f"needs {version}: {install}")
+        raise BuildError(
+            f"{name} {dist.version} is installed but the build needs {version}: {install}"
+        )
     tables = [f for f in (dist.files or []) if f.as_posix().endswith("vocab/vectors")]
     if len(tables) != 1:
-        raise BuildError(f"expected one vocab/vectors file in {name}, found "
-                         f"{len(tables)}: is it the right package?")
+        raise BuildError(
+            f"expected one vocab/vectors file in {name}, found "
+            f"{len(tables)}: is it the right package?"
+        )
     vocab_dir = Path(dist.locate_file(tables[0])).parent
     meta = json.loads((vocab_dir.parent / "meta.json").read_text(encoding="utf8"))
     return vocab_dir, meta
@@ -175,8 +182,7 @@ def read_vector_table(vocab_dir):
     import msgpack  # only the build needs it
 
     vectors = np.load(vocab_dir / "vectors", allow_pickle=False)
-    key2row = msgpack.unpackb((vocab_dir / "key2row").read_bytes(),
-                              strict_map_key=False)
+    key2row = msgpack.unpackb((vocab_dir / "key2row").read_bytes(), strict_map_key=False)
     strings = json.loads((vocab_dir / "strings.json").read_text(encoding="utf8"))
     n_rows = vectors.shape[0]
     owner_rows = {}
@@ -185,9 +191,11 @@ def read_vector_table(vocab_dir):
             break
         owner_rows[key] = row
     if sorted(owner_rows.values()) != list(range(n_rows)):
-        raise BuildError(f"{vocab_dir}/key2row: the first {n_rows} keys do not "
-                         f"own rows 0..{n_rows - 1}; the table layout is not "
-                         "the one this script knows")
+        raise BuildError(
+            f"{vocab_dir}/key2row: the first {n_rows} keys do not "
+            f"own rows 0..{n_rows - 1}; the table layout is not "
+            "the one this script knows"
+        )
     words = [None] * n_rows
     for s in strings:
         row = owner_rows.get(murmurhash64a(s.encode("utf8")))
@@ -252,7 +260,7 @@ def _row_blocks(n, size=2048):
 def mean_top_k_similarity(a, b, k=CSLS_K):
     """For each row of ``a``, the mean cosine to its ``k`` nearest rows of ``b``."""
     out = np.empty(a.shape[0])
-    for rows in _row_blocks(a.shape[0]):      # blocks keep memory small
+    for rows in _row_blocks(a.shape[0]):  # blocks keep memory small
         sims = a[rows] @ b.T
         out[rows] = np.partition(sims, -k, axis=1)[:, -k:].mean(axis=1)
     return out
@@ -266,18 +274,18 @@ def mutual_csls_pairs(x, y):
     ``r(y_j)`` likewise among the ``x`` rows); it penalises "hubs" that are
     close to everything.
     """
-    r_y = mean_top_k_similarity(y, x)   # for each y_j: its neighbourhood in x
+    r_y = mean_top_k_similarity(y, x)  # for each y_j: its neighbourhood in x
     r_x = np.empty(x.shape[0])
     best_y = np.empty(x.shape[0], dtype=np.int64)
     col_best = np.full(y.shape[0], -np.inf)
     best_x = np.zeros(y.shape[0], dtype=np.int64)
     for rows in _row_blocks(x.shape[0]):
-        sims = x[rows] @ y.T               # one pass gives r_x and the CSLS
+        sims = x[rows] @ y.T  # one pass gives r_x and the CSLS
         r_x[rows] = np.partition(sims, -CSLS_K, axis=1)[:, -CSLS_K:].mean(axis=1)
         csls = 2 * sims - r_x[rows, None] - r_y[None, :]
         best_y[rows] = csls.argmax(axis=1)
         block_max = csls.max(axis=0)
-        better = block_max > col_best          # first maximum wins, as argmax
+        better = block_max > col_best  # first maximum wins, as argmax
         best_x[better] = rows.start + csls.argmax(axis=0)[better]
         col_best[better] = block_max[better]
     return [(i, int(j)) for i, j in enumerate(best_y) if best_x[j] == i]
@@ -318,11 +326,10 @@ def write_npz(path, **arrays):
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as zf:
         for name, array in arrays.items():
             info = zipfile.ZipInfo(f"{name}.npy", date_time=_ZIP_DATE)
-            info.create_system = 3            # unix, whatever the platform
+            info.create_system = 3  # unix, whatever the platform
             info.external_attr = 0o644 << 16  # rw-r--r--
             with zf.open(info, "w", force_zip64=True) as f:
-                np.lib.format.write_array(f, np.ascontiguousarray(array),
-                                          allow_pickle=False)
+                np.lib.format.write_array(f, np.ascontiguousarray(array), allow_pickle=False)
 
 
 def write_json(path, obj, indent=0):
@@ -356,8 +363,9 @@ def describe_input(lang, vocab_dir, meta):
         "package_license": meta["license"],
         "vectors": meta["vectors"],
         "vector_sources": vector_sources,
-        "files": {f"vocab/{f}": file_entry(vocab_dir / f)
-                  for f in ("vectors", "key2row", "strings.json")},
+        "files": {
+            f"vocab/{f}": file_entry(vocab_dir / f) for f in ("vectors", "key2row", "strings.json")
+        },
     }
 
 
@@ -373,11 +381,14 @@ def build(out_dir, log=print):
         vocabs[lang], raw = lowercase_vocabulary(words, vectors)
         matrices[lang] = normalize(raw)
         inputs[lang] = describe_input(lang, vocab_dir, meta)
-        log(f"{lang}: {vectors.shape[0]} rows in {vocab_dir}, "
-            f"{len(vocabs[lang])} lower-case words kept")
+        log(
+            f"{lang}: {vectors.shape[0]} rows in {vocab_dir}, "
+            f"{len(vocabs[lang])} lower-case words kept"
+        )
 
-    matrices["fr"], n_pairs = align(matrices["fr"], matrices["en"],
-                                     vocabs["fr"], vocabs["en"], log=log)
+    matrices["fr"], n_pairs = align(
+        matrices["fr"], matrices["en"], vocabs["fr"], vocabs["en"], log=log
+    )
 
     written = []
     for lang in ("en", "fr"):
@@ -391,12 +402,13 @@ def build(out_dir, log=print):
     for name in COPIED_FILES:
         source = HERE / name
         if not source.exists():
-            raise BuildError(f"{source} is missing: it is part of the repository "
-                             "(restore it with git)")
+            raise BuildError(
+                f"{source} is missing: it is part of the repository (restore it with git)"
+            )
         files[name] = file_entry(source)
     manifest = {
         "description": "Checksums of the files in data/ and the inputs they "
-                       f"were built from. Rebuild: {REBUILD_HINT}",
+        f"were built from. Rebuild: {REBUILD_HINT}",
         "files": files,
         "inputs": inputs,
         "method": {
@@ -404,13 +416,12 @@ def build(out_dir, log=print):
             "seed": "orthogonal Procrustes on identically spelled words",
             "refinement_rounds": N_SEED_REFINE,
             "refinement_pairs": f"mutual CSLS (k={CSLS_K}) nearest neighbours "
-                                f"among the {N_FREQUENT} most frequent words",
+            f"among the {N_FREQUENT} most frequent words",
             "pairs_in_final_rotation": n_pairs,
             "mapped": "French rotated into the English space",
             "dtype": np.dtype(DTYPE).name,
         },
-        "built_with": {"numpy": np.__version__,
-                       "msgpack": importlib.metadata.version("msgpack")},
+        "built_with": {"numpy": np.__version__, "msgpack": importlib.metadata.version("msgpack")},
     }
     write_json(out_dir / "MANIFEST.json", manifest, indent=2)
     for name in written + ["MANIFEST.json"]:
@@ -420,9 +431,12 @@ def build(out_dir, log=print):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=HERE,
-                        help="folder to write into (default: the data/ folder "
-                             "holding this script)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=HERE,
+        help="folder to write into (default: the data/ folder holding this script)",
+    )
     args = parser.parse_args(argv)
     start = time.perf_counter()
 

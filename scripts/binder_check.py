@@ -88,14 +88,19 @@ def execute(python, notebook, executed, cwd, env, timeout):
     failing cell and its error, without colour codes or kernel chatter.
     """
     result = subprocess.run(
-        [str(python), "-c", RUN_NOTEBOOK, str(notebook), str(executed), str(cwd),
-         str(timeout)],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=max(600, 2 * timeout))
+        [str(python), "-c", RUN_NOTEBOOK, str(notebook), str(executed), str(cwd), str(timeout)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=max(600, 2 * timeout),
+    )
     if result.returncode == 0:
         return float(result.stdout.strip().splitlines()[-1]), None
     error = re.sub(r"\x1b\[[0-9;]*m", "", result.stderr)
-    return None, "\n".join(line for line in error.strip().splitlines()
-                           if "[IPKernelApp] WARNING" not in line)
+    return None, "\n".join(
+        line for line in error.strip().splitlines() if "[IPKernelApp] WARNING" not in line
+    )
 
 
 def report(rel, seconds, error, failed, where=""):
@@ -110,19 +115,33 @@ def report(rel, seconds, error, failed, where=""):
 
 def add_kernel_options(parser, family, narrow, threads=None):
     """``--kernel-family``, ``--narrow-numpy``, ``--blas-threads``, ``--no-compare``."""
-    parser.add_argument("--kernel-family", default=family,
-                        choices=[name for name, _ in cpu_families.FAMILIES] + ["native"],
-                        help=f"OpenBLAS family to force while executing (default {family}; "
-                             "an older one if this CPU cannot run it)")
-    parser.add_argument("--narrow-numpy", action=argparse.BooleanOptionalAction,
-                        default=narrow, help="narrow NumPy's SIMD dispatch to its baseline "
-                                             f"(default {'yes' if narrow else 'no'})")
-    parser.add_argument("--blas-threads", type=int, default=threads,
-                        help="OPENBLAS_NUM_THREADS for the pass (a matrix product split over "
-                             "another number of threads rounds differently too; default "
-                             f"{threads or 'inherited'})")
-    parser.add_argument("--no-compare", dest="compare", action="store_false",
-                        help="only execute; do not compare outputs with the committed ones")
+    parser.add_argument(
+        "--kernel-family",
+        default=family,
+        choices=[name for name, _ in cpu_families.FAMILIES] + ["native"],
+        help=f"OpenBLAS family to force while executing (default {family}; "
+        "an older one if this CPU cannot run it)",
+    )
+    parser.add_argument(
+        "--narrow-numpy",
+        action=argparse.BooleanOptionalAction,
+        default=narrow,
+        help=f"narrow NumPy's SIMD dispatch to its baseline (default {'yes' if narrow else 'no'})",
+    )
+    parser.add_argument(
+        "--blas-threads",
+        type=int,
+        default=threads,
+        help="OPENBLAS_NUM_THREADS for the pass (a matrix product split over "
+        "another number of threads rounds differently too; default "
+        f"{threads or 'inherited'})",
+    )
+    parser.add_argument(
+        "--no-compare",
+        dest="compare",
+        action="store_false",
+        help="only execute; do not compare outputs with the committed ones",
+    )
 
 
 def kernel_env(python, env, args, check):
@@ -132,8 +151,10 @@ def kernel_env(python, env, args, check):
     if args.blas_threads:
         env["OPENBLAS_NUM_THREADS"] = str(args.blas_threads)
     threads = env.get("OPENBLAS_NUM_THREADS") or f"BLAS default ({os.cpu_count()} CPUs)"
-    print(f"{check}: CPU kernels for this pass: {cpu_families.describe(python, env)}; "
-          f"BLAS threads: {threads}")
+    print(
+        f"{check}: CPU kernels for this pass: {cpu_families.describe(python, env)}; "
+        f"BLAS threads: {threads}"
+    )
     if args.compare:
         print(f"{check}: outputs are compared with the committed ones (nbval's rules)")
     return env
@@ -146,9 +167,11 @@ def compare_outputs(notebook, executed, seconds, error, skip_cells=()):
     problems = differences(notebook, executed, skip_cells)
     if not problems:
         return seconds, None
-    return None, ("outputs differ from the committed ones under this pass's CPU kernels "
-                  "(an output that depends on the CPU: round it, or compare with a "
-                  "tolerance; see README, 'Outputs on every CPU'):\n" + "\n".join(problems))
+    return None, (
+        "outputs differ from the committed ones under this pass's CPU kernels "
+        "(an output that depends on the CPU: round it, or compare with a "
+        "tolerance; see README, 'Outputs on every CPU'):\n" + "\n".join(problems)
+    )
 
 
 def toc_notebooks(toc_file):
@@ -157,8 +180,11 @@ def toc_notebooks(toc_file):
     Reads the file with a regular expression, so the check needs nothing but the
     standard library before the fresh environment exists.
     """
-    files = re.findall(r"^\s*-?\s*(?:file|root):\s*['\"]?([^'\"\s#]+)", Path(toc_file).read_text(),
-                       flags=re.MULTILINE)
+    files = re.findall(
+        r"^\s*-?\s*(?:file|root):\s*['\"]?([^'\"\s#]+)",
+        Path(toc_file).read_text(),
+        flags=re.MULTILINE,
+    )
     notebooks = []
     for f in files:
         path = REPO / f
@@ -175,39 +201,57 @@ def run(cmd, **kwargs):
     if result.returncode != 0:
         sys.stdout.write(result.stdout[-5000:])
         sys.stderr.write(result.stderr[-5000:])
-        raise SystemExit(f"binder check: `{' '.join(map(str, cmd))}` failed "
-                         f"(exit code {result.returncode})")
+        raise SystemExit(
+            f"binder check: `{' '.join(map(str, cmd))}` failed (exit code {result.returncode})"
+        )
     return result
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("notebooks", nargs="*", type=Path,
-                        help="notebooks to run (default: every notebook in _toc.yml)")
-    parser.add_argument("--python", default=sys.executable,
-                        help="interpreter for the fresh environment (runtime.txt pins 3.11)")
+    parser.add_argument(
+        "notebooks",
+        nargs="*",
+        type=Path,
+        help="notebooks to run (default: every notebook in _toc.yml)",
+    )
+    parser.add_argument(
+        "--python",
+        default=sys.executable,
+        help="interpreter for the fresh environment (runtime.txt pins 3.11)",
+    )
     parser.add_argument("--requirements", default="requirements.txt")
     parser.add_argument("--toc", default="_toc.yml")
     parser.add_argument("--timeout", type=int, default=300, help="seconds allowed per cell")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
-    parser.add_argument("--venv", type=Path,
-                        help="use this environment if it exists (made by the caller, e.g. "
-                             "scripts/check-newest.sh) instead of a fresh one")
-    parser.add_argument("--differences", choices=("fail", "report"), default="fail",
-                        help="outputs that differ from the committed ones fail the check "
-                             "(default) or are only reported (newest releases)")
+    parser.add_argument(
+        "--venv",
+        type=Path,
+        help="use this environment if it exists (made by the caller, e.g. "
+        "scripts/check-newest.sh) instead of a fresh one",
+    )
+    parser.add_argument(
+        "--differences",
+        choices=("fail", "report"),
+        default="fail",
+        help="outputs that differ from the committed ones fail the check "
+        "(default) or are only reported (newest releases)",
+    )
     add_kernel_options(parser, "Sandybridge", narrow=False)
     args = parser.parse_args(argv)
 
     started = time.monotonic()
     runtime = (REPO / "runtime.txt").read_text().strip() if (REPO / "runtime.txt").exists() else ""
-    version = run([args.python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"]).stdout.strip()
+    version = run(
+        [args.python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"]
+    ).stdout.strip()
     print(f"runtime.txt asks for {runtime or '(nothing)'}; this check uses Python {version}")
     if runtime.startswith("python-") and runtime.removeprefix("python-") != version:
         print(f"note: Binder will use {runtime}, not Python {version}")
 
-    notebooks = ([p.resolve() for p in args.notebooks] if args.notebooks
-                 else toc_notebooks(REPO / args.toc))
+    notebooks = (
+        [p.resolve() for p in args.notebooks] if args.notebooks else toc_notebooks(REPO / args.toc)
+    )
     if not notebooks:
         raise SystemExit(f"binder check: no notebooks listed in {args.toc}")
 
@@ -216,12 +260,29 @@ def main(argv=None):
         venv = args.venv.resolve() if args.venv else tmp / "venv"
         python = venv / "bin" / "python"
         # Nothing from this machine's Python setup may leak into the environment.
-        env = {k: v for k, v in os.environ.items()
-               if k not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_REQUIRE_VIRTUALENV",
-                            "JUPYTER_PATH", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "MPLBACKEND"}}
-        env.update(PYTHONNOUSERSITE="1", PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
-                   VIRTUAL_ENV=str(venv), JUPYTER_PATH=str(tmp / "jupyter"),
-                   JUPYTER_PREFER_ENV_PATH="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k
+            not in {
+                "PYTHONPATH",
+                "PYTHONHOME",
+                "VIRTUAL_ENV",
+                "PIP_REQUIRE_VIRTUALENV",
+                "JUPYTER_PATH",
+                "JUPYTER_CONFIG_DIR",
+                "JUPYTER_DATA_DIR",
+                "MPLBACKEND",
+            }
+        }
+        env.update(
+            PYTHONNOUSERSITE="1",
+            PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+            VIRTUAL_ENV=str(venv),
+            JUPYTER_PATH=str(tmp / "jupyter"),
+            JUPYTER_PREFER_ENV_PATH="1",
+            PIP_DISABLE_PIP_VERSION_CHECK="1",
+        )
 
         t0 = time.monotonic()
         if python.exists() and args.venv:
@@ -229,27 +290,51 @@ def main(argv=None):
         else:
             run([args.python, "-m", "venv", str(venv)], env=env)
             # From the repository root, like Binder: requirements.txt holds `-e .`.
-            run([str(python), "-m", "pip", "install", "--quiet", "-r", args.requirements],
-                cwd=REPO, env=env)
-            print(f"fresh environment from {args.requirements} alone: "
-                  f"{time.monotonic() - t0:.0f} s")
+            run(
+                [str(python), "-m", "pip", "install", "--quiet", "-r", args.requirements],
+                cwd=REPO,
+                env=env,
+            )
+            print(
+                f"fresh environment from {args.requirements} alone: {time.monotonic() - t0:.0f} s"
+            )
         print(run([str(python), "-c", VERSIONS], env=env).stdout.strip())
         # Binder's image always has a Jupyter server and kernel; add them only if
         # requirements.txt does not bring them, so this check never blames it for those.
-        probe = subprocess.run([str(python), "-c", "import nbclient, nbformat, ipykernel"],
-                               env=env, capture_output=True)
+        probe = subprocess.run(
+            [str(python), "-c", "import nbclient, nbformat, ipykernel"],
+            env=env,
+            capture_output=True,
+        )
         if probe.returncode != 0:
             print("adding nbclient and ipykernel (Binder's base image provides them)")
-            run([str(python), "-m", "pip", "install", "--quiet", "nbclient", "nbformat", "ipykernel"],
-                env=env)
+            run(
+                [
+                    str(python),
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "nbclient",
+                    "nbformat",
+                    "ipykernel",
+                ],
+                env=env,
+            )
 
         # The fresh environment's Python is the only kernel the notebooks can get
         # (JUPYTER_PATH comes first in Jupyter's search path).
         kernel_dir = tmp / "jupyter" / "kernels" / "python3"
         kernel_dir.mkdir(parents=True)
-        (kernel_dir / "kernel.json").write_text(json.dumps({
-            "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-            "display_name": "Python 3 (binder check)", "language": "python"}))
+        (kernel_dir / "kernel.json").write_text(
+            json.dumps(
+                {
+                    "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                    "display_name": "Python 3 (binder check)",
+                    "language": "python",
+                }
+            )
+        )
 
         env = kernel_env(python, env, args, "binder check")
         out_dir = tmp / "executed"
@@ -264,19 +349,27 @@ def main(argv=None):
             elif args.compare:
                 outcome = compare_outputs(nb, out_dir / nb.name, *outcome)
             report(rel, *outcome, failed, where=f" (cwd {nb.parent.relative_to(REPO) or '.'})")
-        print(f"binder check: {len(notebooks)} notebooks, {time.monotonic() - started:.0f} s in all")
+        print(
+            f"binder check: {len(notebooks)} notebooks, {time.monotonic() - started:.0f} s in all"
+        )
         if changed:
-            print(f"\n{len(changed)} output(s) differ from the committed ones (reported, not "
-                  "failed: review them, see README 'Newest releases'):")
+            print(
+                f"\n{len(changed)} output(s) differ from the committed ones (reported, not "
+                "failed: review them, see README 'Newest releases'):"
+            )
             print("    " + "\n    ".join(c.replace("\n", "\n    ") for c in changed))
         elif args.compare and args.differences == "report":
             print("every output matches the committed one")
         if failed:
-            raise SystemExit(f"binder check: {len(failed)} notebook(s) fail (or print other "
-                             f"outputs) in a fresh environment built from {args.requirements} "
-                             f"alone: {', '.join(failed)}")
-        print(f"every chapter runs in an environment built from {Path(args.requirements).name}"
-              + (" alone" if Path(args.requirements).name == "requirements.txt" else ""))
+            raise SystemExit(
+                f"binder check: {len(failed)} notebook(s) fail (or print other "
+                f"outputs) in a fresh environment built from {args.requirements} "
+                f"alone: {', '.join(failed)}"
+            )
+        print(
+            f"every chapter runs in an environment built from {Path(args.requirements).name}"
+            + (" alone" if Path(args.requirements).name == "requirements.txt" else "")
+        )
     finally:
         if args.keep:
             print(f"kept {tmp}")

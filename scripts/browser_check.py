@@ -90,24 +90,46 @@ REPO = Path(__file__).resolve().parents[1]
 # install`); these machines cannot (they reach only package registries), so it
 # drives Debian's Chromium through executable_path instead.
 DEFAULT_CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                  "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync",
-                  "--disable-dev-shm-usage", "--hide-scrollbars", "--mute-audio"]
-MIN_FIGURE_WIDTH = 50        # px: smaller images are icons, not figures
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
+    "--mute-audio",
+]
+MIN_FIGURE_WIDTH = 50  # px: smaller images are icons, not figures
 MAX_SCREENSHOT_HEIGHT = 16000
 LAYOUT_WIDTHS = (1280, 1920)
-MIN_SIZE_RATIO = 0.8         # rendered / intended width of a figure
-MIN_PIXEL_DENSITY = 1.9      # image pixels per CSS pixel of a PNG figure
-MAX_CELL_LINES = 20          # lines of a visible code cell
+MIN_SIZE_RATIO = 0.8  # rendered / intended width of a figure
+MIN_PIXEL_DENSITY = 1.9  # image pixels per CSS pixel of a PNG figure
+MAX_CELL_LINES = 20  # lines of a visible code cell
 CHART_SELECTOR = ".attention-chart, .vega-embed:not(.attention-chart .vega-embed)"
-PHONE = {"viewport": {"width": 390, "height": 844}, "device_scale_factor": 3,
-         "is_mobile": True, "has_touch": True}
+PHONE = {
+    "viewport": {"width": 390, "height": 844},
+    "device_scale_factor": 3,
+    "is_mobile": True,
+    "has_touch": True,
+}
 PHONE_WIDTH = PHONE["viewport"]["width"]
-MIN_FIGURE_TEXT_PX = 8       # CSS px of the smallest text in a figure, as shown
-AXE_IMPACTS = ("critical", "serious")   # axe-core findings that fail a page
-DEFAULT_AXE = os.environ.get("AXE_JS", str(Path(__file__).resolve().parents[1] / "build" / "axe"
-                                           / "node_modules" / "axe-core" / "axe.min.js"))
+MIN_FIGURE_TEXT_PX = 8  # CSS px of the smallest text in a figure, as shown
+AXE_IMPACTS = ("critical", "serious")  # axe-core findings that fail a page
+DEFAULT_AXE = os.environ.get(
+    "AXE_JS",
+    str(
+        Path(__file__).resolve().parents[1]
+        / "build"
+        / "axe"
+        / "node_modules"
+        / "axe-core"
+        / "axe.min.js"
+    ),
+)
 # The PNG text chunk in which attention_lib.presentation.plotting records a figure's smallest text.
 PNG_TEXT_KEY = "Smallest text px"
 
@@ -317,8 +339,14 @@ def toc_pages(toc_file):
     for part in toc.get("parts", []):
         walk(part.get("chapters"), bool(part.get("numbered")))
     walk(toc.get("chapters"), False)
-    return [(str(Path(f).with_suffix("")) + ".html", ch,
-             (root / Path(f).with_suffix(".ipynb")).is_file()) for f, ch in pages]
+    return [
+        (
+            str(Path(f).with_suffix("")) + ".html",
+            ch,
+            (root / Path(f).with_suffix(".ipynb")).is_file(),
+        )
+        for f, ch in pages
+    ]
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -354,24 +382,44 @@ def check_layout(page, problems, site=None, base=None):
             problems.append(("overflow", f"{width} px: equation wider than its box: {text!r}"))
         for f in m["figures"]:
             if f["ratio"] < MIN_SIZE_RATIO:
-                problems.append(("figure-shrunk", f"{width} px: {f['src']} shown at "
-                                 f"{f['ratio']:.2f} of its intended width (< {MIN_SIZE_RATIO})"))
+                problems.append(
+                    (
+                        "figure-shrunk",
+                        f"{width} px: {f['src']} shown at "
+                        f"{f['ratio']:.2f} of its intended width (< {MIN_SIZE_RATIO})",
+                    )
+                )
             if not f["svg"] and f["density"] < MIN_PIXEL_DENSITY:
-                problems.append(("figure-blurry", f"{width} px: {f['src']} has {f['density']:.2f} "
-                                 f"image px per CSS px (< {MIN_PIXEL_DENSITY})"))
+                problems.append(
+                    (
+                        "figure-blurry",
+                        f"{width} px: {f['src']} has {f['density']:.2f} "
+                        f"image px per CSS px (< {MIN_PIXEL_DENSITY})",
+                    )
+                )
         for c in m["cells"]:
             if c["lines"] > MAX_CELL_LINES and width == LAYOUT_WIDTHS[0]:
-                problems.append(("long-cell", f"visible code cell of {c['lines']} lines "
-                                 f"(> {MAX_CELL_LINES}): {c['text']!r}"))
+                problems.append(
+                    (
+                        "long-cell",
+                        f"visible code cell of {c['lines']} lines "
+                        f"(> {MAX_CELL_LINES}): {c['text']!r}",
+                    )
+                )
         longest = max(m["cells"], key=lambda c: c["lines"], default=None)
-        ratios = " ".join(f"{f['ratio']:.2f}" + ("" if f["svg"] else f"/x{f['density']:.1f}")
-                          for f in m["figures"])
-        lines.append(f"{width} px: pre {m['pres']} checked, {len(m['preOver'])} overflow; "
-                     f"equations {m['equations']} checked, {len(m['eqOver'])} overflow; "
-                     f"figures {len(m['figures'])} (size ratio/px density: {ratios or '-'}); "
-                     f"longest visible cell {longest['lines'] if longest else 0} lines{text}")
+        ratios = " ".join(
+            f"{f['ratio']:.2f}" + ("" if f["svg"] else f"/x{f['density']:.1f}")
+            for f in m["figures"]
+        )
+        lines.append(
+            f"{width} px: pre {m['pres']} checked, {len(m['preOver'])} overflow; "
+            f"equations {m['equations']} checked, {len(m['eqOver'])} overflow; "
+            f"figures {len(m['figures'])} (size ratio/px density: {ratios or '-'}); "
+            f"longest visible cell {longest['lines'] if longest else 0} lines{text}"
+        )
     page.set_viewport_size({"width": LAYOUT_WIDTHS[0], "height": 900})
     return lines
+
 
 # --------------------------------------------------------------------------
 # Figures' smallest text, read from the files the site serves
@@ -392,9 +440,9 @@ def figure_text(path):
     if data.startswith(b"\x89PNG\r\n\x1a\n"):
         width, pos, size = struct.unpack(">I", data[16:20])[0], 8, None
         while pos + 8 <= len(data):
-            length, tag = struct.unpack(">I4s", data[pos:pos + 8])
+            length, tag = struct.unpack(">I4s", data[pos : pos + 8])
             if tag == b"tEXt":
-                key, _, value = data[pos + 8:pos + 8 + length].partition(b"\0")
+                key, _, value = data[pos + 8 : pos + 8 + length].partition(b"\0")
                 if key.decode("latin-1") == PNG_TEXT_KEY:
                     size = float(value)
             if tag == b"IEND":
@@ -415,18 +463,28 @@ def check_figure_text(page, figures, site, base, label, problems):
         src = f["src"]
         name = src.split("/")[-1] if not src.startswith("data:") else src[:30] + "..."
         if abs(f["aspect"] - 1) > 0.03:
-            problems.append(("figure-distorted", f"{label}: {name} is shown "
-                             f"{f['aspect']:.2f} times as wide, for its height, as drawn"))
+            problems.append(
+                (
+                    "figure-distorted",
+                    f"{label}: {name} is shown "
+                    f"{f['aspect']:.2f} times as wide, for its height, as drawn",
+                )
+            )
         if not src.startswith(base):
             continue
-        measured = figure_text(Path(site) / src[len(base):].split("?")[0].split("#")[0])
+        measured = figure_text(Path(site) / src[len(base) :].split("?")[0].split("#")[0])
         if measured is None:
             if name.lower().endswith(".png"):
                 unknown += 1
-                problems.append(("figure-text-unknown", f"{label}: {name} does not record its "
-                                 "smallest text: re-execute its chapter "
-                                 "(attention_lib.presentation.plotting.use_book_style "
-                                 "writes it)"))
+                problems.append(
+                    (
+                        "figure-text-unknown",
+                        f"{label}: {name} does not record its "
+                        "smallest text: re-execute its chapter "
+                        "(attention_lib.presentation.plotting.use_book_style "
+                        "writes it)",
+                    )
+                )
             continue
         size, full = measured
         shown = size * f["rendered"] / full
@@ -435,20 +493,30 @@ def check_figure_text(page, figures, site, base, label, problems):
             continue
         zoom = page.evaluate(ZOOM_JS, src) if f["zoomable"] else None
         if zoom is None:
-            problems.append(("figure-text-small", f"{label}: {name}: smallest text "
-                             f"{shown:.1f} CSS px (< {MIN_FIGURE_TEXT_PX}) and it cannot be "
-                             "enlarged"))
+            problems.append(
+                (
+                    "figure-text-small",
+                    f"{label}: {name}: smallest text "
+                    f"{shown:.1f} CSS px (< {MIN_FIGURE_TEXT_PX}) and it cannot be "
+                    "enlarged",
+                )
+            )
             smallest.append(shown)
             continue
         enlarged = size * zoom["width"] / full
         smallest.append(enlarged)
         sideways = zoom["pageWidth"] > page.viewport_size["width"] + 1
         if enlarged < MIN_FIGURE_TEXT_PX or not zoom["closed"] or sideways:
-            problems.append(("figure-text-small", f"{label}: {name}: smallest text {shown:.1f} "
-                             f"CSS px, enlarged {enlarged:.1f} CSS px "
-                             f"(needs {MIN_FIGURE_TEXT_PX}); "
-                             f"overlay closed by Escape: {zoom['closed']}, page width while "
-                             f"open {zoom['pageWidth']} px"))
+            problems.append(
+                (
+                    "figure-text-small",
+                    f"{label}: {name}: smallest text {shown:.1f} "
+                    f"CSS px, enlarged {enlarged:.1f} CSS px "
+                    f"(needs {MIN_FIGURE_TEXT_PX}); "
+                    f"overlay closed by Escape: {zoom['closed']}, page width while "
+                    f"open {zoom['pageWidth']} px",
+                )
+            )
     text = f"figure text >= {min(smallest):.1f} CSS px" if smallest else "no figure text measured"
     return text + (f", {unknown} unknown" if unknown else "")
 
@@ -458,25 +526,45 @@ def check_phone_layout(page, site, base, problems):
     label = f"{PHONE_WIDTH} px"
     m = page.evaluate(PHONE_LAYOUT_JS, PHONE_WIDTH)
     if m["scrollWidth"] > PHONE_WIDTH + 1:
-        problems.append(("sideways-scroll", f"{label}: the page is {m['scrollWidth']} px wide; "
-                         "sticking out: " + "; ".join(m["outermost"][:5])))
+        problems.append(
+            (
+                "sideways-scroll",
+                f"{label}: the page is {m['scrollWidth']} px wide; "
+                "sticking out: " + "; ".join(m["outermost"][:5]),
+            )
+        )
     col = m["column"]
     for t in m["tables"]:
         sticks_out = t["boxRight"] > col["right"] + 1 or t["boxLeft"] < col["left"] - 1
-        if t["cutOff"] or (t["inBox"] and t["boxRight"] > PHONE_WIDTH + 1) or (
-                not t["inBox"] and sticks_out):
-            problems.append(("table-cut-off", f"{label}: table {t['text']!r} ({t['width']:.0f} px) "
-                             "neither fits the column nor scrolls inside its own box"))
+        if (
+            t["cutOff"]
+            or (t["inBox"] and t["boxRight"] > PHONE_WIDTH + 1)
+            or (not t["inBox"] and sticks_out)
+        ):
+            problems.append(
+                (
+                    "table-cut-off",
+                    f"{label}: table {t['text']!r} ({t['width']:.0f} px) "
+                    "neither fits the column nor scrolls inside its own box",
+                )
+            )
     for c in m["charts"]:
         if c["right"] > col["right"] + 1 or c["left"] < col["left"] - 1:
-            problems.append(("chart-too-wide", f"{label}: chart {c['name']!r} is {c['width']:.0f} "
-                             f"px wide, the column {col['right'] - col['left']:.0f} px"))
+            problems.append(
+                (
+                    "chart-too-wide",
+                    f"{label}: chart {c['name']!r} is {c['width']:.0f} "
+                    f"px wide, the column {col['right'] - col['left']:.0f} px",
+                )
+            )
     text = check_figure_text(page, m["figures"], site, base, label, problems)
     column = col["right"] - col["left"]
     scrolling = sum(t["scrolls"] and t["width"] > column + 1 for t in m["tables"])
-    return (f"{label}: page {m['scrollWidth']} px wide; {len(m['tables'])} tables "
-            f"({scrolling} scroll in their box); {len(m['charts'])} charts; "
-            f"{len(m['figures'])} figures, {text}")
+    return (
+        f"{label}: page {m['scrollWidth']} px wide; {len(m['tables'])} tables "
+        f"({scrolling} scroll in their box); {len(m['charts'])} charts; "
+        f"{len(m['figures'])} figures, {text}"
+    )
 
 
 def run_axe(page, axe_source, label, problems):
@@ -486,12 +574,16 @@ def run_axe(page, axe_source, label, problems):
     for v in found:
         if v["impact"] in AXE_IMPACTS:
             example = v["target"][0] if v["target"] else "?"
-            problems.append((f"axe-{v['impact']}", f"{label}: {v['id']} on {v['nodes']} "
-                             f"element(s): {v['help']} (e.g. {example})"))
+            problems.append(
+                (
+                    f"axe-{v['impact']}",
+                    f"{label}: {v['id']} on {v['nodes']} element(s): {v['help']} (e.g. {example})",
+                )
+            )
     minor = sorted({f"{v['id']} ({v['impact']})" for v in found if v["impact"] not in AXE_IMPACTS})
-    return (f"{label}: axe {sum(v['impact'] in AXE_IMPACTS for v in found)} critical/serious"
-            + (f", other: {', '.join(minor)}" if minor else ""))
-
+    return f"{label}: axe {sum(v['impact'] in AXE_IMPACTS for v in found)} critical/serious" + (
+        f", other: {', '.join(minor)}" if minor else ""
+    )
 
 
 def check_charts(page, problems):
@@ -510,7 +602,7 @@ def check_charts(page, problems):
         chart.scroll_into_view_if_needed()
         marks = chart.locator("g.role-mark > path, g.role-mark > rect")
         hovered = False
-        for j in range(min(marks.count(), 40)):   # the first marks with a box
+        for j in range(min(marks.count(), 40)):  # the first marks with a box
             box = marks.nth(j).bounding_box()
             if box and box["width"] > 2 and box["height"] > 2:
                 page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
@@ -525,8 +617,12 @@ def check_charts(page, problems):
             problems.append(("chart-no-tooltip", f"{name}: no tooltip when a mark is hovered"))
             tooltip = "no tooltip"
         page.mouse.move(0, 0)
-        for selector in ("input[type=range]", "input[type=radio]:checked",
-                         "input[type=checkbox]", "select"):   # the control to move
+        for selector in (
+            "input[type=range]",
+            "input[type=radio]:checked",
+            "input[type=checkbox]",
+            "select",
+        ):  # the control to move
             control = chart.locator(".vega-bindings " + selector).first
             if control.count():
                 break
@@ -541,15 +637,32 @@ def check_charts(page, problems):
         page.wait_for_timeout(500)
         after = view.screenshot()
         if before == after:
-            problems.append(("chart-static", f"{name}: moving its {kind} control "
-                             "(keyboard) did not change the chart"))
-        lines.append(f"{name}: drawn, {tooltip}, {kind} control "
-                     f"{'redraws' if before != after else 'changes NOTHING'}")
+            problems.append(
+                (
+                    "chart-static",
+                    f"{name}: moving its {kind} control (keyboard) did not change the chart",
+                )
+            )
+        lines.append(
+            f"{name}: drawn, {tooltip}, {kind} control "
+            f"{'redraws' if before != after else 'changes NOTHING'}"
+        )
     return lines
 
 
-def check_page(context, url, base, is_chapter, is_notebook, screenshot=None,
-               timeout=60.0, layout=True, phone=False, site=None, axe_source=None):
+def check_page(
+    context,
+    url,
+    base,
+    is_chapter,
+    is_notebook,
+    screenshot=None,
+    timeout=60.0,
+    layout=True,
+    phone=False,
+    site=None,
+    axe_source=None,
+):
     """Load ``url`` in a fresh tab; return ``(problems, report)``.
 
     ``problems`` is a list of ``(kind, detail)``; ``report`` describes the page.
@@ -567,14 +680,21 @@ def check_page(context, url, base, is_chapter, is_notebook, screenshot=None,
     where = lambda u: u.replace(base, "/", 1)
     page.on("pageerror", lambda e: exceptions.append(str(e).splitlines()[0]))
     # A failed request logs "Failed to load resource"; it is reported once, below.
-    page.on("console", lambda m: console.append(m.text.splitlines()[0] if m.text else "")
-            if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
+    page.on(
+        "console",
+        lambda m: (
+            console.append(m.text.splitlines()[0] if m.text else "")
+            if m.type == "error" and not m.text.startswith("Failed to load resource")
+            else None
+        ),
+    )
     page.on("requestfinished", lambda r: finished.append(r))
 
     def on_response(r):
         if local(r.url) and r.status >= 400 and where(r.url) != "/favicon.ico":
-            problems.append(("failed-request", f"{r.request.resource_type} {where(r.url)}: "
-                             f"HTTP {r.status}"))
+            problems.append(
+                ("failed-request", f"{r.request.resource_type} {where(r.url)}: HTTP {r.status}")
+            )
 
     def on_failed(r):
         if local(r.url) and r.failure != "net::ERR_ABORTED":
@@ -592,23 +712,32 @@ def check_page(context, url, base, is_chapter, is_notebook, screenshot=None,
             # and emulated-mobile Chromium can leave a web font's request
             # pending for ever on a page whose MathJax reports an error.)
             if not phone:
-                problems.append(("timeout",
-                                 f"the network was still busy {timeout / 2:.0f} s after load"))
+                problems.append(
+                    ("timeout", f"the network was still busy {timeout / 2:.0f} s after load")
+                )
         info = page.evaluate(INSPECT_PAGE_JS, min(20000, int(timeout * 1000 / 3)))
         viewport = page.viewport_size
-        if screenshot is not None:   # before the checks below resize, hover and type
+        if screenshot is not None:  # before the checks below resize, hover and type
             height = page.evaluate("document.documentElement.scrollHeight")
             screenshot.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=screenshot, full_page=True, clip={
-                "x": 0, "y": 0, "width": viewport["width"],
-                "height": min(max(height, viewport["height"]), MAX_SCREENSHOT_HEIGHT)})
+            page.screenshot(
+                path=screenshot,
+                full_page=True,
+                clip={
+                    "x": 0,
+                    "y": 0,
+                    "width": viewport["width"],
+                    "height": min(max(height, viewport["height"]), MAX_SCREENSHOT_HEIGHT),
+                },
+            )
         label = f"{viewport['width']} px"
         report["axe"] = [run_axe(page, axe_source, label, problems)] if axe_source else []
         if phone:
             report["layout"] = [check_phone_layout(page, site, base, problems)] if layout else []
         else:
-            report["layout"] = (check_layout(page, problems, site, base)
-                                if layout and is_notebook else [])
+            report["layout"] = (
+                check_layout(page, problems, site, base) if layout and is_notebook else []
+            )
         report["charts"] = check_charts(page, problems)
         report["bytes"] = sum(max(r.sizes()["responseBodySize"], 0) for r in finished)
     except PlaywrightError as exc:
@@ -625,47 +754,89 @@ def check_page(context, url, base, is_chapter, is_notebook, screenshot=None,
         if img["width"] == 0:
             problems.append(("broken-image", f"{src} did not decode"))
         alt, name = (img["alt"] or "").strip(), img["src"].rsplit("/", 1)[-1]
-        if img["inArticle"] and (not alt or alt == name or alt.endswith(name) or alt.lower()
-                                 .endswith((".png", ".svg", ".jpg", ".jpeg", ".gif"))):
+        if img["inArticle"] and (
+            not alt
+            or alt == name
+            or alt.endswith(name)
+            or alt.lower().endswith((".png", ".svg", ".jpg", ".jpeg", ".gif"))
+        ):
             problems.append(("missing-alt", f"{src} has alt {img['alt']!r}"))
     if info["mathUnrendered"]:
-        problems.append(("math-not-rendered", f"{info['mathUnrendered']} of {info['mathCount']} "
-                         "equations not rendered by MathJax"))
+        problems.append(
+            (
+                "math-not-rendered",
+                f"{info['mathUnrendered']} of {info['mathCount']} "
+                "equations not rendered by MathJax",
+            )
+        )
     problems += [("math-error", err) for err in info["mathErrors"]]
     problems += [("script-error", exc) for exc in exceptions]
     problems += [("console-error", text) for text in console]
-    figures = [i for i in info["images"]
-               if i["figure"] and i["inArticle"] and i["width"] >= MIN_FIGURE_WIDTH]
+    figures = [
+        i
+        for i in info["images"]
+        if i["figure"] and i["inArticle"] and i["width"] >= MIN_FIGURE_WIDTH
+    ]
     if is_chapter and not figures:
         problems.append(("no-figure", "chapter page renders no figure"))
     if is_chapter:  # what every chapter promises a reader (the book's chapter template)
-        missing = [what for what, present in [
-            ("an opening 'what you will learn / what you need' box", info["openingBox"]),
-            ("a Summary section", info["summary"]), ("an Exercises section", info["exercises"]),
-            ("a foldable solution", info["foldables"] > 0),
-            ("a link to the notation page", info["notationLinks"] > 0),
-            ("a link to another chapter", info["chapterLinks"] > 0),
-            ("a citation", info["citations"] > 0)] if not present]
+        missing = [
+            what
+            for what, present in [
+                ("an opening 'what you will learn / what you need' box", info["openingBox"]),
+                ("a Summary section", info["summary"]),
+                ("an Exercises section", info["exercises"]),
+                ("a foldable solution", info["foldables"] > 0),
+                ("a link to the notation page", info["notationLinks"] > 0),
+                ("a link to another chapter", info["chapterLinks"] > 0),
+                ("a citation", info["citations"] > 0),
+            ]
+            if not present
+        ]
         if missing:
             problems.append(("chapter-structure", "chapter has no " + ", no ".join(missing)))
     yes = lambda flag: "yes" if flag else "no"
-    report.update(seconds=time.monotonic() - started, requests=len(finished), offers=(
-        f"opening box {yes(info['openingBox'])}, summary {yes(info['summary'])}, "
-        f"exercises {yes(info['exercises'])}; {len(figures)} figures, {info['mathCount']} "
-        f"equations, {info['citations']} citations, {info['notationLinks']} links to notation, "
-        f"{info['chapterLinks']} links to chapters, {info['foldables']} foldable blocks; "
-        f"Binder {yes(info['binder'])}, Colab {yes(info['colab'])}, .ipynb download "
-        f"{yes(info['ipynbDownload'])}, edit {yes(info['editLink'])}, issue {yes(info['issueLink'])}"))
+    report.update(
+        seconds=time.monotonic() - started,
+        requests=len(finished),
+        offers=(
+            f"opening box {yes(info['openingBox'])}, summary {yes(info['summary'])}, "
+            f"exercises {yes(info['exercises'])}; {len(figures)} figures, {info['mathCount']} "
+            f"equations, {info['citations']} citations, {info['notationLinks']} links to notation, "
+            f"{info['chapterLinks']} links to chapters, {info['foldables']} foldable blocks; "
+            f"Binder {yes(info['binder'])}, Colab {yes(info['colab'])}, .ipynb download "
+            f"{yes(info['ipynbDownload'])}, edit {yes(info['editLink'])}, issue {yes(info['issueLink'])}"
+        ),
+    )
     return problems, report
 
 
-LAYOUT_KINDS = {"overflow", "figure-shrunk", "figure-blurry", "long-cell", "sideways-scroll",
-                "table-cut-off", "chart-too-wide", "figure-text-small", "figure-text-unknown",
-                "figure-distorted"}
+LAYOUT_KINDS = {
+    "overflow",
+    "figure-shrunk",
+    "figure-blurry",
+    "long-cell",
+    "sideways-scroll",
+    "table-cut-off",
+    "chart-too-wide",
+    "figure-text-small",
+    "figure-text-unknown",
+    "figure-distorted",
+}
 
 
-def check_site(site, pages, chromium, screenshots=None, timeout=60.0, verbose=True,
-               layout=True, report_only=False, axe=DEFAULT_AXE, phone=True):
+def check_site(
+    site,
+    pages,
+    chromium,
+    screenshots=None,
+    timeout=60.0,
+    verbose=True,
+    layout=True,
+    report_only=False,
+    axe=DEFAULT_AXE,
+    phone=True,
+):
     """Check ``pages`` (``[(html path, is_chapter, is_notebook)]``) of the site in ``site``.
 
     Each page is checked at 1280 px (and 1920 px) and, with ``phone``, again
@@ -676,21 +847,27 @@ def check_site(site, pages, chromium, screenshots=None, timeout=60.0, verbose=Tr
     site = Path(site)
     missing = [p for p, _, _ in pages if not (site / p).is_file()]
     if missing:
-        raise SystemExit(f"the built site {site} has no {', '.join(missing)}: "
-                         "build the book first (bash scripts/build-book.sh)")
+        raise SystemExit(
+            f"the built site {site} has no {', '.join(missing)}: "
+            "build the book first (bash scripts/build-book.sh)"
+        )
     if not Path(chromium).is_file():
-        raise SystemExit(f"no Chromium at {chromium}: install Debian's package `chromium` "
-                         "(apt-get install chromium; scripts/check-browser.sh does it), "
-                         "or pass --chromium PATH")
+        raise SystemExit(
+            f"no Chromium at {chromium}: install Debian's package `chromium` "
+            "(apt-get install chromium; scripts/check-browser.sh does it), "
+            "or pass --chromium PATH"
+        )
     axe_source = None
     if axe:
         if not Path(axe).is_file():
-            raise SystemExit(f"no axe-core at {axe}: npm install --prefix build/axe "
-                             "axe-core (scripts/check-browser.sh does it), or pass --axe PATH")
+            raise SystemExit(
+                f"no axe-core at {axe}: npm install --prefix build/axe "
+                "axe-core (scripts/check-browser.sh does it), or pass --axe PATH"
+            )
         axe_source = Path(axe).read_text(encoding="utf-8")
     server, base = serve(site)
     results = {}
-    blocked = {}          # page -> URLs outside the local server it asked for
+    blocked = {}  # page -> URLs outside the local server it asked for
 
     def route(r):
         if r.request.url.startswith(base):
@@ -701,8 +878,9 @@ def check_site(site, pages, chromium, screenshots=None, timeout=60.0, verbose=Tr
 
     try:
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS,
-                                         timeout=30000)
+            browser = pw.chromium.launch(
+                executable_path=chromium, args=CHROMIUM_FLAGS, timeout=30000
+            )
             context = browser.new_context(viewport={"width": LAYOUT_WIDTHS[0], "height": 900})
             context.route("**/*", route)
             contexts = [(context, False, "")]
@@ -711,43 +889,75 @@ def check_site(site, pages, chromium, screenshots=None, timeout=60.0, verbose=Tr
                 phone_context.route("**/*", route)
                 contexts.append((phone_context, True, f"@{PHONE_WIDTH}"))
             if verbose:
-                print(f"serving {site} at {base}; Chromium {browser.version}; "
-                      f"axe-core {'on' if axe_source else 'OFF'}; "
-                      f"phone {'on' if phone else 'OFF'}")
+                print(
+                    f"serving {site} at {base}; Chromium {browser.version}; "
+                    f"axe-core {'on' if axe_source else 'OFF'}; "
+                    f"phone {'on' if phone else 'OFF'}"
+                )
             for current, is_chapter, is_notebook in pages:
                 problems, reports = [], []
                 for ctx, on_phone, suffix in contexts:
-                    shot = (Path(screenshots) / (current.replace("/", "__").removesuffix(".html")
-                                                 + suffix + ".png")) if screenshots else None
-                    found, rep = check_page(ctx, base + current, base, is_chapter, is_notebook,
-                                            shot, timeout, layout, on_phone, site, axe_source)
+                    shot = (
+                        (
+                            Path(screenshots)
+                            / (current.replace("/", "__").removesuffix(".html") + suffix + ".png")
+                        )
+                        if screenshots
+                        else None
+                    )
+                    found, rep = check_page(
+                        ctx,
+                        base + current,
+                        base,
+                        is_chapter,
+                        is_notebook,
+                        shot,
+                        timeout,
+                        layout,
+                        on_phone,
+                        site,
+                        axe_source,
+                    )
                     # the phone's findings that the desktop already reported are left out
                     seen = {(k, re.sub(r"^\d+ px: ", "", d)) for k, d in problems}
                     where = f"{PHONE_WIDTH} px: " if on_phone else ""
-                    problems += [(k, d if d.startswith(f"{PHONE_WIDTH} px") else where + d)
-                                 for k, d in found
-                                 if (k, re.sub(r"^\d+ px: ", "", d)) not in seen]
+                    problems += [
+                        (k, d if d.startswith(f"{PHONE_WIDTH} px") else where + d)
+                        for k, d in found
+                        if (k, re.sub(r"^\d+ px: ", "", d)) not in seen
+                    ]
                     reports.append(rep)
                 # one report: the desktop's, with the phone's lines added
                 report = reports[0]
                 if report and len(reports) > 1 and reports[1]:
                     report["seconds"] += reports[1]["seconds"]
                     for key in ("axe", "layout", "charts"):
-                        report[key] = report[key] + [f"{PHONE_WIDTH} px: {line}" if not
-                                                     line.startswith(f"{PHONE_WIDTH} px") else line
-                                                     for line in reports[1][key]]
+                        report[key] = report[key] + [
+                            f"{PHONE_WIDTH} px: {line}"
+                            if not line.startswith(f"{PHONE_WIDTH} px")
+                            else line
+                            for line in reports[1][key]
+                        ]
                 problems = list(dict.fromkeys(problems))
-                problems += [("needs-network", f"blocked request for {u}")
-                             for u in dict.fromkeys(blocked.get(current, []))]
+                problems += [
+                    ("needs-network", f"blocked request for {u}")
+                    for u in dict.fromkeys(blocked.get(current, []))
+                ]
                 shown = [(k, d, report_only and k in LAYOUT_KINDS) for k, d in problems]
                 results[current] = [(k, d) for k, d, warn in shown if not warn]
                 if verbose:
                     bad = len(results[current])
                     label = "chapter" if is_chapter else "page"
-                    print(f"{current:40s} {label:7s} "
-                          + (f"{report['seconds']:5.1f} s {report['requests']:4d} requests "
-                             f"{report['bytes']:10,d} bytes  " if report else "")
-                          + ("ok" if not bad else f"{bad} problem(s)"))
+                    print(
+                        f"{current:40s} {label:7s} "
+                        + (
+                            f"{report['seconds']:5.1f} s {report['requests']:4d} requests "
+                            f"{report['bytes']:10,d} bytes  "
+                            if report
+                            else ""
+                        )
+                        + ("ok" if not bad else f"{bad} problem(s)")
+                    )
                     if report:
                         print(f"    offers: {report['offers']}")
                         for line in report["axe"] + report["layout"] + report["charts"]:
@@ -770,17 +980,30 @@ def png_bytes(width, height, smallest_text=None):
 
     ``smallest_text`` (image px) is recorded as attention_lib.presentation.plotting records it.
     """
-    rows = b"".join(b"\x00" + bytes((x * 255 // max(width - 1, 1)) for x in range(width))
-                    for _ in range(height))
+    rows = b"".join(
+        b"\x00" + bytes((x * 255 // max(width - 1, 1)) for x in range(width)) for _ in range(height)
+    )
 
     def chunk(tag, data):
-        return (struct.pack(">I", len(data)) + tag + data
-                + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF))
+        return (
+            struct.pack(">I", len(data))
+            + tag
+            + data
+            + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+        )
 
-    text = (chunk(b"tEXt", PNG_TEXT_KEY.encode("latin-1") + b"\0" + f"{smallest_text}".encode())
-            if smallest_text else b"")
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0))
-            + text + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+    text = (
+        chunk(b"tEXt", PNG_TEXT_KEY.encode("latin-1") + b"\0" + f"{smallest_text}".encode())
+        if smallest_text
+        else b""
+    )
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0))
+        + text
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
 
 
 # Everything a chapter must offer besides a figure (see check_page).
@@ -790,75 +1013,157 @@ CHAPTER_PARTS = """
         and <a href="references.html#id1">[Someone, 2020]</a>.</p>
         <h2>Summary</h2><p>Done.</p><h2>Exercises</h2>
         <details><summary>Solution</summary><p>42</p></details>"""
-FIGURE = ('<figure><img src="fig2x.png" style="width: 120px; height: 60px" alt="A grey ramp">'
-          '<figcaption>A figure</figcaption></figure>')
+FIGURE = (
+    '<figure><img src="fig2x.png" style="width: 120px; height: 60px" alt="A grey ramp">'
+    "<figcaption>A figure</figcaption></figure>"
+)
 CELL = '<div class="cell_input"><pre>{}</pre></div>'
 
 SELF_TEST_PAGES = {
     # page: (is_chapter, body, expected problem kinds); chapters get the layout checks
-    "good.html": (True, CHAPTER_PARTS + FIGURE + CELL.format("x = 1\n" * 20) + """
+    "good.html": (
+        True,
+        CHAPTER_PARTS
+        + FIGURE
+        + CELL.format("x = 1\n" * 20)
+        + """
         <link rel="stylesheet" href="style.css"><script src="app.js"></script>
         <p>Inline <span class="math notranslate nohighlight">\\(\\alpha_{ij} = \\frac{a}{b}\\)</span>.</p>
-        <img src="lazy.png" alt="A lazily loaded ramp" loading="lazy" style="margin-top:3000px">""", set()),
+        <img src="lazy.png" alt="A lazily loaded ramp" loading="lazy" style="margin-top:3000px">""",
+        set(),
+    ),
     "chapter_missing_parts.html": (True, FIGURE + "<h2>Summary</h2>", {"chapter-structure"}),
     "plain_page.html": (False, "<p>Not a chapter: needs no figure.</p>", set()),
-    "missing_image.html": (False, """<figure><img src="fig.png" alt="ok"></figure>
+    "missing_image.html": (
+        False,
+        """<figure><img src="fig.png" alt="ok"></figure>
         <figure><img src="missing.png" alt="A figure that is not there"></figure>""",
-                           {"failed-request", "broken-image"}),
-    "corrupt_image.html": (False, """<figure><img src="fig.png" alt="ok"></figure>
-        <img src="corrupt.png" alt="Bytes that are not an image">""", {"broken-image"}),
+        {"failed-request", "broken-image"},
+    ),
+    "corrupt_image.html": (
+        False,
+        """<figure><img src="fig.png" alt="ok"></figure>
+        <img src="corrupt.png" alt="Bytes that are not an image">""",
+        {"broken-image"},
+    ),
     "missing_script.html": (False, '<script src="missing.js"></script>', {"failed-request"}),
-    "missing_stylesheet.html": (False, '<link rel="stylesheet" href="missing.css">', {"failed-request"}),
-    "missing_font.html": (False, """<style>@font-face { font-family: Gone; src: url(gone.woff) format('woff'); }
-        p { font-family: Gone; }</style><p>Text in a font that is not there.</p>""", {"failed-request"}),
+    "missing_stylesheet.html": (
+        False,
+        '<link rel="stylesheet" href="missing.css">',
+        {"failed-request"},
+    ),
+    "missing_font.html": (
+        False,
+        """<style>@font-face { font-family: Gone; src: url(gone.woff) format('woff'); }
+        p { font-family: Gone; }</style><p>Text in a font that is not there.</p>""",
+        {"failed-request"},
+    ),
     "no_figure.html": (True, CHAPTER_PARTS + "<p>A chapter without a figure.</p>", {"no-figure"}),
     "no_alt.html": (False, '<figure><img src="fig.png" alt="fig.png"></figure>', {"missing-alt"}),
     "script_error.html": (False, "<script>undefinedFunction();</script>", {"script-error"}),
-    "needs_network.html": (False, '<script src="https://cdn.invalid/lib.js"></script>', {"needs-network"}),
-    "fetches_network.html": (False, "<script>fetch('https://example.invalid/data.json')"
-                             ".catch(() => {});</script>", {"needs-network"}),
-    "math_unrendered.html": (False, '<span class="math notranslate nohighlight">\\(x\\)</span>',
-                             {"math-not-rendered"}),
-    "math_error.html": (False, """<span class="math notranslate nohighlight">\\(\\frac{a}\\)</span>""",
-                        {"math-error"}),
+    "needs_network.html": (
+        False,
+        '<script src="https://cdn.invalid/lib.js"></script>',
+        {"needs-network"},
+    ),
+    "fetches_network.html": (
+        False,
+        "<script>fetch('https://example.invalid/data.json').catch(() => {});</script>",
+        {"needs-network"},
+    ),
+    "math_unrendered.html": (
+        False,
+        '<span class="math notranslate nohighlight">\\(x\\)</span>',
+        {"math-not-rendered"},
+    ),
+    "math_error.html": (
+        False,
+        """<span class="math notranslate nohighlight">\\(\\frac{a}\\)</span>""",
+        {"math-error"},
+    ),
     # (no stylesheet: on a phone the long line and the wide figure below also
     # make their pages scroll sideways)
-    "overflowing_pre.html": (True, CHAPTER_PARTS + FIGURE + CELL.format("y = " + "1 + " * 200),
-                             {"overflow", "sideways-scroll"}),
-    "shrunk_figure.html": (True, CHAPTER_PARTS + '<figure style="width:600px">'
-                           '<img src="wide2x.png" width="1000" style="max-width:100%" '
-                           'alt="A wide ramp squeezed into a narrow column"></figure>',
-                           {"figure-shrunk", "sideways-scroll"}),
-    "blurry_figure.html": (True, CHAPTER_PARTS + '<figure><img src="fig.png" '
-                           'alt="A ramp with one pixel per CSS pixel"></figure>', {"figure-blurry"}),
+    "overflowing_pre.html": (
+        True,
+        CHAPTER_PARTS + FIGURE + CELL.format("y = " + "1 + " * 200),
+        {"overflow", "sideways-scroll"},
+    ),
+    "shrunk_figure.html": (
+        True,
+        CHAPTER_PARTS + '<figure style="width:600px">'
+        '<img src="wide2x.png" width="1000" style="max-width:100%" '
+        'alt="A wide ramp squeezed into a narrow column"></figure>',
+        {"figure-shrunk", "sideways-scroll"},
+    ),
+    "blurry_figure.html": (
+        True,
+        CHAPTER_PARTS + '<figure><img src="fig.png" '
+        'alt="A ramp with one pixel per CSS pixel"></figure>',
+        {"figure-blurry"},
+    ),
     "long_cell.html": (True, CHAPTER_PARTS + FIGURE + CELL.format("x = 1\n" * 25), {"long-cell"}),
-    "console_error.html": (False, "<script>console.error('Got invalid theme mode');</script>",
-                           {"console-error"}),
-    "axe_critical.html": (False, "<p>A button without a name:</p><button></button>",
-                          {"axe-critical"}),
-    "axe_serious.html": (False, '<p>A control whose name hides its visible text:</p>'
-                         '<button aria-label="Colour">Theme</button>', {"axe-serious"}),
-    "sideways.html": (False, '<p><code style="white-space: nowrap">' + "x" * 80
-                      + "</code></p>", {"sideways-scroll"}),
-    "table_scrolls.html": (False, '<div style="overflow-x: auto" tabindex="0"><table><tr>'
-                           + "<td>a_wide_cell_that_does_not_break</td>" * 4
-                           + "</tr></table></div>", set()),
-    "table_cut_off.html": (False, '<div style="overflow: hidden"><table><tr>'
-                           + "<td>a_wide_cell_that_does_not_break</td>" * 4
-                           + "</tr></table></div>", {"table-cut-off"}),
-    "figure_text_small.html": (False, '<figure><img src="small_text.png" style="width: 600px; '
-                               'max-width: 100%" alt="A ramp with tiny labels"></figure>',
-                               {"figure-text-small"}),
-    "figure_text_zoom.html": (False, '<link rel="stylesheet" href="custom.css">'
-                              '<script src="figure-zoom.js"></script><figure>'
-                              '<img src="small_text.png" style="width: 600px; max-width: 100%" '
-                              'alt="A ramp with labels too small on a phone"></figure>', set()),
-    "figure_distorted.html": (False, '<figure><img src="fig2x.png" style="width: 120px; '
-                              'height: 120px" alt="A ramp drawn twice as high as it is"></figure>',
-                              {"figure-distorted"}),
-    "figure_text_unknown.html": (False, '<figure><img src="unknown_text.png" '
-                                 'style="width: 120px" alt="A ramp that records no text size">'
-                                 '</figure>', {"figure-text-unknown"}),
+    "console_error.html": (
+        False,
+        "<script>console.error('Got invalid theme mode');</script>",
+        {"console-error"},
+    ),
+    "axe_critical.html": (
+        False,
+        "<p>A button without a name:</p><button></button>",
+        {"axe-critical"},
+    ),
+    "axe_serious.html": (
+        False,
+        "<p>A control whose name hides its visible text:</p>"
+        '<button aria-label="Colour">Theme</button>',
+        {"axe-serious"},
+    ),
+    "sideways.html": (
+        False,
+        '<p><code style="white-space: nowrap">' + "x" * 80 + "</code></p>",
+        {"sideways-scroll"},
+    ),
+    "table_scrolls.html": (
+        False,
+        '<div style="overflow-x: auto" tabindex="0"><table><tr>'
+        + "<td>a_wide_cell_that_does_not_break</td>" * 4
+        + "</tr></table></div>",
+        set(),
+    ),
+    "table_cut_off.html": (
+        False,
+        '<div style="overflow: hidden"><table><tr>'
+        + "<td>a_wide_cell_that_does_not_break</td>" * 4
+        + "</tr></table></div>",
+        {"table-cut-off"},
+    ),
+    "figure_text_small.html": (
+        False,
+        '<figure><img src="small_text.png" style="width: 600px; '
+        'max-width: 100%" alt="A ramp with tiny labels"></figure>',
+        {"figure-text-small"},
+    ),
+    "figure_text_zoom.html": (
+        False,
+        '<link rel="stylesheet" href="custom.css">'
+        '<script src="figure-zoom.js"></script><figure>'
+        '<img src="small_text.png" style="width: 600px; max-width: 100%" '
+        'alt="A ramp with labels too small on a phone"></figure>',
+        set(),
+    ),
+    "figure_distorted.html": (
+        False,
+        '<figure><img src="fig2x.png" style="width: 120px; '
+        'height: 120px" alt="A ramp drawn twice as high as it is"></figure>',
+        {"figure-distorted"},
+    ),
+    "figure_text_unknown.html": (
+        False,
+        '<figure><img src="unknown_text.png" '
+        'style="width: 120px" alt="A ramp that records no text size">'
+        "</figure>",
+        {"figure-text-unknown"},
+    ),
 }
 
 
@@ -872,14 +1177,19 @@ def chart_page(spec, vendor="_static/vendor/"):
 
 def chart_spec(mark="bar", tooltip=True, height="datum.v * k"):
     """A three-bar Vega-Lite chart whose slider ``k`` feeds ``height``."""
-    return {"$schema": "https://vega.github.io/schema/vega-lite/v6.json",
-            "data": {"values": [{"x": 0, "v": 1}, {"x": 1, "v": 2}, {"x": 2, "v": 3}]},
-            "params": [{"name": "k", "value": 1,
-                        "bind": {"input": "range", "min": 1, "max": 5, "step": 1}}],
-            "transform": [{"calculate": height, "as": "h"}],
-            "mark": {"type": mark, "tooltip": tooltip},
-            "encoding": {"x": {"field": "x", "type": "ordinal"},
-                         "y": {"field": "h", "type": "quantitative", "scale": {"domain": [0, 20]}}}}
+    return {
+        "$schema": "https://vega.github.io/schema/vega-lite/v6.json",
+        "data": {"values": [{"x": 0, "v": 1}, {"x": 1, "v": 2}, {"x": 2, "v": 3}]},
+        "params": [
+            {"name": "k", "value": 1, "bind": {"input": "range", "min": 1, "max": 5, "step": 1}}
+        ],
+        "transform": [{"calculate": height, "as": "h"}],
+        "mark": {"type": mark, "tooltip": tooltip},
+        "encoding": {
+            "x": {"field": "x", "type": "ordinal"},
+            "y": {"field": "h", "type": "quantitative", "scale": {"domain": [0, 20]}},
+        },
+    }
 
 
 CHART_PAGES = {
@@ -888,10 +1198,16 @@ CHART_PAGES = {
     "chart_broken.html": (chart_spec(mark="nonsense"), "_static/vendor/", {"chart-not-rendered"}),
     "chart_no_tooltip.html": (chart_spec(tooltip=False), "_static/vendor/", {"chart-no-tooltip"}),
     "chart_static.html": (chart_spec(height="datum.v"), "_static/vendor/", {"chart-static"}),
-    "chart_not_vendored.html": (chart_spec(), "_static/missing/",
-                                {"failed-request", "needs-network", "chart-not-rendered"}),
-    "chart_too_wide.html": (dict(chart_spec(), width=600), "_static/vendor/",
-                            {"chart-too-wide", "sideways-scroll"}),
+    "chart_not_vendored.html": (
+        chart_spec(),
+        "_static/missing/",
+        {"failed-request", "needs-network", "chart-not-rendered"},
+    ),
+    "chart_too_wide.html": (
+        dict(chart_spec(), width=600),
+        "_static/vendor/",
+        {"chart-too-wide", "sideways-scroll"},
+    ),
 }
 
 
@@ -913,17 +1229,21 @@ def self_test(chromium, axe=DEFAULT_AXE):
         (site / "style.css").write_text("body { font-family: sans-serif; }\n")
         (site / "app.js").write_text("document.documentElement.dataset.ok = '1';\n")
         shutil.copytree(mathjax, site / "mathjax", ignore=shutil.ignore_patterns("*.md"))
-        mathjax_tags = ('<script>window.MathJax = {"options": {"processHtmlClass": "math"}}</script>'
-                        '<script defer src="mathjax/tex-chtml-full.js"></script>')
+        mathjax_tags = (
+            '<script>window.MathJax = {"options": {"processHtmlClass": "math"}}</script>'
+            '<script defer src="mathjax/tex-chtml-full.js"></script>'
+        )
         shutil.copytree(REPO / "book" / "_static" / "vendor", site / "_static" / "vendor")
         for name, (spec, vendor, expected) in CHART_PAGES.items():
             SELF_TEST_PAGES[name] = (False, chart_page(spec, vendor), expected)
         for name, (_, body, _) in SELF_TEST_PAGES.items():
             head = mathjax_tags if "math" in body and name != "math_unrendered.html" else ""
-            (site / name).write_text(f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-                                     "<meta name='viewport' content='width=device-width, "
-                                     f"initial-scale=1'><title>{name}</title>{head}</head><body>"
-                                     f"<article class='bd-article'>{body}</article></body></html>")
+            (site / name).write_text(
+                f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+                "<meta name='viewport' content='width=device-width, "
+                f"initial-scale=1'><title>{name}</title>{head}</head><body>"
+                f"<article class='bd-article'>{body}</article></body></html>"
+            )
         pages = [(name, chapter, chapter) for name, (chapter, _, _) in SELF_TEST_PAGES.items()]
         results = check_site(site, pages, chromium, verbose=False, timeout=120, axe=axe)
 
@@ -931,15 +1251,19 @@ def self_test(chromium, axe=DEFAULT_AXE):
     for name, (_, _, expected) in SELF_TEST_PAGES.items():
         found = {kind for kind, _ in results[name]}
         status = "ok" if found == expected else "WRONG"
-        print(f"self-test {name:26s} expected {sorted(expected) or 'nothing'}, "
-              f"found {sorted(found) or 'nothing'}: {status}")
+        print(
+            f"self-test {name:26s} expected {sorted(expected) or 'nothing'}, "
+            f"found {sorted(found) or 'nothing'}: {status}"
+        )
         if found != expected:
             wrong.append(name)
             for kind, detail in results[name]:
                 print(f"    [{kind}] {detail}")
     if wrong:
-        raise SystemExit(f"browser check self-test failed on {', '.join(wrong)}: "
-                         "the checker does not see what it should")
+        raise SystemExit(
+            f"browser check self-test failed on {', '.join(wrong)}: "
+            "the checker does not see what it should"
+        )
     print(f"browser check self-test: all {len(SELF_TEST_PAGES)} cases behave as expected")
 
 
@@ -951,19 +1275,35 @@ def main(argv=None):
     parser.add_argument("--site", default="_build/html", help="built HTML folder")
     parser.add_argument("--toc", default="_toc.yml", help="the book's _toc.yml")
     parser.add_argument("--screenshots", default=None, help="folder for one PNG per page")
-    parser.add_argument("--chromium", default=DEFAULT_CHROMIUM,
-                        help="Chromium executable (default $CHROMIUM or /usr/bin/chromium)")
+    parser.add_argument(
+        "--chromium",
+        default=DEFAULT_CHROMIUM,
+        help="Chromium executable (default $CHROMIUM or /usr/bin/chromium)",
+    )
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds allowed per page")
-    parser.add_argument("--axe", default=DEFAULT_AXE,
-                        help="axe-core's axe.min.js (default $AXE_JS or build/axe/...)")
-    parser.add_argument("--no-phone", action="store_true",
-                        help="skip the second pass on an emulated 390-px phone")
-    parser.add_argument("--no-layout", action="store_true",
-                        help="skip the layout checks (overflow, figure size, cell length)")
-    parser.add_argument("--report-only", action="store_true",
-                        help="print the layout checks' failures without failing on them")
-    parser.add_argument("--self-test", action="store_true",
-                        help="check a tiny hand-made site with known faults instead")
+    parser.add_argument(
+        "--axe",
+        default=DEFAULT_AXE,
+        help="axe-core's axe.min.js (default $AXE_JS or build/axe/...)",
+    )
+    parser.add_argument(
+        "--no-phone", action="store_true", help="skip the second pass on an emulated 390-px phone"
+    )
+    parser.add_argument(
+        "--no-layout",
+        action="store_true",
+        help="skip the layout checks (overflow, figure size, cell length)",
+    )
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="print the layout checks' failures without failing on them",
+    )
+    parser.add_argument(
+        "--self-test",
+        action="store_true",
+        help="check a tiny hand-made site with known faults instead",
+    )
     args = parser.parse_args(argv)
 
     if args.self_test:
@@ -972,20 +1312,36 @@ def main(argv=None):
 
     started = time.monotonic()
     pages = toc_pages(args.toc)
-    results = check_site(args.site, pages, args.chromium, args.screenshots, args.timeout,
-                         layout=not args.no_layout, report_only=args.report_only, axe=args.axe,
-                         phone=not args.no_phone)
+    results = check_site(
+        args.site,
+        pages,
+        args.chromium,
+        args.screenshots,
+        args.timeout,
+        layout=not args.no_layout,
+        report_only=args.report_only,
+        axe=args.axe,
+        phone=not args.no_phone,
+    )
     failed = [p for p, problems in results.items() if problems]
-    print(f"checked {len(pages)} pages ({sum(ch for _, ch, _ in pages)} chapters, "
-          f"{sum(nb for _, _, nb in pages)} notebooks) in {time.monotonic() - started:.1f} s"
-          + (f"; screenshots in {args.screenshots}/" if args.screenshots else "")
-          + ("; layout checks REPORT ONLY" if args.report_only else ""))
+    print(
+        f"checked {len(pages)} pages ({sum(ch for _, ch, _ in pages)} chapters, "
+        f"{sum(nb for _, _, nb in pages)} notebooks) in {time.monotonic() - started:.1f} s"
+        + (f"; screenshots in {args.screenshots}/" if args.screenshots else "")
+        + ("; layout checks REPORT ONLY" if args.report_only else "")
+    )
     if failed:
         print(f"FAILED: {len(failed)} page(s) with problems: {', '.join(failed)}")
         return 1
-    print("every page loads all its assets locally; every chapter shows a figure and the "
-          "chapter template" + ("" if args.no_layout or args.report_only else
-                                "; nothing overflows, figures are sharp and full size"))
+    print(
+        "every page loads all its assets locally; every chapter shows a figure and the "
+        "chapter template"
+        + (
+            ""
+            if args.no_layout or args.report_only
+            else "; nothing overflows, figures are sharp and full size"
+        )
+    )
     return 0
 
 

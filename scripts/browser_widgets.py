@@ -34,11 +34,25 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 WIDTHS = (1280, 390)
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage", "--hide-scrollbars", "--mute-audio"]
-BAD_INPUTS = {"empty": "", "10,000 characters": "Once upon a time, there was a girl. " * 278, "emoji": "Hello 🙂🚀",
-              "outside the vocabulary": "Ça coûte 5 € — naïve café"}
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
+    "--mute-audio",
+]
+BAD_INPUTS = {
+    "empty": "",
+    "10,000 characters": "Once upon a time, there was a girl. " * 278,
+    "emoji": "Hello 🙂🚀",
+    "outside the vocabulary": "Ça coûte 5 € — naïve café",
+}
 
 
 class Quiet(http.server.SimpleHTTPRequestHandler):
@@ -60,10 +74,12 @@ def scratch_page(site):
 
     models = [n for n in WIDGETS if (Path(site) / "_static" / "models" / f"{n}.json").is_file()]
     body = "\n".join(f"<h2>{n}</h2>\n" + widget_html(n).data for n in models)
-    return ("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            "<title>Widgets</title></head><body><main style=\"max-width: 820px; margin: auto; "
-            f"padding: 8px\"><h1>The live widgets</h1>\n{body}\n</main></body></html>\n")
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<title>Widgets</title></head><body><main style="max-width: 820px; margin: auto; '
+        f'padding: 8px"><h1>The live widgets</h1>\n{body}\n</main></body></html>\n'
+    )
 
 
 def canvas_ink(widget):
@@ -82,13 +98,15 @@ def check_widget(page, widget, label, problems, shots, width, timeout):
     widget.scroll_into_view_if_needed()
     handle = widget.element_handle()
     if kind != "translator":
-        widget.locator("input[type=number]").nth(1).fill("12")     # short runs for bad input
+        widget.locator("input[type=number]").nth(1).fill("12")  # short runs for bad input
     text = widget.locator("textarea")
     button = widget.locator("button.aft-go")
     status = widget.locator(".aft-status")
     for el in widget.locator("input, select, textarea, button.aft-go").all():
-        name = el.evaluate("e => (e.labels && e.labels.length ? e.labels[0].textContent : '') "
-                           "|| e.getAttribute('aria-label') || e.textContent")
+        name = el.evaluate(
+            "e => (e.labels && e.labels.length ? e.labels[0].textContent : '') "
+            "|| e.getAttribute('aria-label') || e.textContent"
+        )
         if not name.strip():
             fail(f"a control has no accessible name: {el.evaluate('e => e.outerHTML')[:80]}")
 
@@ -97,15 +115,18 @@ def check_widget(page, widget, label, problems, shots, width, timeout):
         text.fill(prompt)
         status.evaluate("s => s.textContent = ''")
         button.click()
-        page.wait_for_function("""w => w.dataset.state === 'done' || w.querySelector('.aft-error')""",
-                               arg=handle, timeout=timeout * 1000)
+        page.wait_for_function(
+            """w => w.dataset.state === 'done' || w.querySelector('.aft-error')""",
+            arg=handle,
+            timeout=timeout * 1000,
+        )
         return widget.evaluate("w => w.dataset.state === 'done'")
 
     if kind == "translator":
         if run(""):
             fail("an empty sentence was translated, with no message")
         for what in ("10,000 characters", "emoji"):
-            run(BAD_INPUTS[what])      # translated (cut, or byte-level), or a message
+            run(BAD_INPUTS[what])  # translated (cut, or byte-level), or a message
         if not run("I like green apples."):
             fail(f"no translation: {status.inner_text()}")
         french = widget.locator(".aft-french").inner_text()
@@ -119,7 +140,7 @@ def check_widget(page, widget, label, problems, shots, width, timeout):
     else:
         for what, bad in BAD_INPUTS.items():
             ok = run(bad)
-            if what in ("empty", ) and ok:
+            if what in ("empty",) and ok:
                 fail("an empty prompt was continued, with no message")
             if what == "outside the vocabulary" and model == "shakespeare" and ok:
                 fail("characters outside the vocabulary were accepted with no message")
@@ -151,8 +172,9 @@ def check_widget(page, widget, label, problems, shots, width, timeout):
         for _ in range(10):
             page.keyboard.press("ArrowRight")
         slider.dispatch_event("change")
-        page.wait_for_function("w => w.dataset.state === 'done'", arg=handle,
-                               timeout=timeout * 1000)
+        page.wait_for_function(
+            "w => w.dataset.state === 'done'", arg=handle, timeout=timeout * 1000
+        )
         if widget.locator(".aft-output").inner_text() == first:
             fail("moving the temperature slider did not change the output")
     overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
@@ -191,8 +213,9 @@ def check(site, chromium, shots=None, timeout=60.0):
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=chromium, args=FLAGS, timeout=30000)
                 for width in WIDTHS:
-                    ctx = browser.new_context(viewport={"width": width, "height": 900},
-                                              has_touch=width < 500)
+                    ctx = browser.new_context(
+                        viewport={"width": width, "height": 900}, has_touch=width < 500
+                    )
                     outside, errors, models = [], [], []
 
                     def route(r, outside=outside, models=models):
@@ -202,26 +225,41 @@ def check(site, chromium, shots=None, timeout=60.0):
                         if "/_static/models/" in r.request.url:
                             models.append(r.request.url)
                         return r.continue_()
+
                     ctx.route("**/*", route)
                     for rel in pages:
                         page = ctx.new_page()
                         page.set_default_timeout(timeout * 1000)
-                        page.on("console", lambda m, errors=errors, rel=rel: errors.append(
-                            f"{rel}: {m.text}") if m.type == "error" else None)
-                        page.on("pageerror", lambda e, errors=errors, rel=rel: errors.append(
-                            f"{rel}: {e}"))
+                        page.on(
+                            "console",
+                            lambda m, errors=errors, rel=rel: (
+                                errors.append(f"{rel}: {m.text}") if m.type == "error" else None
+                            ),
+                        )
+                        page.on(
+                            "pageerror",
+                            lambda e, errors=errors, rel=rel: errors.append(f"{rel}: {e}"),
+                        )
                         models.clear()
                         page.goto(base + rel, wait_until="load", timeout=timeout * 1000)
                         page.wait_for_selector(".aft-widget.aft-live", timeout=timeout * 1000)
                         if models:
-                            problems.append(f"{rel} at {width}px: model weights fetched before "
-                                            f"any click: {models[:2]}")
+                            problems.append(
+                                f"{rel} at {width}px: model weights fetched before "
+                                f"any click: {models[:2]}"
+                            )
                         for i, w in enumerate(page.locator(".aft-widget").all()):
                             label = f"{Path(rel).stem}-{w.get_attribute('data-model')}-{i}"
                             t0 = time.perf_counter()
                             check_widget(page, w, label, problems, shots, width, timeout)
-                            timings.append((label, width, time.perf_counter() - t0,
-                                            w.get_attribute("data-first-token-ms")))
+                            timings.append(
+                                (
+                                    label,
+                                    width,
+                                    time.perf_counter() - t0,
+                                    w.get_attribute("data-first-token-ms"),
+                                )
+                            )
                         page.close()
                     problems += [f"at {width}px: request left the site: {u}" for u in outside]
                     problems += [f"at {width}px: console error: {e}" for e in errors]

@@ -54,8 +54,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from binder_check import (add_kernel_options, compare_outputs, execute,  # noqa: E402
-                          kernel_env, report, toc_notebooks)
+from binder_check import (
+    add_kernel_options,
+    compare_outputs,
+    execute,  # noqa: E402
+    kernel_env,
+    report,
+    toc_notebooks,
+)
 
 # How the set-up cell (scripts/sync_colab_cell.py) recognises Colab; repeated
 # here because that script needs nbformat, and this one only the standard library.
@@ -80,8 +86,9 @@ def run(cmd, **kwargs):
     if result.returncode != 0:
         sys.stdout.write(result.stdout[-5000:])
         sys.stderr.write(result.stderr[-5000:])
-        raise SystemExit(f"colab check: `{' '.join(map(str, cmd))}` failed "
-                         f"(exit code {result.returncode})")
+        raise SystemExit(
+            f"colab check: `{' '.join(map(str, cmd))}` failed (exit code {result.returncode})"
+        )
     return result
 
 
@@ -98,10 +105,23 @@ def reader_requirements():
 
 
 def clean_env(extra=None):
-    env = {k: v for k, v in os.environ.items()
-           if k not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_REQUIRE_VIRTUALENV",
-                        "JUPYTER_PATH", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR",
-                        "MPLBACKEND", "IPYTHONDIR", "ATTENTION_DATA_DIR"}}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in {
+            "PYTHONPATH",
+            "PYTHONHOME",
+            "VIRTUAL_ENV",
+            "PIP_REQUIRE_VIRTUALENV",
+            "JUPYTER_PATH",
+            "JUPYTER_CONFIG_DIR",
+            "JUPYTER_DATA_DIR",
+            "MPLBACKEND",
+            "IPYTHONDIR",
+            "ATTENTION_DATA_DIR",
+        }
+    }
     env.update(PYTHONNOUSERSITE="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
     env.update(extra or {})
     return env
@@ -113,16 +133,21 @@ def ensure_environment(python_for_venv, fresh):
     digest = hashlib.sha256("\n".join(packages).encode()).hexdigest()[:16]
     stamp = ENV_DIR / ".requirements"
     python = ENV_DIR / "bin" / "python"
-    env = clean_env({"VIRTUAL_ENV": str(ENV_DIR),
-                     "PATH": f"{ENV_DIR / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"})
+    env = clean_env(
+        {
+            "VIRTUAL_ENV": str(ENV_DIR),
+            "PATH": f"{ENV_DIR / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
+    )
     t0 = time.monotonic()
     if fresh or not python.exists() or (stamp.read_text() if stamp.exists() else "") != digest:
         shutil.rmtree(ENV_DIR, ignore_errors=True)
         run([python_for_venv, "-m", "venv", str(ENV_DIR)], env=env)
         run([str(python), "-m", "pip", "install", "--quiet", *packages], env=env)
         stamp.write_text(digest)
-        print(f"reader-side environment built: {time.monotonic() - t0:.0f} s "
-              f"({' '.join(packages)})")
+        print(
+            f"reader-side environment built: {time.monotonic() - t0:.0f} s ({' '.join(packages)})"
+        )
     else:
         print(f"reader-side environment reused ({ENV_DIR.relative_to(REPO)})")
     forget_library(python, env)
@@ -131,28 +156,44 @@ def ensure_environment(python_for_venv, fresh):
 
 def forget_library(python, env):
     """Make sure attention_lib is not installed: the set-up cell must install it."""
-    subprocess.run([str(python), "-m", "pip", "uninstall", "--quiet", "--yes", "attention-lib"],
-                   env=env, capture_output=True)
-    probe = subprocess.run([str(python), "-c", "import attention_lib"], cwd="/",
-                           env=env, capture_output=True)
+    subprocess.run(
+        [str(python), "-m", "pip", "uninstall", "--quiet", "--yes", "attention-lib"],
+        env=env,
+        capture_output=True,
+    )
+    probe = subprocess.run(
+        [str(python), "-c", "import attention_lib"], cwd="/", env=env, capture_output=True
+    )
     if probe.returncode == 0:
-        raise SystemExit("colab check: attention_lib is still importable in "
-                         f"{ENV_DIR}; delete that folder and run again")
+        raise SystemExit(
+            "colab check: attention_lib is still importable in "
+            f"{ENV_DIR}; delete that folder and run again"
+        )
 
 
 def snapshot_repository(dest):
     """Commit this working tree (tracked + untracked, not ignored) to ``dest``."""
-    files = run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                cwd=REPO).stdout.split("\0")
+    files = run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO
+    ).stdout.split("\0")
     for name in filter(None, files):
         src = REPO / name
-        if not src.is_file():        # deleted but not yet committed
+        if not src.is_file():  # deleted but not yet committed
             continue
         target = dest / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, target)   # a copy: nothing here may touch the worktree
-    git = ["git", "-c", "user.name=colab check", "-c", "user.email=colab-check@localhost",
-           "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false"]
+        shutil.copy2(src, target)  # a copy: nothing here may touch the worktree
+    git = [
+        "git",
+        "-c",
+        "user.name=colab check",
+        "-c",
+        "user.email=colab-check@localhost",
+        "-c",
+        "init.defaultBranch=main",
+        "-c",
+        "commit.gpgsign=false",
+    ]
     run(git + ["init", "--quiet"], cwd=dest)
     run(git + ["add", "--all"], cwd=dest)
     run(git + ["commit", "--quiet", "--message", "snapshot for the colab check"], cwd=dest)
@@ -161,16 +202,26 @@ def snapshot_repository(dest):
 def setup_cells(notebook):
     """Indices of the Colab set-up cell (its output on Colab is git's and pip's)."""
     cells = json.loads(Path(notebook).read_text(encoding="utf-8"))["cells"]
-    return {i for i, c in enumerate(cells) if c["cell_type"] == "code"
-            and MARKER in "".join(c["source"])}
+    return {
+        i
+        for i, c in enumerate(cells)
+        if c["cell_type"] == "code" and MARKER in "".join(c["source"])
+    }
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("notebooks", nargs="*", type=Path,
-                        help="notebooks to run (default: every chapter in _toc.yml)")
-    parser.add_argument("--python", default=os.environ.get("PYTHON", "python3"),
-                        help="interpreter for the environment")
+    parser.add_argument(
+        "notebooks",
+        nargs="*",
+        type=Path,
+        help="notebooks to run (default: every chapter in _toc.yml)",
+    )
+    parser.add_argument(
+        "--python",
+        default=os.environ.get("PYTHON", "python3"),
+        help="interpreter for the environment",
+    )
     parser.add_argument("--toc", default="_toc.yml")
     parser.add_argument("--timeout", type=int, default=300, help="seconds allowed per cell")
     parser.add_argument("--fresh", action="store_true", help="rebuild the environment")
@@ -179,8 +230,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     started = time.monotonic()
-    notebooks = ([p.resolve() for p in args.notebooks] if args.notebooks
-                 else toc_notebooks(REPO / args.toc))
+    notebooks = (
+        [p.resolve() for p in args.notebooks] if args.notebooks else toc_notebooks(REPO / args.toc)
+    )
     if not notebooks:
         raise SystemExit(f"colab check: no notebooks listed in {args.toc}")
     python, env = ensure_environment(args.python, args.fresh)
@@ -191,8 +243,10 @@ def main(argv=None):
         remote = tmp / "github"
         remote.mkdir()
         snapshot_repository(remote)
-        print(f"working tree snapshot committed to a scratch repository: "
-              f"{time.monotonic() - t0:.1f} s")
+        print(
+            f"working tree snapshot committed to a scratch repository: "
+            f"{time.monotonic() - t0:.1f} s"
+        )
 
         # google.colab, importable by the kernel only, and imported at start-up.
         shim = tmp / "colab-shim"
@@ -204,21 +258,31 @@ def main(argv=None):
         (startup / "00-google-colab.py").write_text(STARTUP)
         kernel_dir = tmp / "jupyter" / "kernels" / "python3"
         kernel_dir.mkdir(parents=True)
-        (kernel_dir / "kernel.json").write_text(json.dumps({
-            "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-            "display_name": "Python 3 (colab check)", "language": "python",
-            "env": {"PYTHONPATH": str(shim), "IPYTHONDIR": str(tmp / "ipython")}}))
+        (kernel_dir / "kernel.json").write_text(
+            json.dumps(
+                {
+                    "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                    "display_name": "Python 3 (colab check)",
+                    "language": "python",
+                    "env": {"PYTHONPATH": str(shim), "IPYTHONDIR": str(tmp / "ipython")},
+                }
+            )
+        )
 
-        content = tmp / "content"                     # Colab's /content
+        content = tmp / "content"  # Colab's /content
         content.mkdir()
-        run_env = dict(env, JUPYTER_PATH=str(tmp / "jupyter"), JUPYTER_PREFER_ENV_PATH="1",
-                       BOOK_REPOSITORY=f"file://{remote}",
-                       BOOK_CLONE_DIR=str(content / "attention-from-scratch"))
+        run_env = dict(
+            env,
+            JUPYTER_PATH=str(tmp / "jupyter"),
+            JUPYTER_PREFER_ENV_PATH="1",
+            BOOK_REPOSITORY=f"file://{remote}",
+            BOOK_CLONE_DIR=str(content / "attention-from-scratch"),
+        )
         run_env = kernel_env(python, run_env, args, "colab check")
         failed = []
         for nb in notebooks:
             rel = nb.relative_to(REPO) if nb.is_relative_to(REPO) else nb
-            alone = content / nb.name                 # a lone notebook, outside the repo
+            alone = content / nb.name  # a lone notebook, outside the repo
             shutil.copy(nb, alone)
             executed = tmp / f"executed-{nb.name}"
             outcome = execute(python, alone, executed, content, run_env, args.timeout)
@@ -227,8 +291,10 @@ def main(argv=None):
             report(rel, *outcome, failed)
         print(f"colab check: {len(notebooks)} notebooks, {time.monotonic() - started:.0f} s in all")
         if failed:
-            raise SystemExit(f"colab check: {len(failed)} notebook(s) fail when run as "
-                             f"Colab runs them: {', '.join(failed)}")
+            raise SystemExit(
+                f"colab check: {len(failed)} notebook(s) fail when run as "
+                f"Colab runs them: {', '.join(failed)}"
+            )
         print("every chapter runs as a lone notebook in a Colab-like kernel")
     finally:
         forget_library(python, env)

@@ -35,8 +35,7 @@ import sys
 
 #: OpenBLAS x86-64 families, newest first, with the CPU flag each needs
 #: (in /proc/cpuinfo). Prescott needs only SSE3, which every x86-64 CPU has.
-FAMILIES = (("Haswell", "avx2"), ("Sandybridge", "avx"), ("Nehalem", "sse4_2"),
-            ("Prescott", None))
+FAMILIES = (("Haswell", "avx2"), ("Sandybridge", "avx"), ("Nehalem", "sse4_2"), ("Prescott", None))
 
 #: Run by the Python whose NumPy is used: its dispatched SIMD features (to
 #: narrow to the baseline) and what OpenBLAS and NumPy say they run on.
@@ -86,7 +85,7 @@ def pick(preferred):
     can = available()
     if not can:
         return None
-    for name in names[names.index(preferred):]:
+    for name in names[names.index(preferred) :]:
         if name in can:
             return name
     return can[-1]
@@ -97,13 +96,16 @@ def probe(python, env=None):
     import json
 
     env = dict(os.environ if env is None else env, OPENBLAS_VERBOSE="2")
-    result = subprocess.run([str(python), "-c", _PROBE], env=env, capture_output=True,
-                            text=True, cwd="/")
+    result = subprocess.run(
+        [str(python), "-c", _PROBE], env=env, capture_output=True, text=True, cwd="/"
+    )
     if result.returncode != 0:
-        raise SystemExit(f"cpu_families: {python} cannot import NumPy under "
-                         f"OPENBLAS_CORETYPE={env.get('OPENBLAS_CORETYPE', '')!r}, "
-                         f"NPY_DISABLE_CPU_FEATURES={env.get('NPY_DISABLE_CPU_FEATURES', '')!r}:"
-                         f"\n{result.stderr[-2000:]}")
+        raise SystemExit(
+            f"cpu_families: {python} cannot import NumPy under "
+            f"OPENBLAS_CORETYPE={env.get('OPENBLAS_CORETYPE', '')!r}, "
+            f"NPY_DISABLE_CPU_FEATURES={env.get('NPY_DISABLE_CPU_FEATURES', '')!r}:"
+            f"\n{result.stderr[-2000:]}"
+        )
     info = json.loads(result.stdout.strip().splitlines()[-1])
     core = re.search(r"Core:\s*(\S+)", result.stderr + result.stdout)
     info["openblas_core"] = core.group(1) if core else "unknown"
@@ -149,8 +151,10 @@ def npy_disable(python, env=None):
     value = " ".join(enabled)
     left = probe(python, dict(env, NPY_DISABLE_CPU_FEATURES=value))["enabled"]
     if left:
-        raise SystemExit(f"cpu_families: NPY_DISABLE_CPU_FEATURES={value!r} leaves NumPy "
-                         f"dispatching to {' '.join(left)}: cannot narrow it to the baseline")
+        raise SystemExit(
+            f"cpu_families: NPY_DISABLE_CPU_FEATURES={value!r} leaves NumPy "
+            f"dispatching to {' '.join(left)}: cannot narrow it to the baseline"
+        )
     return value
 
 
@@ -159,24 +163,40 @@ def describe(python, env):
     info = probe(python, env)
     forced = env.get("OPENBLAS_CORETYPE")
     simd = ", ".join(info["enabled"]) or "none beyond the baseline"
-    return (f"OpenBLAS core {info['openblas_core']}"
-            f" ({'forced: OPENBLAS_CORETYPE=' + forced if forced else 'native'});"
-            f" NumPy {info['numpy']} SIMD: baseline {' '.join(info['baseline']) or '-'},"
-            f" dispatched {simd}"
-            + (f" (NPY_DISABLE_CPU_FEATURES={env['NPY_DISABLE_CPU_FEATURES']})"
-               if env.get("NPY_DISABLE_CPU_FEATURES") else ""))
+    return (
+        f"OpenBLAS core {info['openblas_core']}"
+        f" ({'forced: OPENBLAS_CORETYPE=' + forced if forced else 'native'});"
+        f" NumPy {info['numpy']} SIMD: baseline {' '.join(info['baseline']) or '-'},"
+        f" dispatched {simd}"
+        + (
+            f" (NPY_DISABLE_CPU_FEATURES={env['NPY_DISABLE_CPU_FEATURES']})"
+            if env.get("NPY_DISABLE_CPU_FEATURES")
+            else ""
+        )
+    )
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--python", default=sys.executable)
-    parser.add_argument("--describe", metavar="FAMILY", nargs="?", const="native",
-                        help="print what a pass forced onto FAMILY runs on ('native': nothing forced)")
-    parser.add_argument("--narrow-numpy", action="store_true",
-                        help="with --describe: narrow NumPy's SIMD to its baseline")
-    parser.add_argument("--npy-disable", action="store_true",
-                        help="print the NPY_DISABLE_CPU_FEATURES value that narrows NumPy "
-                             "to its baseline on this CPU (AVX-512 targets included)")
+    parser.add_argument(
+        "--describe",
+        metavar="FAMILY",
+        nargs="?",
+        const="native",
+        help="print what a pass forced onto FAMILY runs on ('native': nothing forced)",
+    )
+    parser.add_argument(
+        "--narrow-numpy",
+        action="store_true",
+        help="with --describe: narrow NumPy's SIMD to its baseline",
+    )
+    parser.add_argument(
+        "--npy-disable",
+        action="store_true",
+        help="print the NPY_DISABLE_CPU_FEATURES value that narrows NumPy "
+        "to its baseline on this CPU (AVX-512 targets included)",
+    )
     args = parser.parse_args(argv)
     if args.npy_disable:
         print(npy_disable(args.python))
@@ -186,8 +206,10 @@ def main(argv=None):
         print(describe(args.python, family_env(args.python, family, args.narrow_numpy)))
         return
     can = available()
-    print(f"CPU: {platform.machine()}; OpenBLAS families it can execute: "
-          f"{', '.join(can) if can else 'none forced (not x86-64): native only'}")
+    print(
+        f"CPU: {platform.machine()}; OpenBLAS families it can execute: "
+        f"{', '.join(can) if can else 'none forced (not x86-64): native only'}"
+    )
     print(f"native pass: {describe(args.python, family_env(args.python, None))}")
 
 

@@ -57,6 +57,7 @@ def source_paths():
 # Each model: (config, tokenizer, {runtime name: (array, dtype)})
 # ---------------------------------------------------------------------------
 
+
 def shakespeare(path):
     """The TinyGPT checkpoint as the runtime's decoder-only model."""
     with np.load(path, allow_pickle=False) as f:
@@ -71,9 +72,9 @@ def shakespeare(path):
     for i in range(n_layers):
         src, dst = f"blocks.{i}", f"layers.{i}"
         w, b = arrays[f"{src}.attn.W_QKV"], arrays[f"{src}.attn.b_QKV"]
-        for j, name in enumerate("qkv"):           # columns [q | k | v], heads contiguous in each
-            t[f"{dst}.attn.w{name}"] = w[:, j * d:(j + 1) * d]
-            t[f"{dst}.attn.b{name}"] = b[j * d:(j + 1) * d]
+        for j, name in enumerate("qkv"):  # columns [q | k | v], heads contiguous in each
+            t[f"{dst}.attn.w{name}"] = w[:, j * d : (j + 1) * d]
+            t[f"{dst}.attn.b{name}"] = b[j * d : (j + 1) * d]
         t[f"{dst}.attn.wo"] = arrays[f"{src}.attn.W_O"]
         t[f"{dst}.attn.bo"] = arrays[f"{src}.attn.b_O"]
         for n in (1, 2):
@@ -85,10 +86,20 @@ def shakespeare(path):
     t["norm_f.weight"], t["norm_f.bias"] = arrays["ln_f.gamma"], arrays["ln_f.beta"]
     t["head.weight"], t["head.bias"] = arrays["head.W"], arrays["head.b"]
     config = {
-        "arch": "decoder", "n_vocab": cfg["n_vocab"], "d_model": d, "n_heads": cfg["n_heads"],
-        "n_kv_heads": cfg["n_heads"], "n_layers": n_layers, "d_ff": cfg["d_ff"],
-        "max_len": cfg["max_len"], "norm": "layernorm", "norm_eps": 1e-5, "ffn": "gelu",
-        "positions": cfg["positions"], "rotary_layout": "interleaved", "tied_head": False,
+        "arch": "decoder",
+        "n_vocab": cfg["n_vocab"],
+        "d_model": d,
+        "n_heads": cfg["n_heads"],
+        "n_kv_heads": cfg["n_heads"],
+        "n_layers": n_layers,
+        "d_ff": cfg["d_ff"],
+        "max_len": cfg["max_len"],
+        "norm": "layernorm",
+        "norm_eps": 1e-5,
+        "ffn": "gelu",
+        "positions": cfg["positions"],
+        "rotary_layout": "interleaved",
+        "tied_head": False,
     }
     tokenizer = {"type": "chars", "chars": cfg["chars"]}
     return config, tokenizer, {k: (np.asarray(a), "float16") for k, a in t.items()}
@@ -106,38 +117,54 @@ def stories260k(path):
     d = int(m["llama.embedding_length"])
     n_layers = int(m["llama.block_count"])
 
-    def mat(name):                                  # GGUF (out, in) -> runtime (in, out)
+    def mat(name):  # GGUF (out, in) -> runtime (in, out)
         return np.asarray(g.tensor(name), dtype=np.float32).T
 
     t = {"tok_emb": np.asarray(g.tensor("token_embd.weight"), dtype=np.float32)}
     for i in range(n_layers):
         src, dst = f"blk.{i}", f"layers.{i}"
-        for ours, theirs in (("wq", "attn_q"), ("wk", "attn_k"), ("wv", "attn_v"),
-                             ("wo", "attn_output")):
+        for ours, theirs in (
+            ("wq", "attn_q"),
+            ("wk", "attn_k"),
+            ("wv", "attn_v"),
+            ("wo", "attn_output"),
+        ):
             t[f"{dst}.attn.{ours}"] = mat(f"{src}.{theirs}.weight")
         for ours, theirs in (("w1", "ffn_gate"), ("w2", "ffn_down"), ("w3", "ffn_up")):
             t[f"{dst}.ffn.{ours}"] = mat(f"{src}.{theirs}.weight")
         t[f"{dst}.norm1.weight"] = np.asarray(g.tensor(f"{src}.attn_norm.weight"), np.float32)
         t[f"{dst}.norm2.weight"] = np.asarray(g.tensor(f"{src}.ffn_norm.weight"), np.float32)
     t["norm_f.weight"] = np.asarray(g.tensor("output_norm.weight"), np.float32)
-    tied = "output.weight" not in g.tensor_infos or np.array_equal(g.tensor("output.weight"),
-                                                           g.tensor("token_embd.weight"))
+    tied = "output.weight" not in g.tensor_infos or np.array_equal(
+        g.tensor("output.weight"), g.tensor("token_embd.weight")
+    )
     if not tied:
         t["head.weight"] = mat("output.weight")
     n_heads = int(m["llama.attention.head_count"])
     config = {
-        "arch": "decoder", "n_vocab": int(t["tok_emb"].shape[0]), "d_model": d,
-        "n_heads": n_heads, "n_kv_heads": int(m.get("llama.attention.head_count_kv", n_heads)),
-        "n_layers": n_layers, "d_ff": int(m["llama.feed_forward_length"]),
-        "max_len": int(m["llama.context_length"]), "norm": "rmsnorm",
-        "norm_eps": float(m["llama.attention.layer_norm_rms_epsilon"]), "ffn": "swiglu",
-        "positions": "rotary", "rotary_layout": "interleaved",
-        "rotary_base": float(m.get("llama.rope.freq_base", 10000.0)), "tied_head": bool(tied),
+        "arch": "decoder",
+        "n_vocab": int(t["tok_emb"].shape[0]),
+        "d_model": d,
+        "n_heads": n_heads,
+        "n_kv_heads": int(m.get("llama.attention.head_count_kv", n_heads)),
+        "n_layers": n_layers,
+        "d_ff": int(m["llama.feed_forward_length"]),
+        "max_len": int(m["llama.context_length"]),
+        "norm": "rmsnorm",
+        "norm_eps": float(m["llama.attention.layer_norm_rms_epsilon"]),
+        "ffn": "swiglu",
+        "positions": "rotary",
+        "rotary_layout": "interleaved",
+        "rotary_base": float(m.get("llama.rope.freq_base", 10000.0)),
+        "tied_head": bool(tied),
     }
-    tokenizer = {"type": "llama2c", "tokens": list(m["tokenizer.ggml.tokens"]),
-                 "scores": [float(s) for s in m["tokenizer.ggml.scores"]],
-                 "bos_id": int(m["tokenizer.ggml.bos_token_id"]),
-                 "eos_id": int(m["tokenizer.ggml.eos_token_id"])}
+    tokenizer = {
+        "type": "llama2c",
+        "tokens": list(m["tokenizer.ggml.tokens"]),
+        "scores": [float(s) for s in m["tokenizer.ggml.scores"]],
+        "bos_id": int(m["tokenizer.ggml.bos_token_id"]),
+        "eos_id": int(m["tokenizer.ggml.eos_token_id"]),
+    }
     return config, tokenizer, {k: (a, "float32") for k, a in t.items()}
 
 
@@ -179,12 +206,24 @@ def translator(folder):
     if sha256(tok_path.read_bytes()) != entry["tokenizer_sha256"]:
         raise ValueError(f"{tok_path} is not the tokenizer the translator was trained with")
     config = {
-        "arch": "encoder-decoder", "n_vocab": cfg["n_vocab"], "d_model": cfg["d_model"],
-        "n_heads": cfg["n_heads"], "d_ff": cfg["d_ff"], "n_enc_layers": cfg["n_layers"],
-        "n_dec_layers": cfg["n_layers"], "max_len": cfg["max_len"], "norm_eps": 1e-5,
-        "norm_position": "pre", "emb_scale": float(np.sqrt(cfg["d_model"])),
-        "positions": "sinusoidal", "activation": "gelu", "tied_head": True,
-        "pad_id": 0, "bos_id": 1, "eos_id": 2, "max_source_tokens": 48,
+        "arch": "encoder-decoder",
+        "n_vocab": cfg["n_vocab"],
+        "d_model": cfg["d_model"],
+        "n_heads": cfg["n_heads"],
+        "d_ff": cfg["d_ff"],
+        "n_enc_layers": cfg["n_layers"],
+        "n_dec_layers": cfg["n_layers"],
+        "max_len": cfg["max_len"],
+        "norm_eps": 1e-5,
+        "norm_position": "pre",
+        "emb_scale": float(np.sqrt(cfg["d_model"])),
+        "positions": "sinusoidal",
+        "activation": "gelu",
+        "tied_head": True,
+        "pad_id": 0,
+        "bos_id": 1,
+        "eos_id": 2,
+        "max_source_tokens": 48,
     }
     tokenizer = {"type": "bpe", "json": json.loads(tok_path.read_text(encoding="utf8"))}
     return config, tokenizer, {k: (np.asarray(v), "float16") for k, v in t.items()}
@@ -201,6 +240,7 @@ def runtime_tensors(name, path):
 # ---------------------------------------------------------------------------
 # Writing
 # ---------------------------------------------------------------------------
+
 
 def pack(tensors):
     """The .bin bytes and each tensor's entry: little-endian, 4-byte aligned, in name order."""
@@ -226,16 +266,28 @@ def export(name, path, out=OUT):
         raise ValueError(f"{name}: {len(blob)} bytes of weights, over the {MAX_BYTES} allowed")
     source = path if path.is_file() else path / "manifest.json"
     manifest = {
-        "format": FORMAT, "name": name, "config": config, "tokenizer": tokenizer,
-        "bytes": len(blob), "sha256": sha256(blob),
-        "source": {"file": source.relative_to(ROOT).as_posix() if source.is_relative_to(ROOT)
-                   else source.name, "sha256": sha256(source.read_bytes())},
+        "format": FORMAT,
+        "name": name,
+        "config": config,
+        "tokenizer": tokenizer,
+        "bytes": len(blob),
+        "sha256": sha256(blob),
+        "source": {
+            "file": source.relative_to(ROOT).as_posix()
+            if source.is_relative_to(ROOT)
+            else source.name,
+            "sha256": sha256(source.read_bytes()),
+        },
         "tensors": entries,
     }
     out.mkdir(parents=True, exist_ok=True)
-    for suffix, data in ((".bin", blob), (".json", (json.dumps(manifest, separators=(",", ":"),
-                                                                ensure_ascii=False) + "\n")
-                                              .encode("utf8"))):
+    for suffix, data in (
+        (".bin", blob),
+        (
+            ".json",
+            (json.dumps(manifest, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf8"),
+        ),
+    ):
         tmp = out / f"{name}{suffix}.tmp"
         tmp.write_bytes(data)
         os.replace(tmp, out / f"{name}{suffix}")
@@ -244,8 +296,12 @@ def export(name, path, out=OUT):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=sorted(EXPORTERS), action="append",
-                        help="export only this model (repeatable)")
+    parser.add_argument(
+        "--only",
+        choices=sorted(EXPORTERS),
+        action="append",
+        help="export only this model (repeatable)",
+    )
     parser.add_argument("--out", default=str(OUT), help="output folder")
     for name in EXPORTERS:
         parser.add_argument(f"--{name}", metavar="PATH", help=f"{name}'s checkpoint")

@@ -26,29 +26,75 @@ N_NEW = 32
 
 PROMPTS = {
     "shakespeare": [
-        "ROMEO:", "JULIET:\n", "First Citizen:\nBefore we proceed", "KING RICHARD III:\nNow is the",
-        "To be, or not to be", "O Romeo, Romeo!", "What light through yonder window",
-        "MENENIUS:\nI tell you, friends,", "The quality of mercy", "HAMLET:\nAlas, poor",
-        "Good morrow, my lord.", "\n", "A", "Wherefore art thou", "LADY MACBETH:\nOut, damned",
-        "Now is the winter of our discontent", "And so, my lords, farewell.",
-        "GLOUCESTER:\nI", "Friends, Romans, countrymen, lend me your ears;", "the king is dead",
-        "Exeunt.\n\nSCENE II.", "What say you?",
+        "ROMEO:",
+        "JULIET:\n",
+        "First Citizen:\nBefore we proceed",
+        "KING RICHARD III:\nNow is the",
+        "To be, or not to be",
+        "O Romeo, Romeo!",
+        "What light through yonder window",
+        "MENENIUS:\nI tell you, friends,",
+        "The quality of mercy",
+        "HAMLET:\nAlas, poor",
+        "Good morrow, my lord.",
+        "\n",
+        "A",
+        "Wherefore art thou",
+        "LADY MACBETH:\nOut, damned",
+        "Now is the winter of our discontent",
+        "And so, my lords, farewell.",
+        "GLOUCESTER:\nI",
+        "Friends, Romans, countrymen, lend me your ears;",
+        "the king is dead",
+        "Exeunt.\n\nSCENE II.",
+        "What say you?",
     ],
     "stories260k": [
-        "", "Once upon a time", "Lily and Tom", "The cat sat on the mat.", "One day, a little bird",
-        "Tim was sad because", "The sun was shining", "Mom said,", "They played in the park",
-        "Once upon a time, there was a big dog named Max.", "Sara had a red ball",
-        "The little girl", "He wanted to eat", "\"Can I play?\" asked Ben.", "After lunch,",
-        "The end of the story", "A boy found a box", "Spot the dog", "She looked at the sky and",
-        "Tom and Sue went to the zoo.", "It was a rainy day.", "The old man",
+        "",
+        "Once upon a time",
+        "Lily and Tom",
+        "The cat sat on the mat.",
+        "One day, a little bird",
+        "Tim was sad because",
+        "The sun was shining",
+        "Mom said,",
+        "They played in the park",
+        "Once upon a time, there was a big dog named Max.",
+        "Sara had a red ball",
+        "The little girl",
+        "He wanted to eat",
+        '"Can I play?" asked Ben.',
+        "After lunch,",
+        "The end of the story",
+        "A boy found a box",
+        "Spot the dog",
+        "She looked at the sky and",
+        "Tom and Sue went to the zoo.",
+        "It was a rainy day.",
+        "The old man",
     ],
     "translator": [
-        "I like green apples.", "Where is the station?", "Tom is here.", "It's raining.",
-        "I don't know.", "She is reading a book.", "We went to the beach yesterday.",
-        "Can you help me?", "This is my house.", "He has two cats.", "I'm hungry.",
-        "The weather is nice today.", "Do you speak French?", "Thank you very much.",
-        "I will call you tomorrow.", "My brother is a doctor.", "Open the door, please.",
-        "They are playing football.", "What time is it?", "I love you.", "Hello 🙂",
+        "I like green apples.",
+        "Where is the station?",
+        "Tom is here.",
+        "It's raining.",
+        "I don't know.",
+        "She is reading a book.",
+        "We went to the beach yesterday.",
+        "Can you help me?",
+        "This is my house.",
+        "He has two cats.",
+        "I'm hungry.",
+        "The weather is nice today.",
+        "Do you speak French?",
+        "Thank you very much.",
+        "I will call you tomorrow.",
+        "My brother is a doctor.",
+        "Open the door, please.",
+        "They are playing football.",
+        "What time is it?",
+        "I love you.",
+        "Hello 🙂",
         "The café is closed.",
     ],
 }
@@ -83,16 +129,23 @@ def translator_cases(folder):
         ids = [int(i) for i in model.greedy(np.array([src]), lengths)[0]]
         memory, mask = model.encode(np.array([src]), lengths)
         logits = np.asarray(model.decode(np.array([[1] + ids]), memory, mask)[0], np.float32)
-        cases.append({
-            "prompt": sentence, "ids": [int(i) for i in src], "new_ids": ids,
-            "logits_first": [float(f"{v:.7g}") for v in logits[0]],
-            "logits_last": [float(f"{v:.7g}") for v in logits[-1]],
-        })
+        cases.append(
+            {
+                "prompt": sentence,
+                "ids": [int(i) for i in src],
+                "new_ids": ids,
+                "logits_first": [float(f"{v:.7g}") for v in logits[0]],
+                "logits_last": [float(f"{v:.7g}") for v in logits[-1]],
+            }
+        )
     return cases
 
 
-LOADERS = {"shakespeare": shakespeare_model, "stories260k": stories_model,
-           "translator": translator_cases}
+LOADERS = {
+    "shakespeare": shakespeare_model,
+    "stories260k": stories_model,
+    "translator": translator_cases,
+}
 
 
 def reference(name, source):
@@ -107,11 +160,15 @@ def reference(name, source):
         seq = [int(i) for i in model.generate(np.array(ids), N_NEW, temperature=0)]
         logits = np.asarray(model.forward(np.array([seq[:-1]]))[0], dtype=np.float32)
         logits_first, logits = logits[len(ids) - 1], logits[-1]
-        cases.append({
-            "prompt": prompt, "ids": [int(i) for i in ids], "new_ids": seq[len(ids):],
-            "logits_first": [float(f"{v:.7g}") for v in logits_first],
-            "logits_last": [float(f"{v:.7g}") for v in logits],
-        })
+        cases.append(
+            {
+                "prompt": prompt,
+                "ids": [int(i) for i in ids],
+                "new_ids": seq[len(ids) :],
+                "logits_first": [float(f"{v:.7g}") for v in logits_first],
+                "logits_last": [float(f"{v:.7g}") for v in logits],
+            }
+        )
     return cases
 
 
@@ -128,8 +185,11 @@ def default_sources():
     sys.path.insert(0, str(ROOT / "scripts"))
     from export_models import source_paths
 
-    return {name: path for name, path in source_paths().items()
-            if name in LOADERS and (ROOT / "book" / "_static" / "models" / f"{name}.json").exists()}
+    return {
+        name: path
+        for name, path in source_paths().items()
+        if name in LOADERS and (ROOT / "book" / "_static" / "models" / f"{name}.json").exists()
+    }
 
 
 def main(argv=None):

@@ -26,9 +26,18 @@ from pathlib import Path
 
 IGNORE_TAGS = {"nbval-ignore-output", "nbval-skip"}
 IGNORE_COMMENTS = ("# NBVAL_IGNORE_OUTPUT", "# NBVAL_SKIP")
-SKIP_KEYS = {"metadata", "traceback", "prompt_number", "output_type", "name",
-             "execution_count", "image/png", "image/jpeg",
-             "application/vnd.jupyter.widget-view+json", "transient"}
+SKIP_KEYS = {
+    "metadata",
+    "traceback",
+    "prompt_number",
+    "output_type",
+    "name",
+    "execution_count",
+    "image/png",
+    "image/jpeg",
+    "application/vnd.jupyter.widget-view+json",
+    "transient",
+}
 
 
 def _text(value):
@@ -52,8 +61,11 @@ def comparable(outputs):
             if name in streams:
                 streams[name]["text"] += _text(out.get("text", ""))
             else:
-                streams[name] = {"output_type": "stream", "name": name,
-                                 "text": _text(out.get("text", ""))}
+                streams[name] = {
+                    "output_type": "stream",
+                    "name": name,
+                    "text": _text(out.get("text", "")),
+                }
                 merged.append(streams[name])
         else:
             merged.append(out)
@@ -69,7 +81,8 @@ def comparable(outputs):
                 for mime, data in value.items():
                     if mime not in SKIP_KEYS:
                         fields.setdefault(mime, []).append(
-                            data if isinstance(data, dict) else _text(data))
+                            data if isinstance(data, dict) else _text(data)
+                        )
             else:
                 fields.setdefault(key, []).append(_text(value))
     return fields
@@ -81,8 +94,10 @@ def compared(cell):
         return False
     tags = set(cell.get("metadata", {}).get("tags", []))
     source = _text(cell.get("source", ""))
-    return not (tags & IGNORE_TAGS or any(source.lstrip().startswith(c) or f"\n{c}" in source
-                                          for c in IGNORE_COMMENTS))
+    return not (
+        tags & IGNORE_TAGS
+        or any(source.lstrip().startswith(c) or f"\n{c}" in source for c in IGNORE_COMMENTS)
+    )
 
 
 def _short(value, limit=400):
@@ -101,13 +116,16 @@ def differences(committed, executed, skip_cells=()):
         Indices (in the notebook's cell list) not to compare, e.g. the Colab
         set-up cell, whose output on Colab is pip's.
     """
+
     def load(nb):
         return nb if isinstance(nb, dict) else json.loads(Path(nb).read_text(encoding="utf-8"))
 
     ref, new = load(committed), load(executed)
     if len(ref["cells"]) != len(new["cells"]):
-        return [f"the executed notebook has {len(new['cells'])} cells, the committed one "
-                f"{len(ref['cells'])}"]
+        return [
+            f"the executed notebook has {len(new['cells'])} cells, the committed one "
+            f"{len(ref['cells'])}"
+        ]
     problems = []
     for index, (a, b) in enumerate(zip(ref["cells"], new["cells"])):
         if index in skip_cells or not compared(a):
@@ -115,13 +133,15 @@ def differences(committed, executed, skip_cells=()):
         want, got = comparable(a.get("outputs", [])), comparable(b.get("outputs", []))
         where = f"cell {index} (execution count {a.get('execution_count')})"
         if set(want) != set(got):
-            problems.append(f"{where}: output fields differ: committed {sorted(want)}, "
-                            f"now {sorted(got)}")
+            problems.append(
+                f"{where}: output fields differ: committed {sorted(want)}, now {sorted(got)}"
+            )
             continue
         for key in want:
             if len(want[key]) != len(got[key]):
-                problems.append(f"{where}: {len(want[key])} {key} output(s) committed, "
-                                f"{len(got[key])} now")
+                problems.append(
+                    f"{where}: {len(want[key])} {key} output(s) committed, {len(got[key])} now"
+                )
                 break
             pairs = [(x, y) for x, y in zip(want[key], got[key]) if x != y]
             if pairs:
@@ -129,10 +149,14 @@ def differences(committed, executed, skip_cells=()):
                 if isinstance(x, str) and isinstance(y, str):
                     lines = [(p, q) for p, q in zip(x.splitlines(), y.splitlines()) if p != q]
                     p, q = lines[0] if lines else (x, y)
-                    problems.append(f"{where}: {key} differs:\n  committed: {_short(p)}\n"
-                                    f"  now:       {_short(q)}")
+                    problems.append(
+                        f"{where}: {key} differs:\n  committed: {_short(p)}\n"
+                        f"  now:       {_short(q)}"
+                    )
                 else:
-                    problems.append(f"{where}: {key} differs:\n  committed: {_short(x)}\n"
-                                    f"  now:       {_short(y)}")
+                    problems.append(
+                        f"{where}: {key} differs:\n  committed: {_short(x)}\n"
+                        f"  now:       {_short(y)}"
+                    )
                 break
     return problems

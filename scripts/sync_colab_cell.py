@@ -30,7 +30,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = '"google.colab" in sys.modules'
 
-TEMPLATE = '''\
+TEMPLATE = """\
 # On Google Colab only: fetch the book's repository and install attention_lib
 # from it (Binder and local runs have both already; elsewhere this cell does
 # nothing). scripts/check-colab.sh runs it offline: BOOK_REPOSITORY and
@@ -56,7 +56,7 @@ if {marker}:
         subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
                         "-e", home, "myst-nb"], check=True)
     if home not in sys.path:  # this kernel started before the install
-        sys.path.insert(0, home)'''
+        sys.path.insert(0, home)"""
 
 
 def cell_source(url):

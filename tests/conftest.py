@@ -39,7 +39,8 @@ def pytest_configure(config):
                 f"ATTENTION_REQUIRE_TORCH=1 but {name} cannot be imported ({err}): the "
                 f"PyTorch cross-checks would all be skipped. Install requirements-test.txt "
                 f"(torch==2.13.0, the CPU build), or unset ATTENTION_REQUIRE_TORCH to "
-                f"skip them knowingly.") from None
+                f"skip them knowingly."
+            ) from None
 
 
 def _skipped_for_want_of_torch(report):
@@ -55,8 +56,10 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if REQUIRE_TORCH and _skipped_for_want_of_torch(report):
         report.outcome = "failed"
-        report.longrepr = (f"ATTENTION_REQUIRE_TORCH=1 but this test was skipped for want "
-                           f"of torch: {report.longrepr[-1]}")
+        report.longrepr = (
+            f"ATTENTION_REQUIRE_TORCH=1 but this test was skipped for want "
+            f"of torch: {report.longrepr[-1]}"
+        )
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -65,5 +68,7 @@ def pytest_make_collect_report(collector):
     report = outcome.get_result()
     if REQUIRE_TORCH and _skipped_for_want_of_torch(report):
         report.outcome = "failed"
-        report.longrepr = (f"ATTENTION_REQUIRE_TORCH=1 but {collector.nodeid} was skipped "
-                           f"for want of torch: {report.longrepr[-1]}")
+        report.longrepr = (
+            f"ATTENTION_REQUIRE_TORCH=1 but {collector.nodeid} was skipped "
+            f"for want of torch: {report.longrepr[-1]}"
+        )

@@ -13,7 +13,7 @@ import pytest
 
 from attention_lib.data.gguf import read_gguf
 
-torch = pytest.importorskip("torch")   # collected without torch: skipped, not an error
+torch = pytest.importorskip("torch")  # collected without torch: skipped, not an error
 F = torch.nn.functional
 
 
@@ -26,17 +26,19 @@ class TorchLlama:
         self.n_kv_heads = m.get("llama.attention.head_count_kv", self.n_heads)
         self.dim = m["llama.embedding_length"]
         self.eps = float(m["llama.attention.layer_norm_rms_epsilon"])
-        self.w = {name: torch.tensor(np.array(f.tensor(name), dtype=np.float64))
-                  for name in f.tensor_infos}
+        self.w = {
+            name: torch.tensor(np.array(f.tensor(name), dtype=np.float64))
+            for name in f.tensor_infos
+        }
         head_dim = self.dim // self.n_heads
         freqs = 1.0 / 10000.0 ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
         angles = torch.outer(torch.arange(m["llama.context_length"], dtype=torch.float64), freqs)
-        self.rot = torch.polar(torch.ones_like(angles), angles)     # (max_len, head_dim / 2)
+        self.rot = torch.polar(torch.ones_like(angles), angles)  # (max_len, head_dim / 2)
 
     def norm(self, x, weight):
         return F.rms_norm(x, (self.dim,), weight=weight, eps=self.eps)
 
-    def rotate(self, x):            # x: (B, T, heads, head_dim), pairs (2i, 2i + 1)
+    def rotate(self, x):  # x: (B, T, heads, head_dim), pairs (2i, 2i + 1)
         z = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2).contiguous())
         z = z * self.rot[: x.shape[1], None, :]
         return torch.view_as_real(z).flatten(-2)
@@ -54,9 +56,13 @@ class TorchLlama:
             q = self.rotate(F.linear(h, w[p + "attn_q.weight"]).view(B, T, self.n_heads, hd))
             k = self.rotate(F.linear(h, w[p + "attn_k.weight"]).view(B, T, self.n_kv_heads, hd))
             v = F.linear(h, w[p + "attn_v.weight"]).view(B, T, self.n_kv_heads, hd)
-            o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
-                                               v.transpose(1, 2), is_causal=True,
-                                               enable_gqa=True)
+            o = F.scaled_dot_product_attention(
+                q.transpose(1, 2),
+                k.transpose(1, 2),
+                v.transpose(1, 2),
+                is_causal=True,
+                enable_gqa=True,
+            )
             x = x + F.linear(o.transpose(1, 2).reshape(B, T, self.dim), w[p + "attn_output.weight"])
             h = self.norm(x, w[p + "ffn_norm.weight"])
             gate = F.silu(F.linear(h, w[p + "ffn_gate.weight"]))

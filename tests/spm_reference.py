@@ -23,8 +23,12 @@ def processor():
     """A ``SentencePieceProcessor`` holding stories260K's vocabulary."""
     m = read_gguf(GGUF).metadata
     proto = model_pb2.ModelProto()
-    for piece, score, kind in zip(m["tokenizer.ggml.tokens"], m["tokenizer.ggml.scores"],
-                                  m["tokenizer.ggml.token_type"], strict=True):
+    for piece, score, kind in zip(
+        m["tokenizer.ggml.tokens"],
+        m["tokenizer.ggml.scores"],
+        m["tokenizer.ggml.token_type"],
+        strict=True,
+    ):
         p = proto.pieces.add()
         p.piece, p.score, p.type = piece, float(score), int(kind)
     t = proto.trainer_spec
@@ -62,14 +66,19 @@ GOLDEN_TEXTS = [
 def write_golden(path):
     """Write ``{"texts": [...], "ids": [[...], ...]}`` from sentencepiece (no BOS)."""
     import json
+
     doc = (GGUF.parent / "llama2c_doc_stories260K.md").read_text(encoding="utf8")
     texts = [*GOLDEN_TEXTS, doc]
     sp = processor()
-    golden = {"source": f"sentencepiece {spm.__version__}, tests/spm_reference.py",
-              "texts": texts, "ids": [sp.encode(t) for t in texts]}
+    golden = {
+        "source": f"sentencepiece {spm.__version__}, tests/spm_reference.py",
+        "texts": texts,
+        "ids": [sp.encode(t) for t in texts],
+    }
     path.write_text(json.dumps(golden, ensure_ascii=False) + "\n", encoding="utf8")
 
 
-if __name__ == "__main__":   # python tests/spm_reference.py (with sentencepiece, protobuf)
+if __name__ == "__main__":  # python tests/spm_reference.py (with sentencepiece, protobuf)
     from pathlib import Path
+
     write_golden(Path(__file__).with_name("llama_tokenizer_golden.json"))

@@ -50,6 +50,7 @@ def test_gelu_matches_torch_forward_and_backward(approximate):
 
 # SiLU (Llama's gate)
 
+
 def test_silu_backward_matches_finite_differences():
     rng = np.random.default_rng(20)
     act, x, g = SiLU(), rng.normal(scale=3, size=(3, 8)), rng.normal(size=(3, 8))

@@ -8,10 +8,22 @@ import sys
 import numpy as np
 import pytest
 
-from attention_lib.align import (ATTENTION_METHODS, DEFAULT_METHOD, DEFAULT_PRIOR, METHODS,
-                                 Aligner, alignment_scores, cross_attention, diagonal_links,
-                                 format_pharaoh, grow_diag, load_alignment_dev, main,
-                                 read_pharaoh, tune_prior)
+from attention_lib.align import (
+    ATTENTION_METHODS,
+    DEFAULT_METHOD,
+    DEFAULT_PRIOR,
+    METHODS,
+    Aligner,
+    alignment_scores,
+    cross_attention,
+    diagonal_links,
+    format_pharaoh,
+    grow_diag,
+    load_alignment_dev,
+    main,
+    read_pharaoh,
+    tune_prior,
+)
 from attention_lib import load_vocab
 
 
@@ -53,8 +65,7 @@ def test_format_pharaoh_round_trips_sorted():
 def test_scores_of_one_sentence_computed_by_hand():
     # A = {00, 11, 20}; S = {00, 22}; P = S + {11}
     # |A&S| = 1, |A&P| = 2, |A| = 3, |S| = 2
-    s = alignment_scores([{(0, 0), (1, 1), (2, 0)}], [{(0, 0), (2, 2)}],
-                         [{(0, 0), (2, 2), (1, 1)}])
+    s = alignment_scores([{(0, 0), (1, 1), (2, 0)}], [{(0, 0), (2, 2)}], [{(0, 0), (2, 2), (1, 1)}])
     assert s.precision == pytest.approx(2 / 3)
     assert s.recall == pytest.approx(1 / 2)
     assert s.aer == pytest.approx(1 - 3 / 5)
@@ -63,9 +74,11 @@ def test_scores_of_one_sentence_computed_by_hand():
 def test_scores_are_pooled_over_sentences_not_averaged():
     # sentence 1 as above; sentence 2: A = {00}, S = P = {01}
     # totals |A| = 4, |S| = 3, |A&S| = 1, |A&P| = 2
-    s = alignment_scores([{(0, 0), (1, 1), (2, 0)}, {(0, 0)}],
-                         [{(0, 0), (2, 2)}, {(0, 1)}],
-                         [{(0, 0), (2, 2), (1, 1)}, {(0, 1)}])
+    s = alignment_scores(
+        [{(0, 0), (1, 1), (2, 0)}, {(0, 0)}],
+        [{(0, 0), (2, 2)}, {(0, 1)}],
+        [{(0, 0), (2, 2), (1, 1)}, {(0, 1)}],
+    )
     assert s.precision == pytest.approx(2 / 4)
     assert s.recall == pytest.approx(1 / 3)
     assert s.aer == pytest.approx(1 - 3 / 7)
@@ -118,7 +131,7 @@ def test_each_aligner_links_real_words_only(dev, aligners):
         for p in dev:
             for i, j in aligner.align(p.english, p.french):
                 assert 0 <= i < len(p.english) and 0 <= j < len(p.french)
-                if method != "diagonal":   # unknown words are masked out
+                if method != "diagonal":  # unknown words are masked out
                     assert p.english[i].lower() in vocab["en"]
                     assert p.french[j].lower() in vocab["fr"]
 
@@ -157,8 +170,9 @@ def test_a_strong_prior_pulls_links_onto_the_diagonal(dev):
     for p in dev[:5]:
         m, n = len(p.english), len(p.french)
         for i, j in strong.align(p.english, p.french):
-            offsets = [abs(k / m - j / n) for k in range(m)
-                       if p.english[k].lower() in strong.vocab["en"]]
+            offsets = [
+                abs(k / m - j / n) for k in range(m) if p.english[k].lower() in strong.vocab["en"]
+            ]
             assert abs(i / m - j / n) == pytest.approx(min(offsets))
 
 
@@ -180,8 +194,9 @@ def test_attention_aligners_beat_the_diagonal_and_the_prior_helps(dev):
 
     def aer(method, prior):
         aligner = Aligner(method, prior)
-        return alignment_scores([aligner.align(p.english, p.french) for p in dev],
-                                sure, possible).aer
+        return alignment_scores(
+            [aligner.align(p.english, p.french) for p in dev], sure, possible
+        ).aer
 
     diagonal = aer("diagonal", 0.0)
     for method in ATTENTION_METHODS:
@@ -193,11 +208,12 @@ def test_default_prior_is_the_one_tuning_chooses(dev):
     best, scores, loo = tune_prior(dev)
     assert best == DEFAULT_PRIOR
     assert min(s.aer for s in scores.values()) == scores[best].aer
-    assert loo.aer >= scores[best].aer   # held-out choice cannot beat the oracle
+    assert loo.aer >= scores[best].aer  # held-out choice cannot beat the oracle
 
 
-@pytest.mark.parametrize("method, prior", [("nope", 0.0), ("intersect", -1.0),
-                                           ("intersect", float("nan"))])
+@pytest.mark.parametrize(
+    "method, prior", [("nope", 0.0), ("intersect", -1.0), ("intersect", float("nan"))]
+)
 def test_aligner_rejects_bad_settings(method, prior):
     with pytest.raises(ValueError, match="method must be one of|prior must be"):
         Aligner(method, prior)
@@ -260,8 +276,10 @@ def test_cli_rejects_an_empty_file(tmp_path, capsys):
 
 def test_cli_rejects_a_missing_file_and_a_negative_prior(tmp_path, capsys):
     en = _write(tmp_path / "a.en", ["the cat"])
-    for argv, message in [(["--src", en, "--tgt", str(tmp_path / "nope.fr")], "cannot read"),
-                          (["--src", en, "--tgt", en, "--prior", "-1"], "--prior must be")]:
+    for argv, message in [
+        (["--src", en, "--tgt", str(tmp_path / "nope.fr")], "cannot read"),
+        (["--src", en, "--tgt", en, "--prior", "-1"], "--prior must be"),
+    ]:
         with pytest.raises(SystemExit) as exit_:
             main(argv)
         assert exit_.value.code == 2
@@ -272,8 +290,11 @@ def test_cli_reports_broken_data_without_a_traceback(tmp_path, monkeypatch):
     en = _write(tmp_path / "a.en", ["the cat"])
     fr = _write(tmp_path / "a.fr", ["le chat"])
     monkeypatch.setenv("ATTENTION_DATA_DIR", str(tmp_path / "no-data-here"))
-    result = subprocess.run([sys.executable, "-m", "attention_lib.align", "--src", en,
-                             "--tgt", fr], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "attention_lib.align", "--src", en, "--tgt", fr],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert "python data/build_embeddings.py" in result.stderr
@@ -282,6 +303,10 @@ def test_cli_reports_broken_data_without_a_traceback(tmp_path, monkeypatch):
 def test_cli_runs_as_a_module(tmp_path):
     en = _write(tmp_path / "a.en", ["the agreement was signed", "august 1992"])
     fr = _write(tmp_path / "a.fr", ["le accord a été signé", "août 1992"])
-    result = subprocess.run([sys.executable, "-m", "attention_lib.align", "--src", en,
-                             "--tgt", fr], capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "attention_lib.align", "--src", en, "--tgt", fr],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert result.stdout.splitlines() == ["0-0 1-1 2-3 3-4", "0-0 1-1"]

@@ -10,10 +10,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attention_lib.align import (DEFAULT_ITERATIONS, DEFAULT_NULL_PROB, DEFAULT_PSEUDO_COUNT,
-                                 DEFAULT_TEMPERATURE, DEFAULT_TENSION, EMAligner, Model1,
-                                 alignment_scores, load_alignment_dev, main, read_pharaoh,
-                                 split_lines, tune_em)
+from attention_lib.align import (
+    DEFAULT_ITERATIONS,
+    DEFAULT_NULL_PROB,
+    DEFAULT_PSEUDO_COUNT,
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TENSION,
+    EMAligner,
+    Model1,
+    alignment_scores,
+    load_alignment_dev,
+    main,
+    read_pharaoh,
+    split_lines,
+    tune_em,
+)
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +77,9 @@ def test_em_on_two_sentences_matches_the_hand_computation():
 
 
 def test_e_step_counts_match_the_hand_computation():
-    np.testing.assert_allclose(sorted(hand_model().e_step()[:4]), sorted([3 / 2, 1 / 2, 1 / 2, 1 / 2]))
+    np.testing.assert_allclose(
+        sorted(hand_model().e_step()[:4]), sorted([3 / 2, 1 / 2, 1 / 2, 1 / 2])
+    )
 
 
 def test_pseudo_counts_pull_the_table_back_to_the_start():
@@ -89,7 +102,7 @@ def test_null_and_the_diagonal_prior_by_hand():
     # from i = 0 and 1/2 from i = 1, prior weights 1 and 3^(-1/2).
     model = Model1([[0, 1]], [[0]], tension=math.log(3), null_prob=0.2)
     w = model.posteriors(0)[0]
-    near, far = 1.0, 3 ** -0.5
+    near, far = 1.0, 3**-0.5
     expected = [0.2, 0.8 * near / (near + far), 0.8 * far / (near + far)]
     np.testing.assert_allclose(w, expected)
     assert model.decode(0) == {(0, 0)}
@@ -98,15 +111,18 @@ def test_null_and_the_diagonal_prior_by_hand():
 # --------------------------------------------------- properties
 sentences = st.lists(st.integers(0, 4), min_size=1, max_size=5)
 corpora = st.integers(1, 5).flatmap(
-    lambda n: st.tuples(st.lists(sentences, min_size=n, max_size=n),
-                        st.lists(sentences, min_size=n, max_size=n)))
+    lambda n: st.tuples(
+        st.lists(sentences, min_size=n, max_size=n), st.lists(sentences, min_size=n, max_size=n)
+    )
+)
 
 
 @settings(max_examples=60, deadline=None)
 @given(corpora, st.sampled_from([0.0, 1.0, 3.0]), st.sampled_from([0.0, 0.1, 0.5]))
 def test_posterior_rows_sum_to_one(corpus, tension, null_prob):
-    model = Model1(*corpus, tension=tension, null_prob=null_prob,
-                   init_scores=lambda e, f: np.cos(e + 2.0 * f))
+    model = Model1(
+        *corpus, tension=tension, null_prob=null_prob, init_scores=lambda e, f: np.cos(e + 2.0 * f)
+    )
     model.step()
     for k in range(len(corpus[0])):
         w = model.posteriors(k)
@@ -116,12 +132,12 @@ def test_posterior_rows_sum_to_one(corpus, tension, null_prob):
 
 
 @settings(max_examples=60, deadline=None)
-@given(corpora, st.sampled_from([0.0, 2.0]), st.sampled_from([0.0, 0.2]),
-       st.integers(0, 1000))
+@given(corpora, st.sampled_from([0.0, 2.0]), st.sampled_from([0.0, 0.2]), st.integers(0, 1000))
 def test_no_em_iteration_lowers_the_likelihood(corpus, tension, null_prob, seed):
     scores = np.random.default_rng(seed).normal(size=(5, 5)) * 3
-    model = Model1(*corpus, tension=tension, null_prob=null_prob,
-                   init_scores=lambda e, f: scores[e, f])
+    model = Model1(
+        *corpus, tension=tension, null_prob=null_prob, init_scores=lambda e, f: scores[e, f]
+    )
     before = model.log_likelihood()
     for _ in range(4):
         model.step()
@@ -134,8 +150,7 @@ def test_no_em_iteration_lowers_the_likelihood(corpus, tension, null_prob, seed)
 @given(corpora, st.sampled_from([0.5, 5.0]), st.integers(0, 1000))
 def test_with_pseudo_counts_em_never_lowers_likelihood_plus_prior(corpus, alpha, seed):
     scores = np.random.default_rng(seed).normal(size=(5, 5)) * 3
-    model = Model1(*corpus, tension=1.0, pseudo_count=alpha,
-                   init_scores=lambda e, f: scores[e, f])
+    model = Model1(*corpus, tension=1.0, pseudo_count=alpha, init_scores=lambda e, f: scores[e, f])
     before = model.log_likelihood() + model.log_prior_of_table()
     for _ in range(4):
         model.step()
@@ -149,7 +164,10 @@ def test_batched_e_step_equals_one_pair_at_a_time():
     source = [rng.integers(0, 30, size=rng.integers(1, 12)) for _ in range(40)]
     target = [rng.integers(0, 30, size=rng.integers(1, 12)) for _ in range(40)]
     kwargs = dict(tension=2.0, null_prob=0.1, init_scores=lambda e, f: np.sin(e * f))
-    big, small = Model1(source, target, **kwargs), Model1(source, target, max_batch_cells=1, **kwargs)
+    big, small = (
+        Model1(source, target, **kwargs),
+        Model1(source, target, max_batch_cells=1, **kwargs),
+    )
     assert len(small.cells.batches) == 40 and len(big.cells.batches) < 40
     np.testing.assert_allclose(big.e_step(), small.e_step())
     big.step()
@@ -164,10 +182,15 @@ def test_empty_sides_give_no_links_and_no_rows():
     assert model.posteriors(1).shape[0] == 0
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(tension=-1.0), "tension"), (dict(null_prob=1.0), "null_prob"),
-    (dict(pseudo_count=float("nan")), "pseudo_count"),
-    (dict(init_scores=lambda e, f: np.full(len(e), np.inf)), "init_scores")])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(tension=-1.0), "tension"),
+        (dict(null_prob=1.0), "null_prob"),
+        (dict(pseudo_count=float("nan")), "pseudo_count"),
+        (dict(init_scores=lambda e, f: np.full(len(e), np.inf)), "init_scores"),
+    ],
+)
 def test_model1_rejects_bad_settings(kwargs, message):
     with pytest.raises(ValueError, match=message):
         Model1([[0, 1]], [[0]], **kwargs)
@@ -183,10 +206,15 @@ def test_model1_rejects_negative_ids_and_unpaired_corpora():
 # ------------------------------------------------- on the dev set
 def test_default_settings_are_the_ones_tuning_chooses_and_loo_meets_the_goal(dev):
     tuning = tune_em(dev)
-    assert tuning.best == (DEFAULT_ITERATIONS, DEFAULT_TENSION, DEFAULT_TEMPERATURE,
-                           DEFAULT_PSEUDO_COUNT, DEFAULT_NULL_PROB)
+    assert tuning.best == (
+        DEFAULT_ITERATIONS,
+        DEFAULT_TENSION,
+        DEFAULT_TEMPERATURE,
+        DEFAULT_PSEUDO_COUNT,
+        DEFAULT_NULL_PROB,
+    )
     assert tuning.loo.aer >= tuning.scores[tuning.best].aer
-    assert tuning.loo.aer <= 0.15     # the issue's goal
+    assert tuning.loo.aer <= 0.15  # the issue's goal
 
 
 def test_em_beats_the_attention_intersection_and_iteration_zero(dev):
@@ -194,14 +222,18 @@ def test_em_beats_the_attention_intersection_and_iteration_zero(dev):
     sure, possible = [p.sure for p in dev], [p.possible for p in dev]
     history = list(EMAligner(iterations=DEFAULT_ITERATIONS).iterate(english, french))
     aer = [alignment_scores(links, sure, possible).aer for links in history]
-    assert aer[-1] < aer[0] and aer[-1] < 0.188   # chapter 4's intersection: 18.8%
+    assert aer[-1] < aer[0] and aer[-1] < 0.188  # chapter 4's intersection: 18.8%
     fitted = EMAligner().fit(english, french)
     assert [fitted.align(k) for k in range(len(dev))] == history[-1]
 
 
 def test_em_aligner_rejects_bad_settings():
-    for kwargs in (dict(iterations=-1), dict(prior=-2.0), dict(temperature=0.0),
-                   dict(symmetrise="union")):
+    for kwargs in (
+        dict(iterations=-1),
+        dict(prior=-2.0),
+        dict(temperature=0.0),
+        dict(symmetrise="union"),
+    ):
         with pytest.raises(ValueError):
             EMAligner(**kwargs)
     with pytest.raises(TypeError):
@@ -240,11 +272,28 @@ def corpus(tmp_path, dev):
 
 def test_cli_em_prints_what_the_em_aligner_finds_flushing_every_line(corpus, dev):
     out = Recorder()
-    assert main(["--src", corpus[0], "--tgt", corpus[1], "--method", "em",
-                 "--iterations", "3", "--prior", "1.5"], stdout=out) == 0
+    assert (
+        main(
+            [
+                "--src",
+                corpus[0],
+                "--tgt",
+                corpus[1],
+                "--method",
+                "em",
+                "--iterations",
+                "3",
+                "--prior",
+                "1.5",
+            ],
+            stdout=out,
+        )
+        == 0
+    )
     lines = out.getvalue().splitlines()
-    fitted = EMAligner(iterations=3, prior=1.5).fit([p.english for p in dev[:8]],
-                                                    [p.french for p in dev[:8]])
+    fitted = EMAligner(iterations=3, prior=1.5).fit(
+        [p.english for p in dev[:8]], [p.french for p in dev[:8]]
+    )
     assert [read_pharaoh(line)[0] for line in lines] == [fitted.align(k) for k in range(8)]
     assert out.events == ["write", "flush"] * 8
 
@@ -252,12 +301,19 @@ def test_cli_em_prints_what_the_em_aligner_finds_flushing_every_line(corpus, dev
 def test_cli_reads_standard_input_for_a_dash(corpus):
     with open(corpus[0], encoding="utf8") as f:
         english = f.read()
-    from_file = subprocess.run([sys.executable, "-m", "attention_lib.align", "--src",
-                                corpus[0], "--tgt", corpus[1]], capture_output=True,
-                               text=True, check=True).stdout
-    from_stdin = subprocess.run([sys.executable, "-m", "attention_lib.align", "--src", "-",
-                                 "--tgt", corpus[1]], input=english, capture_output=True,
-                                text=True, check=True).stdout
+    from_file = subprocess.run(
+        [sys.executable, "-m", "attention_lib.align", "--src", corpus[0], "--tgt", corpus[1]],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    from_stdin = subprocess.run(
+        [sys.executable, "-m", "attention_lib.align", "--src", "-", "--tgt", corpus[1]],
+        input=english,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert from_stdin == from_file and from_file.count("\n") == 8
 
 
@@ -267,7 +323,7 @@ def test_cli_splits_lines_at_newline_only(tmp_path, capsys):
     fr = _write(tmp_path / "a.fr", "le accord a été signé\naoût 1992\n")
     for method in ("intersect", "em"):
         assert main(["--src", en, "--tgt", fr, "--method", method]) == 0
-        assert len(capsys.readouterr().out.split("\n")) == 3   # two lines and the end
+        assert len(capsys.readouterr().out.split("\n")) == 3  # two lines and the end
     assert split_lines("a\u2028b\r\nc") == ["a\u2028b", "c"]
 
 
@@ -279,7 +335,7 @@ def test_cli_drops_a_byte_order_mark(tmp_path, capsys):
     expected = capsys.readouterr().out
     main(["--src", bom, "--tgt", fr])
     assert capsys.readouterr().out == expected
-    assert expected.startswith("0-0 ")         # the first word is linked
+    assert expected.startswith("0-0 ")  # the first word is linked
 
 
 @pytest.mark.parametrize("value", ["0", "-3", "two", "1.5", ""])
@@ -296,8 +352,9 @@ def test_cli_rejects_iterations_without_em(corpus, capsys):
     assert "--iterations applies to --method em only" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("case", ["directory", "missing", "latin-1", "empty", "mismatch",
-                                  "two-dashes", "negative-prior"])
+@pytest.mark.parametrize(
+    "case", ["directory", "missing", "latin-1", "empty", "mismatch", "two-dashes", "negative-prior"]
+)
 def test_cli_em_errors_are_clear(case, tmp_path, corpus, capsys):
     en, fr = corpus
     extra = []
@@ -327,14 +384,26 @@ def test_cli_piped_into_head_stops_quietly(tmp_path):
     # reader goes away: it must stop without a BrokenPipeError traceback.
     en = _write(tmp_path / "d.en", "the agreement was signed\n" * 30000)
     fr = _write(tmp_path / "d.fr", "le accord a été signé\n" * 30000)
-    proc = subprocess.Popen([sys.executable, "-m", "attention_lib.align", "--src", en,
-                             "--tgt", fr, "--method", "diagonal"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "attention_lib.align",
+            "--src",
+            en,
+            "--tgt",
+            fr,
+            "--method",
+            "diagonal",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     first = proc.stdout.readline()
-    proc.stdout.close()                           # what `head -1` does after one line
+    proc.stdout.close()  # what `head -1` does after one line
     err = proc.stderr.read().decode()
     proc.stderr.close()
-    assert proc.wait(timeout=60) == 141           # 128 + SIGPIPE, as a shell reports
+    assert proc.wait(timeout=60) == 141  # 128 + SIGPIPE, as a shell reports
     assert first.startswith(b"0-0 1-1 ")
     assert err == ""
 
@@ -352,18 +421,22 @@ def test_cli_refuses_an_enormous_line_up_front_naming_it(tmp_path, capsys, metho
     out, err = capsys.readouterr()
     assert "line 2 has 2,001 English and 2,001 French words" in err
     assert "limit is 4,000,000" in err and "Traceback" not in err
-    assert out == ""                               # nothing written, not even line 1
+    assert out == ""  # nothing written, not even line 1
 
 
-@pytest.mark.parametrize("k, error, message", [
-    (-1, IndexError, "k = -1 is not a pair of this corpus: it has 2 pairs"),
-    (2, IndexError, "k = 2 is not a pair"),
-    (1.7, TypeError, "k must be a whole number"),
-    (True, TypeError, "k must be a whole number"),
-])
+@pytest.mark.parametrize(
+    "k, error, message",
+    [
+        (-1, IndexError, "k = -1 is not a pair of this corpus: it has 2 pairs"),
+        (2, IndexError, "k = 2 is not a pair"),
+        (1.7, TypeError, "k must be a whole number"),
+        (True, TypeError, "k must be a whole number"),
+    ],
+)
 def test_em_align_names_a_bad_pair_index(k, error, message):
-    aligner = EMAligner(iterations=1).fit(["the agreement", "august 1992"],
-                                          ["le accord", "août 1992"])
+    aligner = EMAligner(iterations=1).fit(
+        ["the agreement", "august 1992"], ["le accord", "août 1992"]
+    )
     with pytest.raises(error, match=message):
         aligner.align(k)
     fr2en, _ = aligner.models
@@ -375,6 +448,7 @@ def test_em_align_names_a_bad_pair_index(k, error, message):
 def _traced_peak(function):
     """Peak bytes allocated (Python and NumPy) while ``function()`` runs."""
     import tracemalloc
+
     tracemalloc.start()
     try:
         function()
@@ -392,7 +466,7 @@ def test_em_memory_does_not_grow_with_the_longest_token(dev):
     plain = _traced_peak(lambda: aligner.prepare(english, french))
     english[0] += " " + "x" * 20_000
     long = _traced_peak(lambda: aligner.prepare(english, french))
-    assert long - plain < 1 << 20            # the token itself is 20 kB
+    assert long - plain < 1 << 20  # the token itself is 20 kB
 
 
 def test_em_memory_is_a_few_kilobytes_per_sentence_pair(dev):

@@ -18,10 +18,9 @@ import pytest
 from attention_lib import softmax
 from attention_lib.align import Model1
 
-THE_HOUSE = ([[0, 1], [0]], [[0, 1], [0]])     # the house / la maison, the / la
+THE_HOUSE = ([[0, 1], [0]], [[0, 1], [0]])  # the house / la maison, the / la
 # three English and four French words, sentences of different lengths
-UNEVEN = ([[0, 1], [0, 2], [1, 2, 0], [2]],
-          [[0, 1, 3], [0, 2], [1, 2, 3, 0], [2, 3]])
+UNEVEN = ([[0, 1], [0, 2], [1, 2, 0], [2]], [[0, 1, 3], [0, 2], [1, 2, 3, 0], [2, 3]])
 
 
 def reference_em(english, french, iterations):
@@ -35,12 +34,12 @@ def reference_em(english, french, iterations):
     for _ in range(iterations):
         counts = dict.fromkeys(t, Fraction(0))
         for es, fs in zip(english, french):
-            for f in fs:                       # E-step: p(e_i | f_j), Bayes' rule
+            for f in fs:  # E-step: p(e_i | f_j), Bayes' rule
                 total = sum(t[e, f] for e in es)
                 for e in es:
                     counts[e, f] += t[e, f] / total
         norm = {}
-        for (e, _), c in counts.items():       # M-step: normalise per English word
+        for (e, _), c in counts.items():  # M-step: normalise per English word
             norm[e] = norm.get(e, 0) + c
         t = {(e, f): c / norm[e] for (e, f), c in counts.items()}
         tables.append(t)
@@ -59,7 +58,7 @@ def chapter_em(english, french, iterations):
         for x, y in zip(english, french):
             x, y = np.array(x), np.array(y)
             with np.errstate(divide="ignore"):
-                scores = np.log(t[np.ix_(x, y)]).T      # (n French, m English)
+                scores = np.log(t[np.ix_(x, y)]).T  # (n French, m English)
             weights = softmax(scores, axis=-1)
             np.add.at(counts, (x[None, :], y[:, None]), weights)
         t = counts / counts.sum(axis=1, keepdims=True)
@@ -72,7 +71,7 @@ def library_tables(english, french, iterations):
     tables = []
     for _ in range(iterations):
         model.step()
-        tables.append(model.table()[:-1])             # the last row is NULL
+        tables.append(model.table()[:-1])  # the last row is NULL
     return tables
 
 
@@ -83,8 +82,9 @@ def test_model1_matches_em_from_the_formulas_over_several_iterations(corpus):
         exact = np.zeros_like(table)
         for (e, f), p in reference[k].items():
             exact[e, f] = float(p)
-        np.testing.assert_allclose(table, exact, rtol=1e-12, atol=1e-15,
-                                   err_msg=f"after {k + 1} iterations")
+        np.testing.assert_allclose(
+            table, exact, rtol=1e-12, atol=1e-15, err_msg=f"after {k + 1} iterations"
+        )
 
 
 def test_second_iteration_on_the_house_gives_24_29():
@@ -96,10 +96,12 @@ def test_second_iteration_on_the_house_gives_24_29():
 
 @pytest.mark.parametrize("corpus", [THE_HOUSE, UNEVEN], ids=["the house", "uneven"])
 def test_the_chapters_hand_em_matches_the_library(corpus):
-    for k, (by_hand, lib) in enumerate(zip(chapter_em(*corpus, iterations=4),
-                                           library_tables(*corpus, iterations=4))):
-        np.testing.assert_allclose(by_hand, lib, rtol=1e-12, atol=1e-15,
-                                   err_msg=f"after {k + 1} iterations")
+    for k, (by_hand, lib) in enumerate(
+        zip(chapter_em(*corpus, iterations=4), library_tables(*corpus, iterations=4))
+    ):
+        np.testing.assert_allclose(
+            by_hand, lib, rtol=1e-12, atol=1e-15, err_msg=f"after {k + 1} iterations"
+        )
 
 
 def test_a_transposed_e_step_is_caught_after_the_second_iteration():
@@ -110,8 +112,8 @@ def test_a_transposed_e_step_is_caught_after_the_second_iteration():
         counts = np.zeros_like(t)
         for x, y in zip(english, french):
             x, y = np.array(x), np.array(y)
-            weights = softmax(np.log(t[np.ix_(y, x)]), axis=-1)   # t[f, e]: wrong
+            weights = softmax(np.log(t[np.ix_(y, x)]), axis=-1)  # t[f, e]: wrong
             np.add.at(counts, (x[None, :], y[:, None]), weights)
         t = counts / counts.sum(axis=1, keepdims=True)
-    assert t[0, 0] == pytest.approx(7 / 9)            # 0.778, not 24/29 = 0.828
+    assert t[0, 0] == pytest.approx(7 / 9)  # 0.778, not 24/29 = 0.828
     assert abs(t[0, 0] - float(reference_em(english, french, 2)[1][0, 0])) > 0.04

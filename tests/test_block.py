@@ -18,12 +18,16 @@ def _randomise(layers, rng):
 
 def _check(layer, layers, x, g, reseed=None):
     def forward():
-        if reseed is not None:      # the same dropout mask at every call
+        if reseed is not None:  # the same dropout mask at every call
             reseed()
         return layer.forward(x)
 
-    check_gradients(layers, lambda: np.sum(g * forward()),
-                    lambda: (forward(), layer.backward(g))[1:], inputs=[x])
+    check_gradients(
+        layers,
+        lambda: np.sum(g * forward()),
+        lambda: (forward(), layer.backward(g))[1:],
+        inputs=[x],
+    )
 
 
 @pytest.mark.parametrize("causal, rotary", [(True, False), (False, False), (True, True)])
@@ -45,7 +49,7 @@ def test_self_attention_with_dropout_on_the_weights_matches_finite_differences()
         att.dropout.rng = np.random.default_rng(7)
 
     _check(att, [att], x, g, reseed)
-    assert (att.dropout.mask == 0).any()      # some weights were dropped
+    assert (att.dropout.mask == 0).any()  # some weights were dropped
 
 
 def test_self_attention_is_every_head_of_chapter_7_at_once():
@@ -55,11 +59,18 @@ def test_self_attention_is_every_head_of_chapter_7_at_once():
     out = att.forward(x)
     p = att.params
     q, k, v = (x @ p["W_" + n] + p["b_" + n] for n in "QKV")
-    heads = [scaled_dot_product_attention(q[..., h * 4:(h + 1) * 4], k[..., h * 4:(h + 1) * 4],
-                                          v[..., h * 4:(h + 1) * 4], is_causal=True)
-             for h in range(3)]
-    assert np.allclose(out, np.concatenate(heads, axis=-1) @ p["W_O"] + p["b_O"],
-                       rtol=0, atol=1e-12)
+    heads = [
+        scaled_dot_product_attention(
+            q[..., h * 4 : (h + 1) * 4],
+            k[..., h * 4 : (h + 1) * 4],
+            v[..., h * 4 : (h + 1) * 4],
+            is_causal=True,
+        )
+        for h in range(3)
+    ]
+    assert np.allclose(
+        out, np.concatenate(heads, axis=-1) @ p["W_O"] + p["b_O"], rtol=0, atol=1e-12
+    )
 
 
 def test_self_attention_with_a_cache_continues_the_sequence():
@@ -68,8 +79,9 @@ def test_self_attention_with_a_cache_continues_the_sequence():
     x = rng.normal(size=(2, 6, 8))
     full = att.forward(x)
     cache = KVCache()
-    parts = [att.forward(x[:, :3], cache)] + [att.forward(x[:, t:t + 1], cache)
-                                               for t in range(3, 6)]
+    parts = [att.forward(x[:, :3], cache)] + [
+        att.forward(x[:, t : t + 1], cache) for t in range(3, 6)
+    ]
     assert np.allclose(np.concatenate(parts, axis=1), full, rtol=0, atol=1e-10)
     assert len(cache) == 6 and cache.nbytes == 2 * x.nbytes
 
@@ -125,6 +137,7 @@ def test_a_composite_layer_hands_its_parameters_to_adam():
 def test_transformer_block_matches_torch_autograd():
     torch = pytest.importorskip("torch")
     import torch_reference as ref
+
     rng = np.random.default_rng(8)
     block = TransformerBlock(8, 2, 12, rng, rotary=True)
     _randomise(block.layers(), rng)

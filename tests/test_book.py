@@ -56,7 +56,9 @@ def test_chapter_is_executed_without_errors(path):
     for cell in code_cells(path):
         if not source(cell).strip():
             continue
-        assert cell["execution_count"] is not None, f"{path.name}: unexecuted cell {source(cell)[:60]!r}"
+        assert cell["execution_count"] is not None, (
+            f"{path.name}: unexecuted cell {source(cell)[:60]!r}"
+        )
         errors = [o for o in cell["outputs"] if o["output_type"] == "error"]
         assert not errors, f"{path.name}: cell {source(cell)[:60]!r} raised {errors[0]['ename']}"
 
@@ -83,13 +85,15 @@ def test_chapter_defines_none_of_the_library_functions(path):
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
                 assert node.name not in public, (
-                    f"{path.name} redefines attention_lib.{node.name}; call the library instead")
+                    f"{path.name} redefines attention_lib.{node.name}; call the library instead"
+                )
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
 def test_chapter_imports_the_library(path):
-    assert any(re.search(r"^\s*(from|import) attention_lib", source(c), re.M)
-               for c in code_cells(path)), f"{path.name} does not import attention_lib"
+    assert any(
+        re.search(r"^\s*(from|import) attention_lib", source(c), re.M) for c in code_cells(path)
+    ), f"{path.name} does not import attention_lib"
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
@@ -99,12 +103,14 @@ def test_colab_cell_fetches_the_configured_repository(path):
     first = source(code_cells(path)[0])
     assert '"google.colab" in sys.modules' in first, f"{path.name}: no Colab set-up cell first"
     assert f'REPOSITORY = "{url}"' in first, (
-        f"{path.name}: the Colab cell's REPOSITORY is not _config.yml's repository url {url}")
+        f"{path.name}: the Colab cell's REPOSITORY is not _config.yml's repository url {url}"
+    )
 
 
 def _colab_template():
     spec = importlib.util.spec_from_file_location(
-        "sync_colab_cell", ROOT / "scripts" / "sync_colab_cell.py")
+        "sync_colab_cell", ROOT / "scripts" / "sync_colab_cell.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -121,8 +127,8 @@ def test_colab_cell_is_up_to_date_and_installs_the_library(path):
     expected = sync.cell_source(url)
     assert '"-e", home' in expected and "sys.path.insert(0, home)" in expected
     assert source(code_cells(path)[0]) == expected, (
-        f"{path.name}: the Colab set-up cell is out of date; run "
-        "python scripts/sync_colab_cell.py")
+        f"{path.name}: the Colab set-up cell is out of date; run python scripts/sync_colab_cell.py"
+    )
 
 
 # A string that names a file through the repository's layout: "../data/...",
@@ -140,13 +146,14 @@ def test_chapter_reads_no_file_through_a_path_relative_to_the_repository(path):
     """
     for cell in code_cells(path):
         if '"google.colab" in sys.modules' in source(cell):
-            continue                                  # the Colab set-up cell
+            continue  # the Colab set-up cell
         text = TransformerManager().transform_cell(source(cell))
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 assert not RELATIVE_PATH.match(node.value), (
                     f"{path.name} reads {node.value!r}, a path relative to book/: it fails "
                     f"when the notebook runs elsewhere (Colab, a download); use "
-                    f"attention_lib.data_dir() / ... instead")
+                    f"attention_lib.data_dir() / ... instead"
+                )
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "chdir":
                 raise AssertionError(f"{path.name} changes the working directory")

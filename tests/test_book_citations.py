@@ -30,7 +30,7 @@ def labels():
 def test_list_labels_name_the_authors_and_year(labels):
     assert labels["bahdanau2015"] == "Bahdanau et al., 2015"
     assert labels["och2003"] == "Och and Ney, 2003"
-    assert labels["schonemann1966"] == "Schönemann, 1966"   # LaTeX accent resolved
+    assert labels["schonemann1966"] == "Schönemann, 1966"  # LaTeX accent resolved
 
 
 def test_two_works_by_the_same_authors_in_one_year_are_told_apart(labels):

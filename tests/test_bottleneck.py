@@ -4,8 +4,12 @@ import numpy as np
 import pytest
 
 from attention_lib import BottleneckResult, bottleneck_experiment
-from attention_lib.models.bottleneck import (attention_recovery, fit_linear_code,
-                                      fixed_vector_recovery, nearest_token)
+from attention_lib.models.bottleneck import (
+    attention_recovery,
+    fit_linear_code,
+    fixed_vector_recovery,
+    nearest_token,
+)
 
 # Small but stable settings: p = 4 numbers per token, V = 16 symbols.
 SMALL = dict(vocab_size=16, token_size=4, n_train=400, n_test=200, seed=3)
@@ -13,8 +17,7 @@ SMALL = dict(vocab_size=16, token_size=4, n_train=400, n_test=200, seed=3)
 
 @pytest.fixture(scope="module")
 def small_run():
-    return bottleneck_experiment([1, 2, 4, 8, 12, 16, 24, 32], widths=[8, 16, 32],
-                                 **SMALL)
+    return bottleneck_experiment([1, 2, 4, 8, 12, 16, 24, 32], widths=[8, 16, 32], **SMALL)
 
 
 def test_result_has_one_value_per_width_and_length(small_run):
@@ -57,14 +60,15 @@ def test_attention_recovery_stays_high_at_every_length(small_run):
 def test_recovery_depends_on_input_numbers_per_code_number():
     # The capacity argument: what matters is L * p / d, not L or d alone.
     r = bottleneck_experiment([4, 8, 16], widths=[8, 16, 32], **SMALL)
-    ratio_2 = [r.fixed[0, 0], r.fixed[1, 1], r.fixed[2, 2]]   # L * 4 / d = 2
+    ratio_2 = [r.fixed[0, 0], r.fixed[1, 1], r.fixed[2, 2]]  # L * 4 / d = 2
     assert max(ratio_2) - min(ratio_2) < 0.1, ratio_2
     assert max(ratio_2) < 0.9
 
 
 def test_same_seed_gives_identical_results_and_another_seed_differs():
-    kwargs = dict(lengths=[6, 10], widths=[16], vocab_size=16, token_size=4,
-                  n_train=200, n_test=100)
+    kwargs = dict(
+        lengths=[6, 10], widths=[16], vocab_size=16, token_size=4, n_train=200, n_test=100
+    )
     a = bottleneck_experiment(seed=7, **kwargs)
     b = bottleneck_experiment(seed=7, **kwargs)
     c = bottleneck_experiment(seed=8, **kwargs)
@@ -96,7 +100,7 @@ def test_blunt_attention_cannot_pick_out_a_position():
     sharp = attention_recovery(tokens, E, codes, sharpness=30.0)
     blunt = attention_recovery(tokens, E, codes, sharpness=0.01)
     assert sharp > 0.99
-    assert blunt < 0.4   # nearly uniform weights give the average token
+    assert blunt < 0.4  # nearly uniform weights give the average token
 
 
 def test_nearest_token_decodes_exact_embeddings_to_themselves():
@@ -107,7 +111,7 @@ def test_nearest_token_decodes_exact_embeddings_to_themselves():
 
 def test_linear_code_is_exact_for_data_of_rank_at_most_d():
     rng = np.random.default_rng(2)
-    X = rng.normal(size=(50, 3)) @ rng.normal(size=(3, 10)) + 5.0   # rank 3
+    X = rng.normal(size=(50, 3)) @ rng.normal(size=(3, 10)) + 5.0  # rank 3
     mean, basis = fit_linear_code(X, 3)
     assert basis.shape == (10, 3)
     np.testing.assert_allclose(basis.T @ basis, np.eye(3), atol=1e-10)
@@ -116,7 +120,7 @@ def test_linear_code_is_exact_for_data_of_rank_at_most_d():
 
 def test_linear_code_beats_a_random_code_of_the_same_width():
     rng = np.random.default_rng(4)
-    X = rng.normal(size=(300, 12)) * np.linspace(3, 0.1, 12)   # unequal variances
+    X = rng.normal(size=(300, 12)) * np.linspace(3, 0.1, 12)  # unequal variances
     mean, basis = fit_linear_code(X, 4)
     pca_error = np.sum((X - mean - (X - mean) @ basis @ basis.T) ** 2)
     random_basis, _ = np.linalg.qr(rng.normal(size=(12, 4)))
@@ -133,19 +137,22 @@ def test_fixed_vector_recovery_matches_the_experiment_pieces():
     assert starved < 0.6
 
 
-@pytest.mark.parametrize("kwargs, error, words", [
-    (dict(lengths=[0, 4]), ValueError, "lengths"),
-    (dict(lengths=[2.5]), TypeError, "lengths"),
-    (dict(lengths=[]), TypeError, "lengths"),
-    (dict(widths=[-8]), ValueError, "widths"),
-    (dict(vocab_size=1), ValueError, "vocab_size"),
-    (dict(token_size=0), ValueError, "token_size"),
-    (dict(n_test=2.0), TypeError, "n_test"),
-    (dict(seed=-1), ValueError, "seed"),
-    (dict(seed="42"), TypeError, "seed"),
-    (dict(sharpness=float("nan")), ValueError, "sharpness"),
-    (dict(sharpness=-1.0), ValueError, "sharpness"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, words",
+    [
+        (dict(lengths=[0, 4]), ValueError, "lengths"),
+        (dict(lengths=[2.5]), TypeError, "lengths"),
+        (dict(lengths=[]), TypeError, "lengths"),
+        (dict(widths=[-8]), ValueError, "widths"),
+        (dict(vocab_size=1), ValueError, "vocab_size"),
+        (dict(token_size=0), ValueError, "token_size"),
+        (dict(n_test=2.0), TypeError, "n_test"),
+        (dict(seed=-1), ValueError, "seed"),
+        (dict(seed="42"), TypeError, "seed"),
+        (dict(sharpness=float("nan")), ValueError, "sharpness"),
+        (dict(sharpness=-1.0), ValueError, "sharpness"),
+    ],
+)
 def test_experiment_rejects_bad_arguments_by_name(kwargs, error, words):
     args = dict(lengths=[2], widths=[8], n_train=20, n_test=5)
     args.update(kwargs)
@@ -176,6 +183,7 @@ def test_shape_mismatches_name_what_does_not_fit():
 
 
 # --- faults of the kinds an adversarial pass found -------------------------------
+
 
 def test_nearest_token_refuses_nan_vectors_instead_of_answering_symbol_0():
     """NaN distances made argmin return index 0 silently."""

@@ -29,8 +29,8 @@ SPACY_KEYS = {
     "the": 7425985699627899538,
     "1992": 15234164213553011410,
     "Area": 2833979519971634056,
-    "août": 14850365459564353736,           # 5 bytes: non-ASCII
-    "european": 3835399326309433301,        # exactly one block, no tail
+    "août": 14850365459564353736,  # 5 bytes: non-ASCII
+    "european": 3835399326309433301,  # exactly one block, no tail
     "agreement": 16246638286389273127,
     "économique": 1842990786055754634,
     "aujourd'hui": 9478438274351682003,
@@ -63,12 +63,15 @@ def test_procrustes_recovers_a_random_rotation(build):
 
 def test_normalize_gives_unit_rows_and_removes_the_common_direction(build):
     rng = np.random.default_rng(1)
-    X = rng.normal(size=(500, 10)) + 5.0      # every row shares a large offset
+    X = rng.normal(size=(500, 10)) + 5.0  # every row shares a large offset
     N = build.normalize(X)
     np.testing.assert_allclose(np.linalg.norm(N, axis=1), 1.0, rtol=1e-12)
     # after centring, the mean direction no longer dominates
-    assert np.linalg.norm(N.mean(axis=0)) < 0.2 < np.linalg.norm(
-        (X / np.linalg.norm(X, axis=1, keepdims=True)).mean(axis=0))
+    assert (
+        np.linalg.norm(N.mean(axis=0))
+        < 0.2
+        < np.linalg.norm((X / np.linalg.norm(X, axis=1, keepdims=True)).mean(axis=0))
+    )
 
 
 def test_mutual_csls_pairs_recover_a_shuffled_copy(build):
@@ -136,16 +139,22 @@ def test_find_package_says_how_to_install_a_missing_package(build, monkeypatch):
 
 def test_find_package_rejects_another_version(build, monkeypatch):
     monkeypatch.setitem(build.PACKAGES, "en", ("numpy", "0.0.1"))
-    with pytest.raises(build.BuildError, match=r"numpy .* is installed but the build needs 0\.0\.1"):
+    with pytest.raises(
+        build.BuildError, match=r"numpy .* is installed but the build needs 0\.0\.1"
+    ):
         build.find_package("en")
 
 
 def test_manifest_lists_every_committed_data_file_and_both_inputs(build):
     manifest = json.loads((SCRIPT.parent / "MANIFEST.json").read_text(encoding="utf8"))
-    expected = {f"{kind}_{lang}.{ext}" for lang in ("en", "fr")
-                for kind, ext in (("embeddings", "npz"), ("vocab", "json"))}
+    expected = {
+        f"{kind}_{lang}.{ext}"
+        for lang in ("en", "fr")
+        for kind, ext in (("embeddings", "npz"), ("vocab", "json"))
+    }
     assert set(manifest["files"]) == expected | set(build.COPIED_FILES)
     for name, entry in manifest["files"].items():
         assert (SCRIPT.parent / name).stat().st_size == entry["bytes"], name
     assert {v["package"]: v["version"] for v in manifest["inputs"].values()} == {
-        name: version for name, version in build.PACKAGES.values()}
+        name: version for name, version in build.PACKAGES.values()
+    }

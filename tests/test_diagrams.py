@@ -15,14 +15,20 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPTS = sorted(p for p in (ROOT / "scripts" / "diagrams").glob("*.py")
-                 if not p.name.startswith("_"))   # _diagram.py is shared code
+SCRIPTS = sorted(
+    p for p in (ROOT / "scripts" / "diagrams").glob("*.py") if not p.name.startswith("_")
+)  # _diagram.py is shared code
 COMMITTED = ROOT / "book" / "_static" / "diagrams"
 
 
 def run_script(script, out_dir):
-    result = subprocess.run([sys.executable, str(script), "--out", str(out_dir)],
-                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, str(script), "--out", str(out_dir)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, f"{script.name} failed:\n{result.stderr}"
     return out_dir / f"{script.stem}.svg"
 
@@ -36,12 +42,14 @@ def test_script_reproduces_its_committed_svg(script, tmp_path):
     committed = COMMITTED / f"{script.stem}.svg"
     assert committed.exists(), (
         f"{committed.relative_to(ROOT)} is missing: run "
-        f"python scripts/diagrams/{script.name} and commit its output")
+        f"python scripts/diagrams/{script.name} and commit its output"
+    )
     written = run_script(script, tmp_path)
     assert written.exists(), f"{script.name} --out {tmp_path} wrote no {written.name}"
     assert written.read_bytes() == committed.read_bytes(), (
         f"{script.name} no longer writes the committed {committed.name}: "
-        f"rerun python scripts/diagrams/{script.name} and commit the SVG")
+        f"rerun python scripts/diagrams/{script.name} and commit the SVG"
+    )
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
@@ -50,8 +58,10 @@ def test_svg_is_self_contained_and_undated(script):
     assert svg.lstrip().startswith("<?xml") and "<svg" in svg
     assert "<dc:date>" not in svg, "save with metadata={'Date': None}"
     assert "http://" not in svg.replace("http://www.w3.org/", "").replace(
-        "http://purl.org/dc/", "").replace("http://creativecommons.org/", "").replace(
-        "http://matplotlib.org/", ""), "the SVG loads something from the network"
+        "http://purl.org/dc/", ""
+    ).replace("http://creativecommons.org/", "").replace("http://matplotlib.org/", ""), (
+        "the SVG loads something from the network"
+    )
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
@@ -59,4 +69,5 @@ def test_every_diagram_is_shown_in_the_book(script):
     pages = list((ROOT / "book").glob("*.ipynb")) + list((ROOT / "book").glob("*.md"))
     target = f"_static/diagrams/{script.stem}.svg"
     assert any(target in page.read_text(encoding="utf8") for page in pages), (
-        f"no chapter shows {target}")
+        f"no chapter shows {target}"
+    )

@@ -13,17 +13,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attention_lib import (DataFileError, data_dir, embed, load_embeddings, load_vocab,
-                           scaled_dot_product_attention, tokenize)
+from attention_lib import (
+    DataFileError,
+    data_dir,
+    embed,
+    load_embeddings,
+    load_vocab,
+    scaled_dot_product_attention,
+    tokenize,
+)
 
 REPO_DATA = Path(__file__).resolve().parents[1] / "data"
 REBUILD = "python data/build_embeddings.py"
-WIDTH = 300   # every vector in data/ has 300 numbers
+WIDTH = 300  # every vector in data/ has 300 numbers
 
 
 def _entry(path):
-    return {"sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
-            "bytes": path.stat().st_size}
+    return {"sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "bytes": path.stat().st_size}
 
 
 @pytest.fixture
@@ -72,8 +78,22 @@ def test_translations_are_nearest_neighbours_on_the_seed_sentence_pair(monkeypat
     monkeypatch.delenv("ATTENTION_DATA_DIR", raising=False)
     english = "The agreement on the European Economic Area was signed in August 1992 ."
     french = "L accord sur la zone économique européenne a été signé en août 1992 ."
-    right = ["the", "agreement", "on", "the", "area", "economic", "european",
-             "was", "was", "signed", "in", "august", "1992", "."]
+    right = [
+        "the",
+        "agreement",
+        "on",
+        "the",
+        "area",
+        "economic",
+        "european",
+        "was",
+        "was",
+        "signed",
+        "in",
+        "august",
+        "1992",
+        ".",
+    ]
     en, fr = tokenize(english, load_vocab("en")), tokenize(french, load_vocab("fr"))
     similarity = embed(fr, load_embeddings("fr")) @ embed(en, load_embeddings("en")).T
     best = [en.words[i].lower() for i in similarity.argmax(axis=1)]
@@ -229,12 +249,10 @@ def test_known_mask_keeps_attention_off_unknown_words():
     K = embed(keys, E)
     query = np.array([[0.2, 0.1]])
     _, unmasked = scaled_dot_product_attention(query, K, K, return_weights=True)
-    _, masked = scaled_dot_product_attention(query, K, K, attn_mask=keys.known,
-                                             return_weights=True)
+    _, masked = scaled_dot_product_attention(query, K, K, attn_mask=keys.known, return_weights=True)
     assert unmasked[0, 1] > 0.2
     assert masked[0, 1] == 0.0
     np.testing.assert_allclose(masked.sum(), 1.0)
-
 
 
 # ------------------------------------- faults an adversarial pass found
@@ -261,18 +279,31 @@ def _npz_bytes(tmp_path, **arrays):
     return scratch.read_bytes()
 
 
-@pytest.mark.parametrize("manifest", [
-    {"files": ["vocab_en.json"]},
-    {"files": {"vocab_en.json": {"sha256": "0" * 64}}},              # no bytes
-    {"files": {"vocab_en.json": "3b7060d6"}},                        # a string entry
-    {"files": {"vocab_en.json": {"sha256": "0" * 64, "bytes": "12"}}},
-    {"files": {"vocab_en.json": {"sha256": "0" * 64, "bytes": True}}},
-    {"files": {"vocab_en.json": {"sha256": 12, "bytes": 12}}},
-    {"files": {"vocab_en.json": {"sha256": "xyz", "bytes": 12}}},
-    ["files"],
-    {"no files": {}},
-], ids=["files-list", "no-bytes", "string-entry", "bytes-string", "bytes-bool",
-        "sha-number", "sha-not-hex", "top-level-list", "no-files-key"])
+@pytest.mark.parametrize(
+    "manifest",
+    [
+        {"files": ["vocab_en.json"]},
+        {"files": {"vocab_en.json": {"sha256": "0" * 64}}},  # no bytes
+        {"files": {"vocab_en.json": "3b7060d6"}},  # a string entry
+        {"files": {"vocab_en.json": {"sha256": "0" * 64, "bytes": "12"}}},
+        {"files": {"vocab_en.json": {"sha256": "0" * 64, "bytes": True}}},
+        {"files": {"vocab_en.json": {"sha256": 12, "bytes": 12}}},
+        {"files": {"vocab_en.json": {"sha256": "xyz", "bytes": 12}}},
+        ["files"],
+        {"no files": {}},
+    ],
+    ids=[
+        "files-list",
+        "no-bytes",
+        "string-entry",
+        "bytes-string",
+        "bytes-bool",
+        "sha-number",
+        "sha-not-hex",
+        "top-level-list",
+        "no-files-key",
+    ],
+)
 def test_manifest_of_the_wrong_shape_is_a_data_file_error(fake_data, manifest):
     """Valid JSON of the wrong shape escaped DataFileError (raw KeyError etc.)."""
     path = fake_data / "MANIFEST.json"
@@ -290,9 +321,21 @@ def test_manifest_that_is_not_json_is_a_data_file_error(fake_data):
     _assert_names_file_and_rebuild(err, path)
 
 
-@pytest.mark.parametrize("kind", ["object-array", "not-a-zip", "no-embeddings",
-                                  "width-299", "integer-dtype", "nan", "rows-vs-vocab",
-                                  "one-dimensional", "npy-not-npz", "pickle"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "object-array",
+        "not-a-zip",
+        "no-embeddings",
+        "width-299",
+        "integer-dtype",
+        "nan",
+        "rows-vs-vocab",
+        "one-dimensional",
+        "npy-not-npz",
+        "pickle",
+    ],
+)
 def test_malformed_embeddings_name_the_file_and_the_rebuild(fake_data, tmp_path, kind):
     """Files that pass their checksum but are malformed gave raw NumPy errors
     (or, for a width of 299, failed only later inside attention)."""
@@ -303,7 +346,9 @@ def test_malformed_embeddings_name_the_file_and_the_rebuild(fake_data, tmp_path,
         "width-299": lambda: _npz_bytes(tmp_path, embeddings=np.eye(3, 299, dtype=np.float16)),
         "integer-dtype": lambda: _npz_bytes(tmp_path, embeddings=np.eye(3, WIDTH, dtype=np.int64)),
         "nan": lambda: _npz_bytes(tmp_path, embeddings=np.full((3, WIDTH), np.nan, np.float16)),
-        "rows-vs-vocab": lambda: _npz_bytes(tmp_path, embeddings=np.eye(4, WIDTH, dtype=np.float16)),
+        "rows-vs-vocab": lambda: _npz_bytes(
+            tmp_path, embeddings=np.eye(4, WIDTH, dtype=np.float16)
+        ),
         "one-dimensional": lambda: _npz_bytes(tmp_path, embeddings=np.ones(WIDTH, np.float16)),
         "npy-not-npz": lambda: _npy_bytes(tmp_path, np.eye(3, WIDTH, dtype=np.float16)),
         "pickle": lambda: pickle.dumps({"embeddings": np.eye(3, WIDTH)}),
@@ -314,17 +359,20 @@ def test_malformed_embeddings_name_the_file_and_the_rebuild(fake_data, tmp_path,
     _assert_names_file_and_rebuild(err, path)
 
 
-@pytest.mark.parametrize("text, words", [
-    (b"{not json", "not valid JSON"),
-    (b"\xff\xfe bad utf-8", "not valid"),
-    (b'["the", "cat"]', "not an object"),
-    (b'{"the": 0, "cat": -1, "sat": 2}', "-1"),          # silently 'unknown' before
-    (b'{"the": 0, "cat": 3, "sat": 2}', "3"),            # out of range
-    (b'{"the": 0, "cat": 0, "sat": 2}', "twice"),        # two words, one row
-    (b'{"the": 0, "cat": "1", "sat": 2}', "integer"),
-    (b'{"the": 0, "cat": true, "sat": 2}', "integer"),
-    (b'{"the": 0, "Cat": 1, "sat": 2}', "lower-case"),   # could never be looked up
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        (b"{not json", "not valid JSON"),
+        (b"\xff\xfe bad utf-8", "not valid"),
+        (b'["the", "cat"]', "not an object"),
+        (b'{"the": 0, "cat": -1, "sat": 2}', "-1"),  # silently 'unknown' before
+        (b'{"the": 0, "cat": 3, "sat": 2}', "3"),  # out of range
+        (b'{"the": 0, "cat": 0, "sat": 2}', "twice"),  # two words, one row
+        (b'{"the": 0, "cat": "1", "sat": 2}', "integer"),
+        (b'{"the": 0, "cat": true, "sat": 2}', "integer"),
+        (b'{"the": 0, "Cat": 1, "sat": 2}', "lower-case"),  # could never be looked up
+    ],
+)
 def test_malformed_vocabulary_names_the_file_and_the_rebuild(fake_data, text, words):
     path = _replace(fake_data, "vocab_en.json", text)
     with pytest.raises(DataFileError, match=words) as err:
@@ -333,14 +381,17 @@ def test_malformed_vocabulary_names_the_file_and_the_rebuild(fake_data, text, wo
 
 
 # Unicode: decomposed accents, byte-order marks, zero-width and direction marks
-@pytest.mark.parametrize("sentence, words", [
-    ("e\u0301te\u0301 chat", ["été", "chat"]),           # decomposed: e + U+0301
-    ("\ufeffL accord", ["L", "accord"]),                  # a byte-order mark
-    ("ac\u200bcord", ["accord"]),                         # zero-width space
-    ("\u200eaccord\u200f", ["accord"]),                   # direction marks
-    ("l \u200b accord", ["l", "accord"]),                 # a token of marks only
-    ("ÉTÉ", ["ÉTÉ"]),
-])
+@pytest.mark.parametrize(
+    "sentence, words",
+    [
+        ("e\u0301te\u0301 chat", ["été", "chat"]),  # decomposed: e + U+0301
+        ("\ufeffL accord", ["L", "accord"]),  # a byte-order mark
+        ("ac\u200bcord", ["accord"]),  # zero-width space
+        ("\u200eaccord\u200f", ["accord"]),  # direction marks
+        ("l \u200b accord", ["l", "accord"]),  # a token of marks only
+        ("ÉTÉ", ["ÉTÉ"]),
+    ],
+)
 def test_tokenize_normalises_unicode_before_looking_up(sentence, words):
     vocab = {"été": 0, "chat": 1, "l": 2, "accord": 3}
     tokens = tokenize(sentence, vocab)
@@ -365,10 +416,13 @@ def test_tokenize_wants_a_dictionary(vocab):
         tokenize("the cat", vocab)
 
 
-@pytest.mark.parametrize("embeddings, error, message", [
-    (np.array([["a", "b"]]), TypeError, "embeddings must be an array of real numbers"),
-    (np.full((2, 2), np.nan), ValueError, "embeddings contains NaN"),
-])
+@pytest.mark.parametrize(
+    "embeddings, error, message",
+    [
+        (np.array([["a", "b"]]), TypeError, "embeddings must be an array of real numbers"),
+        (np.full((2, 2), np.nan), ValueError, "embeddings contains NaN"),
+    ],
+)
 def test_embed_checks_its_matrix(embeddings, error, message):
     with pytest.raises(error, match=message):
         embed(tokenize("a", {"a": 0}), embeddings)

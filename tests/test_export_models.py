@@ -52,7 +52,8 @@ def test_files_are_whole_small_and_from_the_committed_checkpoint(name):
     source = ROOT / manifest["source"]["file"]
     assert source.is_file(), f"{name} was exported from {source}, which is not committed"
     assert hashlib.sha256(source.read_bytes()).hexdigest() == manifest["source"]["sha256"], (
-        f"{source} changed since {name} was exported: run scripts/export_models.py")
+        f"{source} changed since {name} was exported: run scripts/export_models.py"
+    )
 
 
 @pytest.mark.parametrize("name", EXPORTED)
@@ -98,7 +99,9 @@ def test_widget_html_carries_the_model_and_its_static_figure(name):
 
     page = widget_html(name).data
     assert f'data-model="{name}"' in page and "<svg" in page
-    assert "runtime/widgets.mjs" in page and "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "runtime/widgets.mjs" in page and "http" not in page.replace(
+        'xmlns="http://www.w3.org/2000/svg"', ""
+    )
 
 
 def test_widget_html_refuses_an_unknown_model():

@@ -24,8 +24,9 @@ def run(argv):
 
 
 def test_it_prints_the_prompt_then_exactly_n_new_characters():
-    status, out, err = run(["--model", "shakespeare", "--prompt", "ROMEO:",
-                            "--max-new-tokens", "40", "--seed", "3"])
+    status, out, err = run(
+        ["--model", "shakespeare", "--prompt", "ROMEO:", "--max-new-tokens", "40", "--seed", "3"]
+    )
     assert status == 0 and err == ""
     assert out.startswith("ROMEO:") and out.endswith("\n")
     assert len(out) == len("ROMEO:") + 40 + 1
@@ -51,58 +52,105 @@ def test_the_knobs_reach_the_sampler(shakespeare):
 
 
 def test_zero_new_tokens_prints_the_prompt_alone():
-    assert run(["--model", "shakespeare", "--prompt", "To be",
-                "--max-new-tokens", "0"])[1:] == ("To be\n", "")
+    assert run(["--model", "shakespeare", "--prompt", "To be", "--max-new-tokens", "0"])[1:] == (
+        "To be\n",
+        "",
+    )
 
 
-def test_past_max_len_the_window_slides_and_each_token_sees_the_last_max_len_minus_1(
-        shakespeare):
+def test_past_max_len_the_window_slides_and_each_token_sees_the_last_max_len_minus_1(shakespeare):
     model, tok = shakespeare
     prompt = tok.encode("ROMEO:\nO, she doth teach the torches to burn bright!\n")
-    n = model.max_len - len(prompt) + 12              # 12 tokens past a full context
+    n = model.max_len - len(prompt) + 12  # 12 tokens past a full context
     got = np.concatenate([prompt, *continue_text(model, prompt, n, temperature=0)])
     assert len(got) == len(prompt) + n
-    for t in range(model.max_len, len(got)):          # the slid tokens, by hand
-        window = got[t - (model.max_len - 1):t]
+    for t in range(model.max_len, len(got)):  # the slid tokens, by hand
+        window = got[t - (model.max_len - 1) : t]
         assert got[t] == model.forward(window[None])[0, -1].argmax(), t
 
 
 def test_a_prompt_longer_than_the_context_is_kept_whole_and_read_from_its_end(shakespeare):
     model, tok = shakespeare
-    prompt = ("Now is the winter of our discontent\n"
-              "Made glorious summer by this sun of York;\n") * 4        # > 128 characters
+    prompt = (
+        "Now is the winter of our discontent\nMade glorious summer by this sun of York;\n"
+    ) * 4  # > 128 characters
     assert len(prompt) > model.max_len
-    status, out, err = run(["--model", "shakespeare", "--prompt", prompt,
-                            "--max-new-tokens", "5", "--temperature", "0"])
+    status, out, err = run(
+        [
+            "--model",
+            "shakespeare",
+            "--prompt",
+            prompt,
+            "--max-new-tokens",
+            "5",
+            "--temperature",
+            "0",
+        ]
+    )
     assert status == 0 and out.startswith(prompt)
     assert "continues from the last 127" in err and "\n" not in err.rstrip("\n")
-    expected = model.generate(tok.encode(prompt)[-(model.max_len - 1):], 1, temperature=0)
+    expected = model.generate(tok.encode(prompt)[-(model.max_len - 1) :], 1, temperature=0)
     assert out[len(prompt)] == tok.decode(expected[-1:])
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--prompt", "a", "--max-new-tokens", "3"], "--model"),
-    (["--model", "gpt2", "--prompt", "a", "--max-new-tokens", "3"], "invalid choice: 'gpt2'"),
-    (["--model", "shakespeare", "--prompt", "a"], "--max-new-tokens"),
-    (["--model", "shakespeare", "--prompt", "a", "--max-new-tokens", "-1"], "integer >= 0"),
-    (["--model", "shakespeare", "--prompt", "a", "--max-new-tokens", "ten"], "integer >= 0"),
-    (["--model", "shakespeare", "--max-new-tokens", "3"], "--prompt is empty"),
-    (["--model", "shakespeare", "--prompt", "", "--max-new-tokens", "3"], "--prompt is empty"),
-    (["--model", "shakespeare", "--prompt", "Café 😀", "--max-new-tokens", "3"],
-     "2 characters outside the vocabulary of 65: 'é', '😀'"),
-    (["--model", "shakespeare", "--prompt", "a", "--max-new-tokens", "3",
-      "--temperature", "-0.5"], "--temperature: must be >= 0"),
-    (["--model", "shakespeare", "--prompt", "a", "--max-new-tokens", "3",
-      "--temperature", "nan"], "--temperature: must be a finite number"),
-    (["--model", "shakespeare", "--prompt", "a", "--max-new-tokens", "3",
-      "--top-k", "0"], "--top-k: must be a positive integer"),
-    (["--model", "shakespeare", "--prompt", "a", "--max-new-tokens", "3",
-      "--top-p", "0"], "--top-p: must be a probability in (0, 1]"),
-    (["--model", "shakespeare", "--prompt", "a", "--max-new-tokens", "3",
-      "--top-p", "1.5"], "--top-p: must be a probability in (0, 1]"),
-    (["--model", "shakespeare", "--prompt", "a", "--max-new-tokens", "3",
-      "--seed", "-2"], "--seed: must be an integer >= 0"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--prompt", "a", "--max-new-tokens", "3"], "--model"),
+        (["--model", "gpt2", "--prompt", "a", "--max-new-tokens", "3"], "invalid choice: 'gpt2'"),
+        (["--model", "shakespeare", "--prompt", "a"], "--max-new-tokens"),
+        (["--model", "shakespeare", "--prompt", "a", "--max-new-tokens", "-1"], "integer >= 0"),
+        (["--model", "shakespeare", "--prompt", "a", "--max-new-tokens", "ten"], "integer >= 0"),
+        (["--model", "shakespeare", "--max-new-tokens", "3"], "--prompt is empty"),
+        (["--model", "shakespeare", "--prompt", "", "--max-new-tokens", "3"], "--prompt is empty"),
+        (
+            ["--model", "shakespeare", "--prompt", "Café 😀", "--max-new-tokens", "3"],
+            "2 characters outside the vocabulary of 65: 'é', '😀'",
+        ),
+        (
+            [
+                "--model",
+                "shakespeare",
+                "--prompt",
+                "a",
+                "--max-new-tokens",
+                "3",
+                "--temperature",
+                "-0.5",
+            ],
+            "--temperature: must be >= 0",
+        ),
+        (
+            [
+                "--model",
+                "shakespeare",
+                "--prompt",
+                "a",
+                "--max-new-tokens",
+                "3",
+                "--temperature",
+                "nan",
+            ],
+            "--temperature: must be a finite number",
+        ),
+        (
+            ["--model", "shakespeare", "--prompt", "a", "--max-new-tokens", "3", "--top-k", "0"],
+            "--top-k: must be a positive integer",
+        ),
+        (
+            ["--model", "shakespeare", "--prompt", "a", "--max-new-tokens", "3", "--top-p", "0"],
+            "--top-p: must be a probability in (0, 1]",
+        ),
+        (
+            ["--model", "shakespeare", "--prompt", "a", "--max-new-tokens", "3", "--top-p", "1.5"],
+            "--top-p: must be a probability in (0, 1]",
+        ),
+        (
+            ["--model", "shakespeare", "--prompt", "a", "--max-new-tokens", "3", "--seed", "-2"],
+            "--seed: must be an integer >= 0",
+        ),
+    ],
+)
 def test_bad_input_is_one_line_on_stderr_and_status_2(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(argv)
@@ -117,32 +165,67 @@ def test_bad_input_is_one_line_on_stderr_and_status_2(argv, message, capsys):
 
 def test_a_missing_checkpoint_is_status_1_without_a_traceback(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "attention_lib.generate", "--model", "shakespeare",
-         "--prompt", "a", "--max-new-tokens", "3"],
-        check=False, capture_output=True, text=True,
-        env={**os.environ, "ATTENTION_DATA_DIR": str(tmp_path)})
+        [
+            sys.executable,
+            "-m",
+            "attention_lib.generate",
+            "--model",
+            "shakespeare",
+            "--prompt",
+            "a",
+            "--max-new-tokens",
+            "3",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ATTENTION_DATA_DIR": str(tmp_path)},
+    )
     assert result.returncode == 1 and result.stdout == ""
     assert "shakespeare.npz is missing" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_it_runs_as_a_module_and_stops_quietly_when_the_pipe_closes():
     proc = subprocess.Popen(
-        [sys.executable, "-m", "attention_lib.generate", "--model", "shakespeare",
-         "--prompt", "ROMEO:\n", "--max-new-tokens", "3000", "--seed", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        [
+            sys.executable,
+            "-m",
+            "attention_lib.generate",
+            "--model",
+            "shakespeare",
+            "--prompt",
+            "ROMEO:\n",
+            "--max-new-tokens",
+            "3000",
+            "--seed",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     first = proc.stdout.readline()
-    proc.stdout.close()                           # what `head -1` does after one line
+    proc.stdout.close()  # what `head -1` does after one line
     err = proc.stderr.read().decode()
     proc.stderr.close()
-    assert proc.wait(timeout=120) == 141          # 128 + SIGPIPE, as a shell reports
+    assert proc.wait(timeout=120) == 141  # 128 + SIGPIPE, as a shell reports
     assert first == b"ROMEO:\n"
     assert err == ""
 
 
 def test_stories260k_writes_from_its_start_token():
     pytest.importorskip("attention_lib.models.llama")
-    status, out, _ = run(["--model", "stories260k", "--prompt", "Once upon a time",
-                          "--max-new-tokens", "20", "--temperature", "0"])
+    status, out, _ = run(
+        [
+            "--model",
+            "stories260k",
+            "--prompt",
+            "Once upon a time",
+            "--max-new-tokens",
+            "20",
+            "--temperature",
+            "0",
+        ]
+    )
     model, tok = load_pretrained("stories260k")
     ids = tok.encode("Once upon a time")
     greedy = tok.decode(model.generate(ids, 20, temperature=0))

@@ -16,8 +16,19 @@ STORIES = data_dir() / "stories260k" / "tinyllamas-stories-260k-f32.gguf"
 
 # value type ids of the specification
 U8, I8, U16, I16, U32, I32, F32, BOOL, STR, ARR, U64, I64, F64 = range(13)
-FMT = {U8: "<B", I8: "<b", U16: "<H", U16 + 1: "<h", U32: "<I", I32: "<i", F32: "<f",
-       BOOL: "<B", U64: "<Q", I64: "<q", F64: "<d"}
+FMT = {
+    U8: "<B",
+    I8: "<b",
+    U16: "<H",
+    U16 + 1: "<h",
+    U32: "<I",
+    I32: "<i",
+    F32: "<f",
+    BOOL: "<B",
+    U64: "<Q",
+    I64: "<q",
+    F64: "<d",
+}
 
 
 def _count(version, n):
@@ -77,13 +88,23 @@ def write(tmp_path, raw, name="m.gguf"):
 
 
 ALL_TYPES = [
-    ("t.u8", U8, 255), ("t.i8", I8, -128), ("t.u16", U16, 65535), ("t.i16", I16, -32768),
-    ("t.u32", U32, 4_000_000_000), ("t.i32", I32, -2_000_000_000), ("t.f32", F32, 0.5),
-    ("t.bool", BOOL, 1), ("t.str", STR, "héllo ▁world"), ("t.u64", U64, 2**64 - 1),
-    ("t.i64", I64, -(2**63)), ("t.f64", F64, 1e-300),
-    ("t.arr_f32", ARR, (F32, [1.0, -2.5, 3.25])), ("t.arr_str", ARR, (STR, ["a", "", "▁b"])),
+    ("t.u8", U8, 255),
+    ("t.i8", I8, -128),
+    ("t.u16", U16, 65535),
+    ("t.i16", I16, -32768),
+    ("t.u32", U32, 4_000_000_000),
+    ("t.i32", I32, -2_000_000_000),
+    ("t.f32", F32, 0.5),
+    ("t.bool", BOOL, 1),
+    ("t.str", STR, "héllo ▁world"),
+    ("t.u64", U64, 2**64 - 1),
+    ("t.i64", I64, -(2**63)),
+    ("t.f64", F64, 1e-300),
+    ("t.arr_f32", ARR, (F32, [1.0, -2.5, 3.25])),
+    ("t.arr_str", ARR, (STR, ["a", "", "▁b"])),
     ("t.arr_bool", ARR, (BOOL, [1, 0])),
-    ("t.arr_arr", ARR, (ARR, [(I32, [1, 2]), (STR, ["x"])])), ("t.arr_empty", ARR, (U8, [])),
+    ("t.arr_arr", ARR, (ARR, [(I32, [1, 2]), (STR, ["x"])])),
+    ("t.arr_empty", ARR, (U8, [])),
 ]
 
 
@@ -94,7 +115,11 @@ def test_every_value_type_reads_back_in_every_version(tmp_path, version):
     assert f.version == version and f.tensor_infos == {}
     assert (m["t.u8"], m["t.i8"], m["t.u16"], m["t.i16"]) == (255, -128, 65535, -32768)
     assert (m["t.u32"], m["t.i32"], m["t.u64"], m["t.i64"]) == (
-        4_000_000_000, -2_000_000_000, 2**64 - 1, -(2**63))
+        4_000_000_000,
+        -2_000_000_000,
+        2**64 - 1,
+        -(2**63),
+    )
     assert m["t.f32"] == 0.5 and m["t.f64"] == 1e-300
     assert m["t.bool"] is True and m["t.str"] == "héllo ▁world"
     np.testing.assert_array_equal(m["t.arr_f32"], [1.0, -2.5, 3.25])
@@ -114,8 +139,12 @@ def test_tensors_come_back_in_numpy_order_at_aligned_offsets(tmp_path, version, 
     a = rng.normal(size=(3, 5)).astype(np.float32)
     b = rng.normal(size=(7,)).astype(np.float16)
     c = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
-    raw = build(version, [("general.architecture", STR, "toy")],
-                [("a", a, None), ("b", b, None), ("c", c, None)], alignment)
+    raw = build(
+        version,
+        [("general.architecture", STR, "toy")],
+        [("a", a, None), ("b", b, None), ("c", c, None)],
+        alignment,
+    )
     f = read_gguf(write(tmp_path, raw))
     align = alignment or 32
     assert f.alignment == align and f.data_offset % align == 0
@@ -125,7 +154,7 @@ def test_tensors_come_back_in_numpy_order_at_aligned_offsets(tmp_path, version, 
     assert f.tensor("b").dtype == np.float16
     assert f.tensor_infos["a"].dims == (5, 3) and f.tensor_infos["a"].shape == (3, 5)
     assert all(info.offset % align == 0 for info in f.tensor_infos.values())
-    assert not f.tensor("a").flags.writeable       # a view of the file, not a copy
+    assert not f.tensor("a").flags.writeable  # a view of the file, not a copy
 
 
 def test_the_stories260k_file(tmp_path):
@@ -133,9 +162,14 @@ def test_the_stories260k_file(tmp_path):
     m = f.metadata
     assert (f.version, f.alignment, len(f.tensor_infos), len(m)) == (1, 32, 48, 18)
     assert m["general.architecture"] == "llama"
-    assert (m["llama.embedding_length"], m["llama.block_count"], m["llama.context_length"],
-            m["llama.attention.head_count"], m["llama.attention.head_count_kv"],
-            m["llama.feed_forward_length"]) == (64, 5, 512, 8, 4, 172)
+    assert (
+        m["llama.embedding_length"],
+        m["llama.block_count"],
+        m["llama.context_length"],
+        m["llama.attention.head_count"],
+        m["llama.attention.head_count_kv"],
+        m["llama.feed_forward_length"],
+    ) == (64, 5, 512, 8, 4, 172)
     assert len(m["tokenizer.ggml.tokens"]) == len(m["tokenizer.ggml.scores"]) == 512
     assert sum(int(np.prod(i.shape)) for i in f.tensor_infos.values()) == 292_800
     assert f.tensor("blk.0.attn_k.weight").shape == (32, 64)
@@ -144,9 +178,11 @@ def test_the_stories260k_file(tmp_path):
 
 def _valid(version=3):
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
-    return build(version, [("general.architecture", STR, "toy"),
-                           ("toy.list", ARR, (STR, ["ab", "cd"]))],
-                 [("x", x, None), ("y", x[:1], None)])
+    return build(
+        version,
+        [("general.architecture", STR, "toy"), ("toy.list", ARR, (STR, ["ab", "cd"]))],
+        [("x", x, None), ("y", x[:1], None)],
+    )
 
 
 @pytest.mark.parametrize("version", [1, 3])
@@ -159,8 +195,7 @@ def test_every_truncation_is_a_clear_error(tmp_path, version):
             read_gguf(path)
         message = str(err.value)
         assert str(path) in message, (n, message)
-        assert "truncated" in message or "empty" in message or "not a GGUF" in message, \
-            (n, message)
+        assert "truncated" in message or "empty" in message or "not a GGUF" in message, (n, message)
 
 
 def test_bad_magic_names_what_it_found(tmp_path):
@@ -184,12 +219,17 @@ def test_big_endian_is_refused_by_name(tmp_path):
         read_gguf(write(tmp_path, raw))
 
 
-@pytest.mark.parametrize("field_at, what", [
-    (8, "tensors"), (16, "key-value pairs"), (24, "bytes of the key"),
-])
+@pytest.mark.parametrize(
+    "field_at, what",
+    [
+        (8, "tensors"),
+        (16, "key-value pairs"),
+        (24, "bytes of the key"),
+    ],
+)
 def test_huge_counts_are_refused_before_allocating(tmp_path, field_at, what):
     raw = _valid(3)
-    raw = raw[:field_at] + struct.pack("<Q", 2**62) + raw[field_at + 8:]
+    raw = raw[:field_at] + struct.pack("<Q", 2**62) + raw[field_at + 8 :]
     with pytest.raises(GGUFError, match=f"holds {2**62:,} {what}"):
         read_gguf(write(tmp_path, raw))
 
@@ -197,7 +237,7 @@ def test_huge_counts_are_refused_before_allocating(tmp_path, field_at, what):
 def test_huge_array_count_is_refused_before_allocating(tmp_path):
     raw = build(1, [("k", ARR, (F32, [1.0, 2.0]))])
     at = raw.index(struct.pack("<I", F32) + struct.pack("<I", 2)) + 4
-    raw = raw[:at] + struct.pack("<I", 2**32 - 1) + raw[at + 4:]
+    raw = raw[:at] + struct.pack("<I", 2**32 - 1) + raw[at + 4 :]
     with pytest.raises(GGUFError, match="elements of the value of 'k'"):
         read_gguf(write(tmp_path, raw))
 
@@ -206,7 +246,7 @@ def test_huge_tensor_dimensions_run_past_the_end(tmp_path):
     x = np.zeros((2, 2), np.float32)
     raw = build(3, [], [("x", x, None)])
     at = raw.index(struct.pack("<QQ", 2, 2))
-    raw = raw[:at] + struct.pack("<QQ", 2**40, 2**40) + raw[at + 16:]
+    raw = raw[:at] + struct.pack("<QQ", 2**40, 2**40) + raw[at + 16 :]
     with pytest.raises(GGUFError, match="'x'.*the file is shorter"):
         read_gguf(write(tmp_path, raw))
 
@@ -236,13 +276,21 @@ def test_duplicates_unknown_types_and_bad_values(tmp_path):
         (build(3, [("a", U8, 1), ("a", U8, 2)]), "the key 'a' appears twice"),
         (build(3, [("a", BOOL, 2)]), "bool stored as 2"),
         (build(3, [("a", STR, b"\xff\xfe")]), "not valid UTF-8"),
-        (build(3, [], [("x", np.ones(1, np.float32), None),
-                       ("x", np.ones(1, np.float32), None)]), "two tensors are named 'x'"),
+        (
+            build(
+                3, [], [("x", np.ones(1, np.float32), None), ("x", np.ones(1, np.float32), None)]
+            ),
+            "two tensors are named 'x'",
+        ),
     ]
     raw = build(3, [("a", U8, 1)])
     at = raw.index(b"a") + 1
-    cases.append((raw[:at] + struct.pack("<I", 13) + raw[at + 4:], "value type 13"))
-    nested = ("a", ARR, (ARR, [(ARR, [(ARR, [(ARR, [(ARR, [(ARR, [(ARR, [(ARR, [(U8, [])])])])])])])])]))
+    cases.append((raw[:at] + struct.pack("<I", 13) + raw[at + 4 :], "value type 13"))
+    nested = (
+        "a",
+        ARR,
+        (ARR, [(ARR, [(ARR, [(ARR, [(ARR, [(ARR, [(ARR, [(ARR, [(U8, [])])])])])])])])]),
+    )
     cases.append((build(3, [nested]), "nests arrays more than 8 deep"))
     for i, (raw, message) in enumerate(cases):
         with pytest.raises(GGUFError, match=message):
@@ -253,7 +301,7 @@ def test_too_many_dimensions(tmp_path):
     x = np.zeros((1, 1, 1, 1), np.float32)
     raw = build(3, [], [("x", x, None)])
     at = raw.index(b"x") + 1
-    raw = raw[:at] + struct.pack("<I", 5) + raw[at + 4:]
+    raw = raw[:at] + struct.pack("<I", 5) + raw[at + 4 :]
     with pytest.raises(GGUFError, match="'x' has 5 dimensions; GGUF allows 1 to 4"):
         read_gguf(write(tmp_path, raw))
 
@@ -261,7 +309,7 @@ def test_too_many_dimensions(tmp_path):
 def test_quantized_tensors_are_listed_but_not_read(tmp_path):
     raw = bytearray(build(3, [], [("q", np.zeros(32, np.float32), None)]))
     at = raw.index(b"q") + 1 + 4 + 8
-    raw[at:at + 4] = struct.pack("<I", 2)            # Q4_0
+    raw[at : at + 4] = struct.pack("<I", 2)  # Q4_0
     f = read_gguf(write(tmp_path, bytes(raw)))
     assert f.tensor_infos["q"].type_name == "Q4_0"
     with pytest.raises(GGUFError, match="'q' is Q4_0, a quantized type"):

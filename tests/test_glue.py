@@ -30,8 +30,9 @@ def test_without_myst_nb_a_notebook_displays_the_value(monkeypatch):
 
 def test_with_myst_nb_the_call_is_handed_on(monkeypatch):
     calls = []
-    monkeypatch.setattr(_glue, "_myst_nb_glue",
-                        lambda name, value, display: calls.append((name, value, display)))
+    monkeypatch.setattr(
+        _glue, "_myst_nb_glue", lambda name, value, display: calls.append((name, value, display))
+    )
     glue("bleu", 29.6, display=False)
     assert calls == [("bleu", 29.6, False)]
 

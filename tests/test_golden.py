@@ -12,24 +12,40 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from attention_lib import (additive_attention, additive_scores, causal_mask,
-                           scaled_dot_product_attention, softmax)
-from seed_values import (SEED_002_CONTEXT, SEED_002_SCORES, SEED_003_K,
-                         SEED_003_OUTPUT, SEED_003_Q, SEED_003_QK,
-                         SEED_003_SCALED, SEED_003_V, SEED_003_VARIANCES,
-                         SEED_003_WEIGHTS, SEED_004_K, SEED_004_OUTPUT,
-                         SEED_004_Q, SEED_004_V)
+from attention_lib import (
+    additive_attention,
+    additive_scores,
+    causal_mask,
+    scaled_dot_product_attention,
+    softmax,
+)
+from seed_values import (
+    SEED_002_CONTEXT,
+    SEED_002_SCORES,
+    SEED_003_K,
+    SEED_003_OUTPUT,
+    SEED_003_Q,
+    SEED_003_QK,
+    SEED_003_SCALED,
+    SEED_003_V,
+    SEED_003_VARIANCES,
+    SEED_003_WEIGHTS,
+    SEED_004_K,
+    SEED_004_OUTPUT,
+    SEED_004_Q,
+    SEED_004_V,
+)
 
-PRINTED_8 = 5e-9        # half a unit in the 8th decimal
-ROUNDED_INPUTS = 2e-8   # seed 003: inputs rounded to 8 decimals
+PRINTED_8 = 5e-9  # half a unit in the 8th decimal
+ROUNDED_INPUTS = 2e-8  # seed 003: inputs rounded to 8 decimals
 
 
 def seed_002_inputs():
     """Seed 002's draws, in its order, after ``np.random.seed(42)``."""
     rng = np.random.RandomState(42)
-    encoder_states = rng.randn(5, 16)   # K = 5 inputs, n = 16
+    encoder_states = rng.randn(5, 16)  # K = 5 inputs, n = 16
     decoder_state = rng.randn(1, 16)
-    W = rng.randn(32, 10)               # (2n, m), m = 10
+    W = rng.randn(32, 10)  # (2n, m), m = 10
     v = rng.randn(10, 1)
     return encoder_states, decoder_state, W, v
 
@@ -87,7 +103,8 @@ def test_seed_003_causal_attention(mask_kind):
         "additive -inf": {"attn_mask": np.where(causal_mask(4), 0.0, -np.inf)},
     }[mask_kind]
     out, weights = scaled_dot_product_attention(
-        SEED_003_Q, SEED_003_K, SEED_003_V, return_weights=True, **kwargs)
+        SEED_003_Q, SEED_003_K, SEED_003_V, return_weights=True, **kwargs
+    )
     assert_allclose(weights, SEED_003_WEIGHTS, rtol=0, atol=ROUNDED_INPUTS)
     assert_allclose(out, SEED_003_OUTPUT, rtol=0, atol=ROUNDED_INPUTS)
     # Masked weights are exactly zero, not merely tiny.
@@ -95,16 +112,16 @@ def test_seed_003_causal_attention(mask_kind):
 
 
 def test_seed_004_causal_self_attention():
-    out = scaled_dot_product_attention(SEED_004_Q, SEED_004_K, SEED_004_V,
-                                       is_causal=True)
-    assert out.dtype == np.float64   # integer inputs are computed in float64
+    out = scaled_dot_product_attention(SEED_004_Q, SEED_004_K, SEED_004_V, is_causal=True)
+    assert out.dtype == np.float64  # integer inputs are computed in float64
     assert_allclose(out, SEED_004_OUTPUT, rtol=0, atol=PRINTED_8)
 
 
 def test_seed_004_with_batch_axis_and_boolean_mask():
     """Seed 004 builds a (1, L, L) boolean mask; with a batch axis it broadcasts."""
     mask = np.tril(np.ones((1, 2, 2), dtype=bool))
-    out = scaled_dot_product_attention(SEED_004_Q[None], SEED_004_K[None],
-                                       SEED_004_V[None], attn_mask=mask)
+    out = scaled_dot_product_attention(
+        SEED_004_Q[None], SEED_004_K[None], SEED_004_V[None], attn_mask=mask
+    )
     assert out.shape == (1, 2, 3)
     assert_allclose(out[0], SEED_004_OUTPUT, rtol=0, atol=PRINTED_8)

@@ -10,10 +10,18 @@ from attention_lib.nn import Adam, softmax_cross_entropy
 
 def _model(positions="learned", attention_only=False, n_layers=2, seed=0, d_model=8):
     rng = np.random.default_rng(seed)
-    model = TinyGPT(n_vocab=7, d_model=d_model, n_heads=2, n_layers=n_layers, d_ff=6,
-                    max_len=9, rng=rng, positions=positions,
-                    attention_only=attention_only)
-    for layer in model.layers():          # biases and LayerNorms away from 0 and 1
+    model = TinyGPT(
+        n_vocab=7,
+        d_model=d_model,
+        n_heads=2,
+        n_layers=n_layers,
+        d_ff=6,
+        max_len=9,
+        rng=rng,
+        positions=positions,
+        attention_only=attention_only,
+    )
+    for layer in model.layers():  # biases and LayerNorms away from 0 and 1
         for a in layer.params.values():
             if a.ndim == 1:
                 a[...] = rng.normal(size=a.shape)
@@ -27,8 +35,11 @@ TOKENS = np.array([[1, 4, 4, 0, 6, 2], [3, 3, 5, 1, 0, 6]])
 def test_every_parameter_gradient_matches_finite_differences(positions):
     model = _model(positions, d_model=4)
     g = np.random.default_rng(1).normal(size=TOKENS.shape + (7,))
-    check_gradients(model.layers(), lambda: np.sum(g * model.forward(TOKENS)),
-                    lambda: (model.forward(TOKENS), model.backward(g)) and ())
+    check_gradients(
+        model.layers(),
+        lambda: np.sum(g * model.forward(TOKENS)),
+        lambda: (model.forward(TOKENS), model.backward(g)) and (),
+    )
 
 
 def test_layers_lists_every_parameter_once():
@@ -43,6 +54,7 @@ def test_layers_lists_every_parameter_once():
 def test_model_matches_torch_autograd(positions):
     torch = pytest.importorskip("torch")
     import torch_reference as ref
+
     model = _model(positions)
     logits = model.forward(TOKENS)
     loss, dlogits = softmax_cross_entropy(logits, np.roll(TOKENS, -1, axis=1))
@@ -50,7 +62,8 @@ def test_model_matches_torch_autograd(positions):
     ps = [ref.tensors(layer) for layer in model.layers()]
     lt = ref.model_logits(model, ps, TOKENS)
     loss_t = torch.nn.functional.cross_entropy(
-        lt.reshape(-1, 7), torch.tensor(np.roll(TOKENS, -1, axis=1).reshape(-1)))
+        lt.reshape(-1, 7), torch.tensor(np.roll(TOKENS, -1, axis=1).reshape(-1))
+    )
     loss_t.backward()
     assert np.allclose(logits, lt.detach().numpy(), rtol=0, atol=1e-10)
     assert abs(loss - loss_t.item()) < 1e-10
@@ -65,7 +78,7 @@ def test_incremental_logits_equal_the_full_forward(positions):
     full = model.forward(TOKENS)
     cache = model.new_cache()
     steps = [model.forward(TOKENS[:, :2], cache)]
-    steps += [model.forward(TOKENS[:, t:t + 1], cache) for t in range(2, 6)]
+    steps += [model.forward(TOKENS[:, t : t + 1], cache) for t in range(2, 6)]
     assert np.allclose(np.concatenate(steps, axis=1), full, rtol=0, atol=1e-10)
     assert [len(c) for c in cache] == [6, 6]
 
@@ -73,9 +86,12 @@ def test_incremental_logits_equal_the_full_forward(positions):
 @pytest.mark.parametrize("temperature, top_k", [(0, None), (1.0, None), (0.7, 3)])
 def test_cached_generation_gives_the_same_tokens_as_recomputing(temperature, top_k):
     model = _model("rotary")
-    runs = [model.generate(TOKENS[:, :3], 6, temperature, top_k,
-                           np.random.default_rng(5), use_cache=use_cache)
-            for use_cache in (True, False)]
+    runs = [
+        model.generate(
+            TOKENS[:, :3], 6, temperature, top_k, np.random.default_rng(5), use_cache=use_cache
+        )
+        for use_cache in (True, False)
+    ]
     assert runs[0].shape == (2, 9)
     assert np.array_equal(runs[0], runs[1])
     assert np.array_equal(runs[0][:, :3], TOKENS[:, :3])
@@ -140,6 +156,7 @@ def test_bad_arguments_get_clear_errors():
 
 def test_shakespeare_checkpoint_keeps_the_fused_attention_names_and_loads(tmp_path):
     from attention_lib.models import train_shakespeare as ts
+
     cfg = {**ts.CONFIG, "d_model": 8, "n_heads": 2, "n_layers": 2, "d_ff": 12, "max_len": 6}
     model = ts.build_model(cfg, 5, np.random.default_rng(0))
     path = tmp_path / "model.npz"
@@ -151,8 +168,10 @@ def test_shakespeare_checkpoint_keeps_the_fused_attention_names_and_loads(tmp_pa
     for (name, a), b in zip(ts.named_params(model).items(), ts.named_params(loaded).values()):
         assert np.array_equal(a.astype(np.float16), b), name
     attn = loaded.blocks[1].attn.params
-    assert np.array_equal(np.concatenate([attn["W_Q"], attn["W_K"], attn["W_V"]], axis=1),
-                          ts.named_params(loaded)["blocks.1.attn.W_QKV"])
+    assert np.array_equal(
+        np.concatenate([attn["W_Q"], attn["W_K"], attn["W_V"]], axis=1),
+        ts.named_params(loaded)["blocks.1.attn.W_QKV"],
+    )
 
 
 def test_train_refuses_a_mode_that_is_not_a_bool():
@@ -160,7 +179,16 @@ def test_train_refuses_a_mode_that_is_not_a_bool():
     import pytest
 
     from attention_lib import TinyGPT
-    model = TinyGPT(n_vocab=5, d_model=8, n_heads=2, n_layers=1, d_ff=16, max_len=4,
-                    rng=np.random.default_rng(0), dropout=0.1)
+
+    model = TinyGPT(
+        n_vocab=5,
+        d_model=8,
+        n_heads=2,
+        n_layers=1,
+        d_ff=16,
+        max_len=4,
+        rng=np.random.default_rng(0),
+        dropout=0.1,
+    )
     with pytest.raises(TypeError, match="mode must be True or False"):
         model.train("no")

@@ -47,9 +47,7 @@ def test_a_wrong_gradient_fails_naming_the_layer_and_parameter(wrong, message):
         return [dx]
 
     with pytest.raises(AssertionError, match=message):
-        check_gradients(
-            [layer], lambda: np.sum(layer.forward(x) ** 2), run_backward, [x]
-        )
+        check_gradients([layer], lambda: np.sum(layer.forward(x) ** 2), run_backward, [x])
 
 
 def test_missing_gradients_are_reported():

@@ -18,8 +18,16 @@ PROMPTS = ["Once upon a time, there was a dog", "Tom and Sue went to the", "The 
 
 def test_stories260k_is_the_model_the_file_describes():
     c = MODEL.config
-    assert (c["n_vocab"], c["d_model"], c["n_layers"], c["n_heads"], c["n_kv_heads"],
-            c["d_ff"], c["max_len"], c["tied"]) == (512, 64, 5, 8, 4, 172, 512, True)
+    assert (
+        c["n_vocab"],
+        c["d_model"],
+        c["n_layers"],
+        c["n_heads"],
+        c["n_kv_heads"],
+        c["d_ff"],
+        c["max_len"],
+        c["tied"],
+    ) == (512, 64, 5, 8, 4, 172, 512, True)
     # 292,800 numbers in the file, of which the output layer's 32,768 repeat the embedding
     assert MODEL.n_params == 292_800 - 512 * 64
     b = MODEL.blocks[0]
@@ -44,25 +52,30 @@ def test_the_cache_changes_nothing():
     np.testing.assert_array_equal(with_cache, without)
     cache = MODEL.new_cache()
     full = MODEL.forward(prompt[None])
-    steps = np.concatenate([MODEL.forward(prompt[None, :5], cache),
-                            *(MODEL.forward(prompt[None, t:t + 1], cache)
-                              for t in range(5, len(prompt)))], axis=1)
+    steps = np.concatenate(
+        [
+            MODEL.forward(prompt[None, :5], cache),
+            *(MODEL.forward(prompt[None, t : t + 1], cache) for t in range(5, len(prompt))),
+        ],
+        axis=1,
+    )
     np.testing.assert_allclose(steps, full, rtol=0, atol=2e-4)
-    assert sum(c.nbytes for c in cache) == len(prompt) * 5 * 2 * 4 * 8 * 4   # GQA: 4 kv heads
+    assert sum(c.nbytes for c in cache) == len(prompt) * 5 * 2 * 4 * 8 * 4  # GQA: 4 kv heads
 
 
 def test_logits_and_greedy_continuations_agree_with_pytorch():
     reference = pytest.importorskip("llama_reference")
     from attention_lib import data_dir
-    torch_model = reference.TorchLlama(data_dir() / "stories260k"
-                                       / "tinyllamas-stories-260k-f32.gguf")
+
+    torch_model = reference.TorchLlama(
+        data_dir() / "stories260k" / "tinyllamas-stories-260k-f32.gguf"
+    )
     for text in PROMPTS:
         prompt = TOK.encode(text)
         ours = MODEL.generate(prompt, 40, temperature=0)
-        theirs = torch_model.forward(ours[None])[0]            # one pass, float64
+        theirs = torch_model.forward(ours[None])[0]  # one pass, float64
         # every token we chose is PyTorch's argmax at that step
-        np.testing.assert_array_equal(theirs[len(prompt) - 1:-1].argmax(-1),
-                                      ours[len(prompt):])
+        np.testing.assert_array_equal(theirs[len(prompt) - 1 : -1].argmax(-1), ours[len(prompt) :])
         logits = MODEL.forward(ours[None])[0]
         np.testing.assert_allclose(logits, theirs, rtol=0, atol=1e-3)
 
@@ -80,9 +93,19 @@ def test_sampling_is_seeded_and_top_k_1_is_greedy():
 
 
 def _tiny(tied, rng):
-    model = Llama(n_vocab=11, d_model=8, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=12,
-                  max_len=10, rng=rng, tied=tied, dtype=np.float64)
-    for layer in model.layers():                  # norms away from 1, so gamma matters
+    model = Llama(
+        n_vocab=11,
+        d_model=8,
+        n_layers=2,
+        n_heads=4,
+        n_kv_heads=2,
+        d_ff=12,
+        max_len=10,
+        rng=rng,
+        tied=tied,
+        dtype=np.float64,
+    )
+    for layer in model.layers():  # norms away from 1, so gamma matters
         if "gamma" in layer.params:
             layer.params["gamma"][:] = rng.normal(1, 0.3, size=layer.params["gamma"].shape)
     return model
@@ -94,8 +117,11 @@ def test_backward_matches_central_differences(tied):
     model = _tiny(tied, rng)
     tokens = rng.integers(0, 11, size=(2, 6))
     g = rng.normal(size=(2, 6, 11))
-    check_gradients(model.layers(), lambda: np.sum(g * model.forward(tokens)),
-                        lambda: (model.forward(tokens), model.backward(g))[2:])
+    check_gradients(
+        model.layers(),
+        lambda: np.sum(g * model.forward(tokens)),
+        lambda: (model.forward(tokens), model.backward(g))[2:],
+    )
 
 
 def test_bad_input_is_refused_clearly():
@@ -120,11 +146,19 @@ def test_bad_input_is_refused_clearly():
 
 def test_other_gguf_files_are_refused_by_name(tmp_path):
     from test_gguf import STR, build
+
     path = tmp_path / "gpt2.gguf"
     path.write_bytes(build(3, [("general.architecture", STR, "gpt2")]))
     with pytest.raises(ValueError, match="general.architecture is 'gpt2', not 'llama'"):
         Llama.from_gguf(path)
-    path.write_bytes(build(3, [("general.architecture", STR, "llama"),
-                               ("llama.tensor_data_layout", STR, "llama.cpp")]))
+    path.write_bytes(
+        build(
+            3,
+            [
+                ("general.architecture", STR, "llama"),
+                ("llama.tensor_data_layout", STR, "llama.cpp"),
+            ],
+        )
+    )
     with pytest.raises(ValueError, match="only the original layout"):
         Llama.from_gguf(path)

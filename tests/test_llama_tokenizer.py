@@ -19,8 +19,9 @@ from attention_lib.data.gguf import read_gguf
 from attention_lib.data.llama_tokenizer import LlamaTokenizer
 
 GGUF = data_dir() / "stories260k" / "tinyllamas-stories-260k-f32.gguf"
-GOLDEN = json.loads(Path(__file__).with_name("llama_tokenizer_golden.json")
-                    .read_text(encoding="utf8"))
+GOLDEN = json.loads(
+    Path(__file__).with_name("llama_tokenizer_golden.json").read_text(encoding="utf8")
+)
 TOK = LlamaTokenizer.from_gguf(read_gguf(GGUF))
 BYTES = [f"<0x{b:02X}>" for b in range(256)]
 
@@ -40,12 +41,30 @@ def test_by_hand_merges_follow_the_scores():
     # "▁abab": characters ▁ a b a b; candidate merges ▁a (-3), ab (-1), ab (-1):
     # the best score is ab, leftmost first -> ▁ ab a b -> ▁ ab ab; then ▁ab (-2)
     # beats abab (-4) -> ▁ab ab; then ▁abab is not a piece: done.
-    tok = toy([("\u2581", 0), ("a", 0), ("b", 0), ("ab", -1), ("\u2581ab", -2),
-               ("\u2581a", -3), ("abab", -4)])
+    tok = toy(
+        [
+            ("\u2581", 0),
+            ("a", 0),
+            ("b", 0),
+            ("ab", -1),
+            ("\u2581ab", -2),
+            ("\u2581a", -3),
+            ("abab", -4),
+        ]
+    )
     assert pieces(tok, tok.encode("abab", bos=False)) == ["\u2581ab", "ab"]
     # with abab scored above ▁ab, the two ab merge first
-    tok = toy([("\u2581", 0), ("a", 0), ("b", 0), ("ab", -1), ("\u2581ab", -3),
-               ("\u2581a", -4), ("abab", -2)])
+    tok = toy(
+        [
+            ("\u2581", 0),
+            ("a", 0),
+            ("b", 0),
+            ("ab", -1),
+            ("\u2581ab", -3),
+            ("\u2581a", -4),
+            ("abab", -2),
+        ]
+    )
     assert pieces(tok, tok.encode("abab", bos=False)) == ["\u2581", "abab"]
 
 
@@ -58,7 +77,13 @@ def test_by_hand_ties_merge_the_leftmost_pair():
 def test_by_hand_unknown_characters_fall_back_to_their_utf8_bytes():
     tok = toy([("\u2581", 0), ("a", 0)])
     assert pieces(tok, tok.encode("aé", bos=True, eos=True)) == [
-        "<s>", "\u2581", "a", "<0xC3>", "<0xA9>", "</s>"]
+        "<s>",
+        "\u2581",
+        "a",
+        "<0xC3>",
+        "<0xA9>",
+        "</s>",
+    ]
     assert tok.decode(tok.encode("aé")) == "aé"
 
 
@@ -67,7 +92,12 @@ def test_stories260k_known_pieces():
     assert pieces(TOK, ids) == ["<s>", "\u2581Once", "\u2581upon", "\u2581a", "\u2581time"]
     assert pieces(TOK, TOK.encode("\n", bos=False)) == ["\u2581", "<0x0A>"]
     assert pieces(TOK, TOK.encode("😀", bos=False)) == [
-        "\u2581", "<0xF0>", "<0x9F>", "<0x98>", "<0x80>"]
+        "\u2581",
+        "<0xF0>",
+        "<0x9F>",
+        "<0x98>",
+        "<0x80>",
+    ]
     assert TOK.encode("").tolist() == [1] and TOK.encode("", bos=False).size == 0
     assert TOK.encode("a", eos=True)[-1] == 2 and TOK.encode("a").dtype == np.int64
 
@@ -76,9 +106,9 @@ def test_decode_drops_the_dummy_prefix_and_control_pieces():
     ids = TOK.encode("Once upon a time")
     assert TOK.decode(ids) == TOK.decode(ids[1:]) == "Once upon a time"
     assert TOK.decode([1, *ids[1:], 2, 1, *ids[1:3]]) == "Once upon a timeOnce upon"
-    assert TOK.decode(ids[2:]) == "upon a time"          # first piece: prefix dropped
+    assert TOK.decode(ids[2:]) == "upon a time"  # first piece: prefix dropped
     assert TOK.decode([]) == ""
-    assert TOK.decode(TOK.encode("x", bos=False)[:1]) == ""    # the lone ▁
+    assert TOK.decode(TOK.encode("x", bos=False)[:1]) == ""  # the lone ▁
     # a character cut in the middle of its bytes comes back as U+FFFD
     assert TOK.decode(TOK.encode("😀", bos=False)[:3]) == "\ufffd"
 
@@ -95,7 +125,7 @@ def test_reference_text_round_trip():
     text = (data_dir() / "stories260k" / "llama2c_doc_stories260K.md").read_text("utf8")
     ids = TOK.encode(text)
     assert TOK.decode(ids) == text
-    assert len(ids) < 0.7 * len(text)           # merges happened (Markdown, URLs: 1.55 a token)
+    assert len(ids) < 0.7 * len(text)  # merges happened (Markdown, URLs: 1.55 a token)
 
 
 def naive_llama2c(tok, text):
@@ -114,11 +144,12 @@ def naive_llama2c(tok, text):
                 best = (i, j)
         if best is None:
             return ids
-        ids[best[0]:best[0] + 2] = [best[1]]
+        ids[best[0] : best[0] + 2] = [best[1]]
 
 
-text_strategy = st.text(alphabet=st.sampled_from(list("abcdefghilmnorstuwy .,'\n!é日😀")),
-                        max_size=60)
+text_strategy = st.text(
+    alphabet=st.sampled_from(list("abcdefghilmnorstuwy .,'\n!é日😀")), max_size=60
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -128,8 +159,9 @@ def test_heap_merges_equal_llama2c_loop(text):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\u2581"),
-               max_size=40))
+@given(
+    st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\u2581"), max_size=40)
+)
 def test_any_text_round_trips(text):
     assert TOK.decode(TOK.encode(text)) == text
 

@@ -114,9 +114,7 @@ def test_every_head_is_the_functional_attention_on_its_slice():
         qh = rotary(q[..., 2 * h : 2 * h + 2])
         kh = rotary(k[..., 2 * j : 2 * j + 2])
         heads.append(
-            scaled_dot_product_attention(
-                qh, kh, v[..., 2 * j : 2 * j + 2], is_causal=True
-            )
+            scaled_dot_product_attention(qh, kh, v[..., 2 * j : 2 * j + 2], is_causal=True)
         )
     expected = np.concatenate(heads, axis=-1) @ p["W_O"] + p["b_O"]
     assert np.allclose(out, expected, rtol=0, atol=1e-12)
@@ -166,9 +164,7 @@ def test_cross_attention_matches_pytorch_with_a_mask_and_grouped_heads():
     (t_out * torch.tensor(g)).sum().backward()
     # torch gives NaN to fully masked queries; the book gives them zero weight
     ok = mask.any(axis=-1).all(axis=1)[..., None]  # (3, 4, 1)
-    assert np.allclose(
-        np.where(ok, out, 0), np.where(ok, t_out.detach().numpy(), 0), atol=1e-12
-    )
+    assert np.allclose(np.where(ok, out, 0), np.where(ok, t_out.detach().numpy(), 0), atol=1e-12)
     if ok.all():
         assert np.allclose(dx_q, tq.grad.numpy(), atol=1e-12)
         assert np.allclose(dx_kv, tkv.grad.numpy(), atol=1e-12)
@@ -188,14 +184,10 @@ def test_generation_with_a_cache_equals_the_whole_sequence(kwargs):
     full = att.forward(x, is_causal=True)
     cache = KVCache()
     parts = [att.forward(x[:, :3], is_causal=True, cache=cache)]
-    parts += [
-        att.forward(x[:, t : t + 1], is_causal=True, cache=cache) for t in range(3, 7)
-    ]
+    parts += [att.forward(x[:, t : t + 1], is_causal=True, cache=cache) for t in range(3, 7)]
     assert np.allclose(np.concatenate(parts, axis=1), full, rtol=0, atol=1e-12)
     assert len(cache) == 7 == cache.position
-    assert (
-        cache.nbytes == 2 * 2 * att.n_kv_heads * 7 * 2 * 8
-    )  # keys and values, float64
+    assert cache.nbytes == 2 * 2 * att.n_kv_heads * 7 * 2 * 8  # keys and values, float64
 
 
 def test_cross_attention_cache_computes_keys_and_values_once():
@@ -215,9 +207,7 @@ def test_a_cache_refuses_another_batch_size_or_another_layer():
     att = _layer()
     cache = KVCache()
     att.forward(np.zeros((2, 3, 8)), is_causal=True, cache=cache)
-    with pytest.raises(
-        ValueError, match="the KV cache holds 2 sequences but this call has 3"
-    ):
+    with pytest.raises(ValueError, match="the KV cache holds 2 sequences but this call has 3"):
         att.forward(np.zeros((3, 1, 8)), is_causal=True, cache=cache)
     with pytest.raises(ValueError, match="was the cache made for another layer"):
         _layer(n_kv_heads=2).forward(np.zeros((2, 1, 8)), cache=cache)
@@ -229,9 +219,7 @@ def test_a_cache_refuses_another_batch_size_or_another_layer():
 
 def test_backward_needs_a_forward_without_a_cache_and_a_gradient_of_the_output_shape():
     att = _layer()
-    with pytest.raises(
-        RuntimeError, match="backward\\(\\) needs a forward\\(\\) first"
-    ):
+    with pytest.raises(RuntimeError, match="backward\\(\\) needs a forward\\(\\) first"):
         att.backward(np.ones((2, 3, 8)))
     att.forward(np.zeros((2, 3, 8)))
     with pytest.raises(
@@ -274,9 +262,7 @@ def test_backward_needs_a_forward_without_a_cache_and_a_gradient_of_the_output_s
             "x_kv holds 3 sequences but x_q holds 2",
         ),
         (
-            lambda a: a.forward(
-                np.zeros((2, 3, 8)), np.zeros((2, 4, 8)), x_v=np.zeros((2, 5, 8))
-            ),
+            lambda a: a.forward(np.zeros((2, 3, 8)), np.zeros((2, 4, 8)), x_v=np.zeros((2, 5, 8))),
             ValueError,
             "every key needs one value",
         ),
@@ -342,9 +328,7 @@ def test_the_chapter_names_are_the_same_layer():
     rng = np.random.default_rng(11)
     fused = np.random.default_rng(12).normal(scale=1 / np.sqrt(8), size=(8, 24))
     att = SelfAttention(8, 2, np.random.default_rng(12))
-    assert np.array_equal(
-        np.concatenate([att.params[n] for n in ("W_Q", "W_K", "W_V")], 1), fused
-    )
+    assert np.array_equal(np.concatenate([att.params[n] for n in ("W_Q", "W_K", "W_V")], 1), fused)
     x = rng.normal(size=(2, 4, 8))
     same = MultiHeadAttention(8, 2, np.random.default_rng(12))
     assert np.array_equal(att.forward(x), same.forward(x, is_causal=True))
@@ -394,16 +378,12 @@ def test_every_path_gives_the_same_numbers():
         return y.transpose(0, 2, 1, 3).reshape(2, 5, E)
 
     q, k, v = (heads(x @ params["W_" + n] + params["b_" + n]) for n in "QKV")
-    ctx, w = al.scaled_dot_product_attention(
-        q, k, v, allowed, is_causal=True, return_weights=True
-    )
+    ctx, w = al.scaled_dot_product_attention(q, k, v, allowed, is_causal=True, return_weights=True)
     ctx_blocks, lse = al.blockwise_attention(
         q, k, v, allowed, is_causal=True, block_size=2, return_logsumexp=True
     )
     d_ctx = heads(g @ params["W_O"].T)
-    grads = al.scaled_dot_product_attention_backward(
-        d_ctx, q, k, v, allowed, is_causal=True
-    )
+    grads = al.scaled_dot_product_attention_backward(d_ctx, q, k, v, allowed, is_causal=True)
     grads_blocks = al.blockwise_attention_backward(
         d_ctx, q, k, v, ctx_blocks, lse, allowed, is_causal=True, block_size=2
     )
@@ -428,13 +408,9 @@ def test_from_params_refuses_weights_that_do_not_fit():
     with pytest.raises(ValueError, match="params must hold W_Q, W_K, W_V, W_O"):
         MultiHeadAttention.from_params({"W_Q": eye, "W_K": eye, "W_V": eye}, 2)
     with pytest.raises(ValueError, match=r"params\['W_K'\] has shape \(4, 3\)"):
-        MultiHeadAttention.from_params(
-            {"W_Q": eye, "W_K": eye[:, :3], "W_V": eye, "W_O": eye}, 2
-        )
+        MultiHeadAttention.from_params({"W_Q": eye, "W_K": eye[:, :3], "W_V": eye, "W_O": eye}, 2)
     with pytest.raises(ValueError, match=r"params\['W_O'\] must be a matrix"):
-        MultiHeadAttention.from_params(
-            {"W_Q": eye, "W_K": eye, "W_V": eye, "W_O": np.ones(4)}, 2
-        )
+        MultiHeadAttention.from_params({"W_Q": eye, "W_K": eye, "W_V": eye, "W_O": np.ones(4)}, 2)
 
 
 def test_need_weights_false_gives_the_same_output_and_keeps_nothing_for_backward():

@@ -91,7 +91,7 @@ def test_attention_layer_backward_matches_finite_differences(masked):
     assert relative_error(dx_q, numerical_gradient(loss, x_q)) < FD_TOLERANCE
     assert relative_error(dx_kv, numerical_gradient(loss, x_kv)) < FD_TOLERANCE
     check_gradients([att], loss, run_backward)
-    if masked:   # padding keys contribute nothing, so get no gradient
+    if masked:  # padding keys contribute nothing, so get no gradient
         np.testing.assert_array_equal(dx_kv[:, [2, 4]], 0.0)
 
 
@@ -125,7 +125,7 @@ def test_adam_first_steps_follow_the_papers_update_rule():
         m_hat, v_hat = m / (1 - b1**t), v / (1 - b2**t)
         theta = theta - lr * m_hat / (np.sqrt(v_hat) + eps)
         np.testing.assert_allclose(layer.params["W"], theta, rtol=1e-14)
-    np.testing.assert_array_equal(layer.params["b"], 0.0)   # zero gradient: no move
+    np.testing.assert_array_equal(layer.params["b"], 0.0)  # zero gradient: no move
 
 
 def test_adam_first_step_moves_each_parameter_by_the_learning_rate():
@@ -133,8 +133,7 @@ def test_adam_first_step_moves_each_parameter_by_the_learning_rate():
     before = layer.params["W"].copy()
     layer.grads = {"W": np.array([[1e-4, -3.0], [250.0, -1e-2]])}
     Adam([layer], lr=0.5).step()
-    np.testing.assert_allclose(layer.params["W"] - before,
-                               [[-0.5, 0.5], [-0.5, 0.5]], rtol=1e-3)
+    np.testing.assert_allclose(layer.params["W"] - before, [[-0.5, 0.5], [-0.5, 0.5]], rtol=1e-3)
 
 
 def test_a_short_training_run_learns_to_pick_the_matching_key():
@@ -153,8 +152,8 @@ def test_a_short_training_run_learns_to_pick_the_matching_key():
         keys = np.argsort(rng.random((32, n_keys)), axis=1)[:, :n_pairs]
         values = rng.integers(0, n_values, size=(32, n_pairs))
         x = emb.forward(np.concatenate([keys, values + n_keys], axis=1))
-        asked = x[:, :n_pairs]                     # query i: the key of pair i
-        pairs = x[:, :n_pairs] + x[:, n_pairs:]    # one vector per (key, value)
+        asked = x[:, :n_pairs]  # query i: the key of pair i
+        pairs = x[:, :n_pairs] + x[:, n_pairs:]  # one vector per (key, value)
         logits = out.forward(att.forward(asked, pairs))
         loss, grad = softmax_cross_entropy(logits, values)
         d_asked, d_pairs = att.backward(out.backward(grad))
@@ -165,15 +164,18 @@ def test_a_short_training_run_learns_to_pick_the_matching_key():
     assert np.mean(losses[-10:]) < 0.05
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(lr=-1e-3), r"lr must satisfy lr >= 0 and finite, got -0.001"),
-    (dict(lr=float("nan")), r"lr must satisfy"),
-    (dict(lr=float("inf")), r"lr must satisfy"),
-    (dict(eps=-1.0), r"eps must satisfy eps >= 0"),
-    (dict(betas=(1.0, 0.999)), r"betas\[0\] must satisfy 0 <= betas\[0\] < 1, got 1.0"),
-    (dict(betas=(0.9, -0.1)), r"betas\[1\] must satisfy 0 <= betas\[1\] < 1"),
-    (dict(betas=(0.9, float("nan"))), r"betas\[1\]"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(lr=-1e-3), r"lr must satisfy lr >= 0 and finite, got -0.001"),
+        (dict(lr=float("nan")), r"lr must satisfy"),
+        (dict(lr=float("inf")), r"lr must satisfy"),
+        (dict(eps=-1.0), r"eps must satisfy eps >= 0"),
+        (dict(betas=(1.0, 0.999)), r"betas\[0\] must satisfy 0 <= betas\[0\] < 1, got 1.0"),
+        (dict(betas=(0.9, -0.1)), r"betas\[1\] must satisfy 0 <= betas\[1\] < 1"),
+        (dict(betas=(0.9, float("nan"))), r"betas\[1\]"),
+    ],
+)
 def test_adam_refuses_hyper_parameters_that_destroy_the_model(kwargs, message):
     # Each of these used to turn every parameter into NaN or -inf at the first step.
     with pytest.raises(ValueError, match=message):
@@ -192,7 +194,7 @@ def test_adam_step_before_backward_names_the_missing_gradient():
     opt = Adam([layer])
     with pytest.raises(ValueError, match=r"no gradient for parameter 'W'.*backward\(\)"):
         opt.step()
-    layer.grads = {"W": np.ones((2, 1))}        # b still missing: nothing may move
+    layer.grads = {"W": np.ones((2, 1))}  # b still missing: nothing may move
     with pytest.raises(ValueError, match=r"'b'"):
         opt.step()
     np.testing.assert_array_equal(layer.params["W"], before)
@@ -202,11 +204,19 @@ def test_adam_step_before_backward_names_the_missing_gradient():
         opt.step()
 
 
-@pytest.mark.parametrize("lr, betas, eps", [
-    (0.0, (0.0, 0.0), 0.0), (1e-3, (0.9, 0.999), 1e-8), (-1e-3, (0.9, 0.999), 1e-8),
-    (1e-3, (1.0, 0.999), 1e-8), (1e-3, (0.9, 1.0), 1e-8), (1e-3, (-0.1, 0.999), 1e-8),
-    (1e-3, (0.9, 0.999), -1.0), (float("nan"), (0.9, 0.999), 1e-8),
-])
+@pytest.mark.parametrize(
+    "lr, betas, eps",
+    [
+        (0.0, (0.0, 0.0), 0.0),
+        (1e-3, (0.9, 0.999), 1e-8),
+        (-1e-3, (0.9, 0.999), 1e-8),
+        (1e-3, (1.0, 0.999), 1e-8),
+        (1e-3, (0.9, 1.0), 1e-8),
+        (1e-3, (-0.1, 0.999), 1e-8),
+        (1e-3, (0.9, 0.999), -1.0),
+        (float("nan"), (0.9, 0.999), 1e-8),
+    ],
+)
 def test_adam_accepts_exactly_what_torch_adam_accepts(lr, betas, eps):
     torch = pytest.importorskip("torch")
     try:

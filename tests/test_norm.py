@@ -19,7 +19,7 @@ def test_layer_norm_rows_have_mean_zero_and_variance_one_before_the_affine_part(
     x = rng.normal(3.0, 5.0, size=(4, 7, 10))
     y = LayerNorm(10).forward(x)
     assert np.allclose(y.mean(axis=-1), 0, atol=1e-12)
-    assert np.allclose(y.var(axis=-1), 1, atol=1e-4)     # eps shrinks it a little
+    assert np.allclose(y.var(axis=-1), 1, atol=1e-4)  # eps shrinks it a little
 
 
 def test_layer_norm_ignores_a_shift_and_a_scale_of_each_row():
@@ -31,8 +31,12 @@ def test_layer_norm_ignores_a_shift_and_a_scale_of_each_row():
 def test_layer_norm_gradients_match_finite_differences():
     rng = np.random.default_rng(2)
     ln, x, g = _layer(rng), rng.normal(size=(2, 3, 6)), rng.normal(size=(2, 3, 6))
-    check_gradients([ln], lambda: np.sum(g * ln.forward(x)),
-                    lambda: (ln.forward(x), ln.backward(g))[1:], inputs=[x])
+    check_gradients(
+        [ln],
+        lambda: np.sum(g * ln.forward(x)),
+        lambda: (ln.forward(x), ln.backward(g))[1:],
+        inputs=[x],
+    )
 
 
 def test_layer_norm_refuses_rows_of_the_wrong_size_and_a_bad_eps():
@@ -45,6 +49,7 @@ def test_layer_norm_refuses_rows_of_the_wrong_size_and_a_bad_eps():
 def test_layer_norm_matches_torch_forward_and_backward():
     torch = pytest.importorskip("torch")
     import torch.nn.functional as F
+
     rng = np.random.default_rng(3)
     ln, x, g = _layer(rng), rng.normal(size=(2, 4, 6)), rng.normal(size=(2, 4, 6))
     y = ln.forward(x)
@@ -60,6 +65,7 @@ def test_layer_norm_matches_torch_forward_and_backward():
 
 
 # RMSNorm (Llama's normalisation)
+
 
 def _rms_layer(rng, d=6):
     norm = RMSNorm(d)
@@ -87,8 +93,12 @@ def test_rms_norm_ignores_a_positive_scale_of_each_row_and_keeps_float32():
 def test_rms_norm_gradients_match_finite_differences():
     rng = np.random.default_rng(12)
     norm, x, g = _rms_layer(rng), rng.normal(size=(2, 3, 6)), rng.normal(size=(2, 3, 6))
-    check_gradients([norm], lambda: np.sum(g * norm.forward(x)),
-                        lambda: (norm.forward(x), norm.backward(g))[1:], inputs=[x])
+    check_gradients(
+        [norm],
+        lambda: np.sum(g * norm.forward(x)),
+        lambda: (norm.forward(x), norm.backward(g))[1:],
+        inputs=[x],
+    )
 
 
 def test_rms_norm_refuses_rows_of_the_wrong_size_and_a_bad_eps():

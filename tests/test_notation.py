@@ -31,27 +31,52 @@ BOOK = Path(__file__).resolve().parents[1] / "book"
 CHAPTERS = sorted(BOOK.glob("[0-9][0-9]_*.ipynb")) + sorted(BOOK.glob("appendix_*.ipynb"))
 
 MATH = re.compile(r"\$\$(.+?)\$\$|\$([^$\n]+?)\$", re.DOTALL)
-CODE = re.compile(r"```.*?```|`[^`\n]*`", re.DOTALL)   # code spans may hold a literal $
+CODE = re.compile(r"```.*?```|`[^`\n]*`", re.DOTALL)  # code spans may hold a literal $
 
 #: (pattern, what the notation page says instead, chapters the rule skips)
 RULES = [
-    (r"\\partial\s*\\ell|\\ell\s*\(|\\ell\s*=\s*\\sum", "the loss is \\mathcal{L}; \\ell is a row sum", ()),
+    (
+        r"\\partial\s*\\ell|\\ell\s*\(|\\ell\s*=\s*\\sum",
+        "the loss is \\mathcal{L}; \\ell is a row sum",
+        (),
+    ),
     (r"d_\{?\\(?:text|mathrm|rm)\{?model|d_\{model\}", "a model's width is E, not d_model", ()),
-    (r"(?<![\\\w])V\s*=\s*\d|\(B,\s*V\)|\(B,\s*T,\s*V\)", "V is the value matrix; a vocabulary size is |\\mathcal{V}|", ()),
+    (
+        r"(?<![\\\w])V\s*=\s*\d|\(B,\s*V\)|\(B,\s*T,\s*V\)",
+        "V is the value matrix; a vocabulary size is |\\mathcal{V}|",
+        (),
+    ),
     (r"(?<!\\mathrm\{)(?<![\w\\{])PE(?=_|\s|\b)", "position encodings are \\mathrm{PE}", ()),
-    (r"(?<![\w\\])d[SP](?![\w])|(?<![\w\\])P\s*=\s*\\operatorname\{softmax\}|S\s*=\s*\\text\{scale\}",
-     "scores and weights are Z and A (S is the number of keys)", ()),
-    (r"(?<![\w\\{])[ASPG]\s*\\cap|\|[ASPG]\|", "sets of links are calligraphic: \\mathcal{A}, \\mathcal{S}, ...", ()),
-    (r"(?<![\w\\])e\s*\^|(?<![\w\\])e\s*=\s*\d", "e is a score: write \\exp(x), and a size as d_e", ()),
+    (
+        r"(?<![\w\\])d[SP](?![\w])|(?<![\w\\])P\s*=\s*\\operatorname\{softmax\}|S\s*=\s*\\text\{scale\}",
+        "scores and weights are Z and A (S is the number of keys)",
+        (),
+    ),
+    (
+        r"(?<![\w\\{])[ASPG]\s*\\cap|\|[ASPG]\|",
+        "sets of links are calligraphic: \\mathcal{A}, \\mathcal{S}, ...",
+        (),
+    ),
+    (
+        r"(?<![\w\\])e\s*\^|(?<![\w\\])e\s*=\s*\d",
+        "e is a score: write \\exp(x), and a size as d_e",
+        (),
+    ),
     (r"\\lambda(?!_)", "lambda is an ALiBi slope, \\lambda_r", ()),
     (r"(?<![\w\\])E\s*[xy]_", "an embedding is \\operatorname{emb}(x); E is a width", ()),
     (r"\\delta_\{?[a-z]{2}", "write the indicator \\mathbb{1}[j = k]; \\delta is a step", ()),
     # Chapter 7 quotes PyTorch's documented mask shape (N H, L, S) for the adapter
     # that keeps PyTorch's API; everywhere else the batch is B.
-    (r"(?<![\w\\{])N\s*H\b|\\times\s*N\b|^N$", "N is chapter 1's number of symbols",
-     ("01_bottleneck", "07_multi_head")),
-    (r"(?<![\w\\{])T\s*=\s*\d", "T counts additive attention's decoder steps; a sequence is L long",
-     ("01_bottleneck", "02_bahdanau", "03_learning_to_align")),
+    (
+        r"(?<![\w\\{])N\s*H\b|\\times\s*N\b|^N$",
+        "N is chapter 1's number of symbols",
+        ("01_bottleneck", "07_multi_head"),
+    ),
+    (
+        r"(?<![\w\\{])T\s*=\s*\d",
+        "T counts additive attention's decoder steps; a sequence is L long",
+        ("01_bottleneck", "02_bahdanau", "03_learning_to_align"),
+    ),
 ]
 
 
@@ -83,25 +108,28 @@ def test_chapter_uses_the_notation_page(path):
     assert not found, "symbols the notation page forbids:\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize("formula, forbidden", [
-    (r"\frac{\partial \ell}{\partial x}", True),
-    (r"\frac{\partial \mathcal{L}}{\partial x}", False),
-    (r"\ell_i = \sum_j \exp(e_{ij} - m_i)", False),
-    (r"W_1: d_\text{model} \times d_\text{ff}", True),
-    (r"(B, V)", True),
-    (r"PE_{p,\,2i}", True),
-    (r"\mathrm{PE}_{p}", False),
-    (r"dS = P \odot (dP - \operatorname{rowsum}(dP \odot P))", True),
-    (r"dZ = A \odot (dA - \operatorname{rowsum}(dA \odot A))", False),
-    (r"|A \cap S| / |S|", True),
-    (r"|\mathcal{A} \cap \mathcal{S}|", False),
-    (r"e^{x}", True),
-    (r"e_{ij}", False),
-    (r"\lambda = 0.4", True),
-    (r"-\lambda_r (i - j)", False),
-    (r"\mathrm{GRU}(E x_j, h)", True),
-    (r"\alpha_j (\delta_{jk} - \alpha_k)", True),
-])
+@pytest.mark.parametrize(
+    "formula, forbidden",
+    [
+        (r"\frac{\partial \ell}{\partial x}", True),
+        (r"\frac{\partial \mathcal{L}}{\partial x}", False),
+        (r"\ell_i = \sum_j \exp(e_{ij} - m_i)", False),
+        (r"W_1: d_\text{model} \times d_\text{ff}", True),
+        (r"(B, V)", True),
+        (r"PE_{p,\,2i}", True),
+        (r"\mathrm{PE}_{p}", False),
+        (r"dS = P \odot (dP - \operatorname{rowsum}(dP \odot P))", True),
+        (r"dZ = A \odot (dA - \operatorname{rowsum}(dA \odot A))", False),
+        (r"|A \cap S| / |S|", True),
+        (r"|\mathcal{A} \cap \mathcal{S}|", False),
+        (r"e^{x}", True),
+        (r"e_{ij}", False),
+        (r"\lambda = 0.4", True),
+        (r"-\lambda_r (i - j)", False),
+        (r"\mathrm{GRU}(E x_j, h)", True),
+        (r"\alpha_j (\delta_{jk} - \alpha_k)", True),
+    ],
+)
 def test_the_rules_catch_what_they_should(formula, forbidden, tmp_path):
     # A one-cell notebook holding the formula: the rules must flag it or not.
     nb = {"cells": [{"cell_type": "markdown", "source": [f"${formula}$"], "metadata": {}}]}

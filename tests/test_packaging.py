@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-tomllib = pytest.importorskip("tomllib")   # Python 3.11+
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,8 +33,10 @@ def test_every_subpackage_and_the_chart_loader_are_packaged():
     """A subpackage missing from ``packages`` (or the chart loader missing from the
     package data) is absent from a wheel, though an editable install hides it."""
     tool = _pyproject()["tool"]["setuptools"]
-    found = {".".join(p.parent.relative_to(ROOT).parts)
-             for p in (ROOT / "attention_lib").rglob("__init__.py")}
+    found = {
+        ".".join(p.parent.relative_to(ROOT).parts)
+        for p in (ROOT / "attention_lib").rglob("__init__.py")
+    }
     assert set(tool["packages"]) == found
     assert (ROOT / "attention_lib/presentation/chart_loader.js").is_file()
     assert "*.js" in tool["package-data"]["attention_lib.presentation"]

@@ -17,20 +17,25 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_the_committed_fixture_is_what_the_library_computes():
     spec = importlib.util.spec_from_file_location(
-        "make_parity_fixture", ROOT / "scripts" / "make_parity_fixture.py")
+        "make_parity_fixture", ROOT / "scripts" / "make_parity_fixture.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     committed = json.loads(module.FIXTURE.read_text(encoding="utf8"))
     fresh = json.loads(json.dumps(module.build(module.default_sources())))
     assert sorted(fresh["models"]) == sorted(committed["models"]), (
-        "the fixture covers other models than are exported: run scripts/make_parity_fixture.py")
+        "the fixture covers other models than are exported: run scripts/make_parity_fixture.py"
+    )
     for name, model in fresh["models"].items():
         old = committed["models"][name]
         assert model["weights_sha256"] == old["weights_sha256"], (
-            f"{name}: the exported weights changed: run scripts/make_parity_fixture.py")
+            f"{name}: the exported weights changed: run scripts/make_parity_fixture.py"
+        )
         assert [c["prompt"] for c in model["cases"]] == [c["prompt"] for c in old["cases"]]
         for new, ref in zip(model["cases"], old["cases"]):
             assert new["ids"] == ref["ids"], f"{name}: encode({new['prompt']!r}) changed"
-            assert new["new_ids"] == ref["new_ids"], f"{name}: greedy tokens after {new['prompt']!r}"
+            assert new["new_ids"] == ref["new_ids"], (
+                f"{name}: greedy tokens after {new['prompt']!r}"
+            )
             for key in ("logits_first", "logits_last"):
                 np.testing.assert_allclose(new[key], ref[key], atol=1e-4, err_msg=f"{name} {key}")

@@ -21,9 +21,9 @@ def ax():
 
 @pytest.mark.parametrize("style", ["square", "dot", "cross"])
 def test_mark_cells_puts_one_mark_at_each_cell_column_first(ax, style):
-    cells = [(0, 3), (2, 1)]           # (row, column)
+    cells = [(0, 3), (2, 1)]  # (row, column)
     marks = mark_cells(ax, cells, style=style, label="gold")
-    assert marks.get_offsets().tolist() == [[3.0, 0.0], [1.0, 2.0]]   # (x, y)
+    assert marks.get_offsets().tolist() == [[3.0, 0.0], [1.0, 2.0]]  # (x, y)
     assert marks.get_label() == "gold"
 
 
@@ -37,11 +37,14 @@ def test_mark_cells_accepts_no_cells(ax):
     assert len(mark_cells(ax, []).get_offsets()) == 0
 
 
-@pytest.mark.parametrize("cells, style, message", [
-    ([(0, 0)], "star", "style must be one of square, dot, cross, got 'star'"),
-    ([(0.5, 1)], "square", r"cells must be \(row, column\) pairs of integers"),
-    ([(0, 1, 2)], "dot", r"cells must be \(row, column\) pairs of integers"),
-])
+@pytest.mark.parametrize(
+    "cells, style, message",
+    [
+        ([(0, 0)], "star", "style must be one of square, dot, cross, got 'star'"),
+        ([(0.5, 1)], "square", r"cells must be \(row, column\) pairs of integers"),
+        ([(0, 1, 2)], "dot", r"cells must be \(row, column\) pairs of integers"),
+    ],
+)
 def test_mark_cells_rejects_bad_arguments(ax, cells, style, message):
     with pytest.raises(ValueError, match=message):
         mark_cells(ax, cells, style=style)
@@ -49,8 +52,8 @@ def test_mark_cells_rejects_bad_arguments(ax, cells, style, message):
 
 def test_hatch_masked_covers_exactly_the_masked_cells(ax):
     mask = np.ones((3, 4), dtype=bool)
-    mask[:, 2] = False                  # an unknown key word
-    mask[1, :] = False                  # an unknown query word
+    mask[:, 2] = False  # an unknown key word
+    mask[1, :] = False  # an unknown query word
     before = len(ax.patches)
     assert hatch_masked(ax, mask) == int((~mask).sum())
     corners = sorted(p.get_xy() for p in ax.patches[before:] if isinstance(p, Rectangle))
@@ -65,14 +68,19 @@ def test_hatch_masked_labels_the_legend_once(ax):
 
 
 def test_hatch_masked_needs_a_boolean_matrix(ax):
-    with pytest.raises(ValueError, match=r"mask must be a 2-D boolean array, got int64 of shape \(3,\)"):
+    with pytest.raises(
+        ValueError, match=r"mask must be a 2-D boolean array, got int64 of shape \(3,\)"
+    ):
         hatch_masked(ax, np.array([1, 0, 1], dtype=np.int64))
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(row_labels=["a", "b"]), "row_labels has 2 entries but the matrix has 3 rows"),
-    (dict(col_labels=list("abcde")), "col_labels has 5 entries but the matrix has 4 columns"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(row_labels=["a", "b"]), "row_labels has 2 entries but the matrix has 3 rows"),
+        (dict(col_labels=list("abcde")), "col_labels has 5 entries but the matrix has 4 columns"),
+    ],
+)
 def test_plot_weights_names_labels_of_the_wrong_length(kwargs, message):
     # matplotlib's own message speaks of a FixedLocator, not of the labels
     with pytest.raises(ValueError, match=message):
@@ -96,9 +104,9 @@ def _png_text_chunks(data):
 
     chunks, pos = {}, 8
     while pos + 8 <= len(data):
-        length, tag = struct.unpack(">I4s", data[pos:pos + 8])
+        length, tag = struct.unpack(">I4s", data[pos : pos + 8])
         if tag == b"tEXt":
-            key, _, value = data[pos + 8:pos + 8 + length].partition(b"\0")
+            key, _, value = data[pos + 8 : pos + 8 + length].partition(b"\0")
             chunks[key.decode("latin-1")] = value.decode("latin-1")
         pos += 12 + length
     return chunks
@@ -110,7 +118,7 @@ def test_smallest_font_size_counts_only_drawn_text():
     fig, (left, right) = plt.subplots(1, 2)
     left.set_title("title", fontsize=14)
     left.tick_params(labelsize=11)
-    right.axis("off")                   # its tick labels are not drawn
+    right.axis("off")  # its tick labels are not drawn
     right.tick_params(labelsize=3)
     hidden = left.text(0, 0, "hidden", fontsize=2)
     hidden.set_visible(False)

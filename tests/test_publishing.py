@@ -29,7 +29,7 @@ def owner_repo(url):
 
 def pages_url(url):
     owner, repo = owner_repo(url)
-    if repo.lower() == f"{owner.lower()}.github.io":   # a user or organisation site
+    if repo.lower() == f"{owner.lower()}.github.io":  # a user or organisation site
         return f"https://{owner.lower()}.github.io/"
     return f"https://{owner.lower()}.github.io/{repo}/"
 
@@ -48,7 +48,8 @@ def test_pages_url_follows_github_rules():
 def test_html_baseurl_is_the_github_pages_url_of_the_repository():
     assert CONFIG["html"]["baseurl"] == pages_url(REPO_URL), (
         "_config.yml: html.baseurl must be the GitHub Pages URL of repository.url; "
-        f"set it to {pages_url(REPO_URL)}")
+        f"set it to {pages_url(REPO_URL)}"
+    )
 
 
 def test_sitemap_lists_pages_under_the_baseurl():
@@ -68,13 +69,19 @@ def test_readme_badges_are_built_from_the_repository_url():
     owner, repo = owner_repo(REPO_URL)
     slug = f"{owner}/{repo}"
     expected = [
-        (f"https://github.com/{slug}/actions/workflows/test.yml/badge.svg?branch={BRANCH}",
-         f"https://github.com/{slug}/actions/workflows/test.yml"),
+        (
+            f"https://github.com/{slug}/actions/workflows/test.yml/badge.svg?branch={BRANCH}",
+            f"https://github.com/{slug}/actions/workflows/test.yml",
+        ),
         ("https://img.shields.io/badge/read-the%20book-blue", pages_url(REPO_URL)),
-        ("https://mybinder.org/badge_logo.svg",
-         f"https://mybinder.org/v2/gh/{slug}/{BRANCH}?urlpath=lab/tree/book"),
-        ("https://colab.research.google.com/assets/colab-badge.svg",
-         f"https://colab.research.google.com/github/{slug}/blob/{BRANCH}/book/01_bottleneck.ipynb"),
+        (
+            "https://mybinder.org/badge_logo.svg",
+            f"https://mybinder.org/v2/gh/{slug}/{BRANCH}?urlpath=lab/tree/book",
+        ),
+        (
+            "https://colab.research.google.com/assets/colab-badge.svg",
+            f"https://colab.research.google.com/github/{slug}/blob/{BRANCH}/book/01_bottleneck.ipynb",
+        ),
     ]
     assert readme_badges() == expected
 
@@ -92,12 +99,12 @@ def test_quick_start_is_two_commands():
 def test_newest_releases_workflow_runs_weekly_on_the_newest_python():
     """Environment rot: a weekly job runs the chapters on unpinned releases (issue 20)."""
     workflow = yaml.safe_load((ROOT / ".github/workflows/newest.yml").read_text(encoding="utf-8"))
-    triggers = workflow[True]               # YAML 1.1 reads the key `on` as True
+    triggers = workflow[True]  # YAML 1.1 reads the key `on` as True
     assert "workflow_dispatch" in triggers
-    assert re.fullmatch(r"\d+ \d+ \* \* [0-6]", triggers["schedule"][0]["cron"])   # weekly
+    assert re.fullmatch(r"\d+ \d+ \* \* [0-6]", triggers["schedule"][0]["cron"])  # weekly
     steps = workflow["jobs"]["newest"]["steps"]
     versions = [s["with"]["python-version"] for s in steps if "setup-python" in s.get("uses", "")]
     assert versions and float(versions[0]) >= 3.13
     assert any("scripts/check-newest.sh" in s.get("run", "") for s in steps)
     script = (ROOT / "scripts/check-newest.sh").read_text(encoding="utf-8")
-    assert "numpy|scipy|matplotlib|altair" in script          # the four it unpins
+    assert "numpy|scipy|matplotlib|altair" in script  # the four it unpins

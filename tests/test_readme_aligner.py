@@ -26,8 +26,9 @@ def test_readme_aligner_example_prints_what_the_aligner_prints():
     command = block.split("> links.txt", 1)[0].replace("\\\n", " ")
     argv = shlex.split(command)
     assert argv[:3] == ["python", "-m", "attention_lib.align"]
-    argv = [a.replace("data/", f"{data_dir()}/", 1) if a.startswith("data/") else a
-            for a in argv[3:]]
+    argv = [
+        a.replace("data/", f"{data_dir()}/", 1) if a.startswith("data/") else a for a in argv[3:]
+    ]
     out = io.StringIO()
     assert main(argv, stdout=out) == 0
     shown = [line[2:] for line in block.splitlines() if line.startswith("# ")]

@@ -40,7 +40,7 @@ def test_a_padded_sentence_ends_in_the_same_states_as_the_unpadded_one(reverse):
     x = rng.normal(size=(3, 5, 3))
     padded = gru.forward(x, MASK)
     for b, n in enumerate(MASK.sum(axis=1)):
-        alone = gru.forward(x[b:b + 1, :n])
+        alone = gru.forward(x[b : b + 1, :n])
         np.testing.assert_allclose(padded[b, :n], alone[0], rtol=1e-12, atol=1e-14)
 
 
@@ -76,15 +76,19 @@ def test_gru_matches_pytorch_nn_gru_forward_and_backward(reverse):
         ref.bias_hh_l0.copy_(torch.tensor(p["b_hh"]))
     xt = torch.tensor(x[:, ::-1].copy() if reverse else x, requires_grad=True)
     out, _ = ref(xt)
-    out = out.flip(1) if reverse else out          # back to the original word order
+    out = out.flip(1) if reverse else out  # back to the original word order
     (out * torch.tensor(g)).sum().backward()
     ours = gru.forward(x)
     dx = gru.backward(g)
     assert np.abs(ours - out.detach().numpy()).max() < TORCH_TOLERANCE
     dx_ref = xt.grad.numpy()[:, ::-1] if reverse else xt.grad.numpy()
     assert np.abs(dx - dx_ref).max() < TORCH_TOLERANCE
-    for name, theirs in (("W_ih", ref.weight_ih_l0.grad.T), ("W_hh", ref.weight_hh_l0.grad.T),
-                         ("b_ih", ref.bias_ih_l0.grad), ("b_hh", ref.bias_hh_l0.grad)):
+    for name, theirs in (
+        ("W_ih", ref.weight_ih_l0.grad.T),
+        ("W_hh", ref.weight_hh_l0.grad.T),
+        ("b_ih", ref.bias_ih_l0.grad),
+        ("b_hh", ref.bias_hh_l0.grad),
+    ):
         assert np.abs(gru.grads[name] - theirs.numpy()).max() < TORCH_TOLERANCE, name
 
 
@@ -101,8 +105,11 @@ def test_clip_grad_norm_matches_pytorch():
     layers = [Linear(3, 2, rng), Linear(2, 4, rng)]
     for layer in layers:
         layer.grads = {k: 10 * rng.normal(size=v.shape) for k, v in layer.params.items()}
-    tensors = [torch.zeros(g.shape, dtype=torch.float64, requires_grad=True)
-               for layer in layers for g in layer.grads.values()]
+    tensors = [
+        torch.zeros(g.shape, dtype=torch.float64, requires_grad=True)
+        for layer in layers
+        for g in layer.grads.values()
+    ]
     for t, g in zip(tensors, [g for layer in layers for g in layer.grads.values()]):
         t.grad = torch.tensor(g)
     norm_ref = float(torch.nn.utils.clip_grad_norm_(tensors, 2.0))

@@ -29,6 +29,7 @@ def rng(seed=0):
 
 # -- 1. integer inputs and dtypes are refused, not computed in integers ----------
 
+
 def test_1_gru_refuses_an_integer_input_instead_of_returning_zero_states():
     gru = GRU(3, 4, rng())
     with pytest.raises(TypeError, match="x must be a floating array"):
@@ -41,14 +42,17 @@ def test_1_dropout_refuses_an_integer_input_instead_of_not_rescaling():
     drop = Dropout(0.5, rng())
     with pytest.raises(TypeError, match="x must be a floating array"):
         drop.forward(np.ones(8, dtype=np.int64))
-    y = drop.forward(np.ones(1000))            # floats: kept values are scaled by 2
+    y = drop.forward(np.ones(1000))  # floats: kept values are scaled by 2
     assert set(np.unique(y).tolist()) == {0.0, 2.0}
 
 
 @pytest.mark.parametrize("dtype", [np.int64, np.int32, bool, "U3"])
 def test_1_layers_refuse_a_non_floating_dtype(dtype):
-    for build in (lambda: GRU(3, 4, rng(), dtype=dtype), lambda: GRUCell(3, 4, rng(), dtype),
-                  lambda: AdditiveAttention(4, 3, 5, rng(), dtype)):
+    for build in (
+        lambda: GRU(3, 4, rng(), dtype=dtype),
+        lambda: GRUCell(3, 4, rng(), dtype),
+        lambda: AdditiveAttention(4, 3, 5, rng(), dtype),
+    ):
         with pytest.raises(TypeError, match="dtype must be a floating dtype"):
             build()
 
@@ -67,17 +71,20 @@ def test_1_float32_inputs_still_give_float32_states():
 
 # -- 2. LayerNorm where the squares overflow --------------------------------------
 
-@pytest.mark.parametrize("dtype, scale", [(np.float32, 2e19), (np.float32, 1e38),
-                                          (np.float64, 1e154), (np.float64, 1e307)])
+
+@pytest.mark.parametrize(
+    "dtype, scale",
+    [(np.float32, 2e19), (np.float32, 1e38), (np.float64, 1e154), (np.float64, 1e307)],
+)
 def test_2_layer_norm_of_a_row_whose_squares_overflow_is_the_normalised_row(dtype, scale):
     base = rng(1).normal(size=(3, 6))
     ln = LayerNorm(6)
     ln.params["gamma"] = rng(2).normal(size=6)
     ln.params["beta"] = rng(3).normal(size=6)
-    with np.errstate(over="raise", invalid="raise", divide="raise"):   # no warning escapes
+    with np.errstate(over="raise", invalid="raise", divide="raise"):  # no warning escapes
         y = ln.forward((base * scale).astype(dtype))
     centred = base - base.mean(axis=-1, keepdims=True)
-    x_hat = centred / np.sqrt((centred**2).mean(axis=-1, keepdims=True))   # eps negligible
+    x_hat = centred / np.sqrt((centred**2).mean(axis=-1, keepdims=True))  # eps negligible
     expected = x_hat * ln.params["gamma"] + ln.params["beta"]
     np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
     # the gradient is that of the unscaled row, divided by the scale, not zero
@@ -95,8 +102,9 @@ def test_2_layer_norm_of_ordinary_rows_is_bit_for_bit_the_textbook_formula():
     ln = LayerNorm(8)
     centred = x - x.mean(axis=-1, keepdims=True)
     inv_sigma = 1.0 / np.sqrt((centred**2).mean(axis=-1, keepdims=True) + 1e-5)
-    assert np.array_equal(ln.forward(x), centred * inv_sigma * ln.params["gamma"]
-                          + ln.params["beta"])
+    assert np.array_equal(
+        ln.forward(x), centred * inv_sigma * ln.params["gamma"] + ln.params["beta"]
+    )
 
 
 def test_2_a_non_finite_row_gives_nan_not_beta():
@@ -107,6 +115,7 @@ def test_2_a_non_finite_row_gives_nan_not_beta():
 
 
 # -- 3. clip_grad_norm with a NaN gradient ---------------------------------------
+
 
 def _two_layers_with_a_nan():
     a, b = Linear(2, 2, rng()), Linear(2, 1, rng())
@@ -129,8 +138,11 @@ def test_3_clip_grad_norm_with_a_nan_does_what_torch_does():
 def test_3_clip_grad_norm_matches_torch_on_a_nan():
     torch = pytest.importorskip("torch")
     layers = _two_layers_with_a_nan()
-    ts = [torch.nn.Parameter(torch.zeros(g.shape, dtype=torch.float64))
-          for layer in layers for g in layer.grads.values()]
+    ts = [
+        torch.nn.Parameter(torch.zeros(g.shape, dtype=torch.float64))
+        for layer in layers
+        for g in layer.grads.values()
+    ]
     for t, g in zip(ts, [g for layer in layers for g in layer.grads.values()]):
         t.grad = torch.tensor(g)
     t_total = torch.nn.utils.clip_grad_norm_(ts, 1.0)
@@ -159,6 +171,7 @@ def test_3_clip_grad_norm_refuses_a_layer_listed_twice():
 
 # -- 8. Adam refuses the same parameter twice -------------------------------------
 
+
 def test_8_adam_refuses_a_layer_listed_twice():
     layer = Linear(2, 2, rng())
     with pytest.raises(ValueError, match="each step would move it twice"):
@@ -169,18 +182,22 @@ def test_8_adam_refuses_a_composite_together_with_its_own_layers():
     block = TransformerBlock(8, 2, 16, rng())
     with pytest.raises(ValueError, match="already holds its sub-layers"):
         Adam([block] + block.layers())
-    Adam(block.layers())                     # each once: fine
+    Adam(block.layers())  # each once: fine
     Adam([block])
 
 
 # -- 10. GRU masks and states are checked -----------------------------------------
 
-@pytest.mark.parametrize("mask, match", [
-    (np.ones((2, 6), bool), r"mask must have shape \(B, T\) = \(2, 5\)"),     # one step too long
-    (np.ones((2, 4), bool), r"mask must have shape \(B, T\) = \(2, 5\)"),     # one step too short
-    (np.full((2, 5), 0.5), "only True/False"),                              # would blend states
-    (np.ones(5, bool), r"mask must have shape"),
-])
+
+@pytest.mark.parametrize(
+    "mask, match",
+    [
+        (np.ones((2, 6), bool), r"mask must have shape \(B, T\) = \(2, 5\)"),  # one step too long
+        (np.ones((2, 4), bool), r"mask must have shape \(B, T\) = \(2, 5\)"),  # one step too short
+        (np.full((2, 5), 0.5), "only True/False"),  # would blend states
+        (np.ones(5, bool), r"mask must have shape"),
+    ],
+)
 def test_10_gru_checks_its_mask(mask, match):
     gru = GRU(3, 4, rng())
     with pytest.raises(ValueError, match=match):
@@ -196,15 +213,19 @@ def test_10_a_zero_one_integer_mask_is_the_boolean_mask():
 
 # -- 12. errors that name the argument, not NumPy internals ----------------------
 
-@pytest.mark.parametrize("make, call", [
-    (lambda: Linear(3, 2, rng()), lambda layer: layer.backward(np.ones((1, 2)))),
-    (lambda: Embedding(5, 2, rng()), lambda layer: layer.backward(np.ones((1, 2)))),
-    (lambda: LayerNorm(3), lambda layer: layer.backward(np.ones((1, 3)))),
-    (lambda: Dropout(0.5, rng()), lambda layer: layer.backward(np.ones(3))),
-    (lambda: GRU(3, 4, rng()), lambda layer: layer.backward(np.ones((1, 2, 4)))),
-    (lambda: AdditiveAttention(4, 3, 5, rng()), lambda layer: layer.step(np.ones((1, 3)))),
-    (lambda: AdditiveAttention(4, 3, 5, rng()), lambda layer: layer.keys_backward()),
-])
+
+@pytest.mark.parametrize(
+    "make, call",
+    [
+        (lambda: Linear(3, 2, rng()), lambda layer: layer.backward(np.ones((1, 2)))),
+        (lambda: Embedding(5, 2, rng()), lambda layer: layer.backward(np.ones((1, 2)))),
+        (lambda: LayerNorm(3), lambda layer: layer.backward(np.ones((1, 3)))),
+        (lambda: Dropout(0.5, rng()), lambda layer: layer.backward(np.ones(3))),
+        (lambda: GRU(3, 4, rng()), lambda layer: layer.backward(np.ones((1, 2, 4)))),
+        (lambda: AdditiveAttention(4, 3, 5, rng()), lambda layer: layer.step(np.ones((1, 3)))),
+        (lambda: AdditiveAttention(4, 3, 5, rng()), lambda layer: layer.keys_backward()),
+    ],
+)
 def test_12_backward_before_forward_says_so(make, call):
     with pytest.raises(RuntimeError, match=r"was called before (forward|set_keys)\(\)"):
         call(make())
@@ -273,8 +294,12 @@ def test_12_additive_attention_checks_the_decoder_state_and_mask():
 
 
 def test_12_layers_need_a_generator_not_none():
-    for build in (lambda: Linear(2, 2, None), lambda: Embedding(3, 2, None),
-                  lambda: GRU(2, 2, None), lambda: AdditiveAttention(2, 2, 2, None)):
+    for build in (
+        lambda: Linear(2, 2, None),
+        lambda: Embedding(3, 2, None),
+        lambda: GRU(2, 2, None),
+        lambda: AdditiveAttention(2, 2, 2, None),
+    ):
         with pytest.raises(TypeError, match="rng must be a numpy.random.Generator"):
             build()
 

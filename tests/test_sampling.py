@@ -38,15 +38,15 @@ def test_top_k_and_temperature_match_torch():
         v, _ = torch.topk(t, k)
         t[t < v[:, [-1]]] = -float("inf")
         expected = torch.softmax(t, dim=-1).numpy()
-        np.testing.assert_allclose(sampling_probabilities(z, tau, top_k=k), expected,
-                                   rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(
+            sampling_probabilities(z, tau, top_k=k), expected, rtol=1e-12, atol=1e-15
+        )
 
 
 def test_the_knobs_apply_in_order_and_keep_at_least_one_token():
     z = np.log([0.4, 0.3, 0.2, 0.1])
     # top-k 3 first (0.444, 0.333, 0.222), then top-p 0.7 keeps two of those.
-    np.testing.assert_allclose(sampling_probabilities(z, top_k=3, top_p=0.7),
-                               [4 / 7, 3 / 7, 0, 0])
+    np.testing.assert_allclose(sampling_probabilities(z, top_k=3, top_p=0.7), [4 / 7, 3 / 7, 0, 0])
     np.testing.assert_allclose(sampling_probabilities(z, top_p=1e-9), [1, 0, 0, 0])
     np.testing.assert_allclose(sampling_probabilities(z, top_p=1.0), [0.4, 0.3, 0.2, 0.1])
     np.testing.assert_array_equal(sampling_probabilities([[1, 3, 3]], 0), [[0, 1, 0]])
@@ -67,13 +67,16 @@ def test_float32_logits_stay_float32_and_batches_work():
     assert ((p > 0).sum(-1) <= 4).all()
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"temperature": -1}, "temperature must be a finite number >= 0, got -1"),
-    ({"temperature": float("nan")}, "temperature must be a finite number"),
-    ({"top_k": 0}, "top_k"),
-    ({"top_p": 0}, r"top_p must be in \(0, 1\], got 0"),
-    ({"top_p": 1.5}, r"top_p must be in \(0, 1\]"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"temperature": -1}, "temperature must be a finite number >= 0, got -1"),
+        ({"temperature": float("nan")}, "temperature must be a finite number"),
+        ({"top_k": 0}, "top_k"),
+        ({"top_p": 0}, r"top_p must be in \(0, 1\], got 0"),
+        ({"top_p": 1.5}, r"top_p must be in \(0, 1\]"),
+    ],
+)
 def test_bad_knobs_are_named(kwargs, message):
     with pytest.raises((ValueError, TypeError), match=message):
         sampling_probabilities(np.zeros(4), **kwargs)

@@ -48,7 +48,9 @@ def test_every_parameter_gradient_matches_central_differences(cls):
 
     loss()
     model.backward()
-    grads = {(n, k): layer.grads[k].copy() for n, layer in model.named_layers() for k in layer.params}
+    grads = {
+        (n, k): layer.grads[k].copy() for n, layer in model.named_layers() for k in layer.params
+    }
     checked = 0
     for n, layer in model.named_layers():
         for k, param in layer.params.items():
@@ -56,12 +58,16 @@ def test_every_parameter_gradient_matches_central_differences(cls):
             for _ in range(3):
                 u = rng.normal(size=param.shape)
                 numeric = directional_derivative(loss, param, u)
-                assert abs(numeric - np.sum(g * u)) < FD_TOLERANCE * max(abs(numeric), 1e-3), f"{n}.{k}"
+                assert abs(numeric - np.sum(g * u)) < FD_TOLERANCE * max(abs(numeric), 1e-3), (
+                    f"{n}.{k}"
+                )
             for _ in range(2):
                 u = np.zeros(param.shape)
                 u[tuple(rng.integers(d) for d in param.shape)] = 1.0
                 numeric = directional_derivative(loss, param, u)
-                assert abs(numeric - np.sum(g * u)) < FD_TOLERANCE * max(abs(numeric), 1e-3), f"{n}.{k}"
+                assert abs(numeric - np.sum(g * u)) < FD_TOLERANCE * max(abs(numeric), 1e-3), (
+                    f"{n}.{k}"
+                )
             checked += param.size
     assert checked == model.n_params()
 
@@ -69,13 +75,15 @@ def test_every_parameter_gradient_matches_central_differences(cls):
 def test_padding_changes_nothing_for_the_real_words():
     model = tiny(RNNsearch)
     full = model.loss(SRC, LENGTHS, TGT_IN, TGT_OUT)
-    alone = [model.loss(SRC[b:b + 1, :n], [n], TGT_IN[b:b + 1, :m], TGT_OUT[b:b + 1, :m])
-             for b, (n, m) in enumerate(zip(LENGTHS, [4, 2, 4]))]
+    alone = [
+        model.loss(SRC[b : b + 1, :n], [n], TGT_IN[b : b + 1, :m], TGT_OUT[b : b + 1, :m])
+        for b, (n, m) in enumerate(zip(LENGTHS, [4, 2, 4]))
+    ]
     words = np.array([4, 2, 4])
     assert full == pytest.approx(np.dot(alone, words) / words.sum(), rel=1e-12)
     ids_batch, _ = model.translate(SRC, LENGTHS, max_len=6)
     for b, n in enumerate(LENGTHS):
-        assert model.translate(SRC[b:b + 1, :n], [n], max_len=6)[0][0] == ids_batch[b]
+        assert model.translate(SRC[b : b + 1, :n], [n], max_len=6)[0][0] == ids_batch[b]
 
 
 def test_attention_weights_are_distributions_over_the_real_words():
@@ -91,7 +99,7 @@ def test_the_encdec_decoder_sees_only_the_final_states():
     model = tiny(RNNencdec)
     model.loss(SRC, LENGTHS, TGT_IN, TGT_OUT)
     changed = SRC.copy()
-    changed[0, 1] = 5                      # a middle word: it reaches c only through the GRUs
+    changed[0, 1] = 5  # a middle word: it reaches c only through the GRUs
     a = model.loss(SRC, LENGTHS, TGT_IN, TGT_OUT)
     b = model.loss(changed, LENGTHS, TGT_IN, TGT_OUT)
     assert a != b and model.attention_weights is None
@@ -103,7 +111,7 @@ def test_additive_layer_with_one_sentence_equals_chapter_2s_function():
     H, s = rng.normal(size=(4, 6)), rng.normal(size=6)
     att.set_keys(H[None])
     c, alpha, _ = att.step(s[None])
-    W = np.concatenate([att.params["U_a"], att.params["W_a"]])      # [h ; s] @ W
+    W = np.concatenate([att.params["U_a"], att.params["W_a"]])  # [h ; s] @ W
     c_ref, alpha_ref = additive_attention(H, s, W, att.params["v"])
     np.testing.assert_allclose(c[0], c_ref, rtol=1e-12)
     np.testing.assert_allclose(alpha[0], alpha_ref, rtol=1e-12)
@@ -160,8 +168,12 @@ def test_metrics_on_hand_made_cases():
     assert bleu(ref, ref) == pytest.approx(100.0)
     assert bleu([["une", "table"]], ref) < 10
     assert exact_accuracy([ref[0], ["x"]], [ref[0], ["y"]]) == 0.5
-    p = Pair(("the", "black", "cat"), ("le", "chat", "noir"), ((0, 0), (2, 1), (1, 2)),
-             ("determiner", "noun", "adjective"))
+    p = Pair(
+        ("the", "black", "cat"),
+        ("le", "chat", "noir"),
+        ((0, 0), (2, 1), (1, 2)),
+        ("determiner", "noun", "adjective"),
+    )
     swapped = np.array([[1.0, 0, 0], [0, 0.1, 0.9], [0, 0.8, 0.2]])
     assert alignment_error_rate([p], [swapped]) == 0.0
     assert alignment_error_rate([p], [np.eye(3)]) == pytest.approx(1 - 2 / 6)

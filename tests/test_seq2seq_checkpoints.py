@@ -14,8 +14,12 @@ import pytest
 pytest.importorskip("sacrebleu")
 
 from attention_lib.models.evaluation import bleu, exact_accuracy, make_test_sets, translate_pairs  # noqa: E402
-from attention_lib.models.train_seq2seq import (RUNS, checkpoint_dir, load_checkpoints,  # noqa: E402
-                                                sha256)
+from attention_lib.models.train_seq2seq import (
+    RUNS,
+    checkpoint_dir,
+    load_checkpoints,  # noqa: E402
+    sha256,
+)
 from attention_lib.data.toy_translation import source_vocab, target_vocab  # noqa: E402
 
 MANIFEST = json.loads((checkpoint_dir() / "manifest.json").read_text(encoding="utf8"))
@@ -36,7 +40,7 @@ def test_a_changed_checkpoint_is_refused(tmp_path):
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     manifest["models"] = {"rnnsearch_20": manifest["models"]["rnnsearch_20"]}
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    load_checkpoints(tmp_path)                       # intact: loads
+    load_checkpoints(tmp_path)  # intact: loads
     path = tmp_path / manifest["models"]["rnnsearch_20"]["file"]
     data = bytearray(path.read_bytes())
     data[-100] ^= 1

@@ -63,8 +63,11 @@ def test_the_tokenizer_round_trips_the_whole_text(text):
 
 def test_the_tokenizer_names_what_it_cannot_encode_or_decode():
     tok = CharTokenizer("ab ")
-    with pytest.raises(ValueError, match=r"text has 2 characters outside the vocabulary of 3: "
-                                         r"'c', 'é' \(first at index 3\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"text has 2 characters outside the vocabulary of 3: "
+        r"'c', 'é' \(first at index 3\)",
+    ):
         tok.encode("ab céc")
     with pytest.raises(ValueError, match=r"ids must be in \[0, 3\), got 3"):
         tok.decode([0, 3])
@@ -84,9 +87,9 @@ def test_the_tokenizer_names_what_it_cannot_encode_or_decode():
 def test_the_checkpoint_is_the_one_the_manifest_describes(manifest):
     path = shakespeare_dir() / manifest["file"]
     assert sha256(path) == manifest["sha256"]
-    assert path.stat().st_size <= 6_000_000                          # at most 6 MB
+    assert path.stat().st_size <= 6_000_000  # at most 6 MB
     assert manifest["config"] == CONFIG
-    assert manifest["wall_seconds"] > 0          # measured (the budget is 45 min unloaded)
+    assert manifest["wall_seconds"] > 0  # measured (the budget is 45 min unloaded)
     curve = manifest["curve"]
     assert len(curve["step"]) == len(curve["train"]) == len(curve["val"])
     assert curve["step"][-1] == CONFIG["steps"]
@@ -99,8 +102,14 @@ def test_the_parameter_names_are_the_file_format(manifest):
     with np.load(shakespeare_dir() / manifest["file"], allow_pickle=False) as f:
         names = set(f.files) - {"config"}
         assert all(f[k].dtype == np.float16 for k in names)
-    assert {"tok.E", "pos.E", "blocks.0.attn.W_QKV", "blocks.3.ffn.fc2.W",
-            "ln_f.gamma", "head.W"} <= names
+    assert {
+        "tok.E",
+        "pos.E",
+        "blocks.0.attn.W_QKV",
+        "blocks.3.ffn.fc2.W",
+        "ln_f.gamma",
+        "head.W",
+    } <= names
 
 
 def test_the_committed_model_meets_the_loss_bound_on_a_slice_of_validation(text, manifest):
@@ -112,7 +121,7 @@ def test_the_committed_model_meets_the_loss_bound_on_a_slice_of_validation(text,
     starts = np.linspace(0, len(val) - T - 1, 64).astype(int)
     x = val[starts[:, None] + np.arange(T)]
     y = val[starts[:, None] + np.arange(1, T + 1)]
-    loss = np.mean([mean_loss(model, x[i:i + 32], y[i:i + 32]) for i in (0, 32)])
+    loss = np.mean([mean_loss(model, x[i : i + 32], y[i : i + 32]) for i in (0, 32)])
     assert loss <= MAX_VAL_LOSS
     assert abs(loss - manifest["evaluation"]["val_loss"]) < 0.1
     assert manifest["evaluation"]["val_loss"] <= MAX_VAL_LOSS
@@ -127,8 +136,7 @@ def test_load_pretrained_gives_a_model_and_tokenizer_that_fit(text):
     assert logits.shape == (2, len(ids), tok.n_vocab) and logits.dtype == np.float32
     # It has learned something: after "ROMEO:\nBut sof" the next character is 't'.
     assert tok.decode([logits[0, -2].argmax()]) == "t"
-    out = model.generate(ids, 10, temperature=0.8, top_k=5, top_p=0.9,
-                         rng=np.random.default_rng(0))
+    out = model.generate(ids, 10, temperature=0.8, top_k=5, top_p=0.9, rng=np.random.default_rng(0))
     assert len(tok.decode(out)) == len(ids) + 10
 
 
@@ -139,7 +147,7 @@ def test_load_pretrained_refuses_unknown_names_and_altered_files(tmp_path):
         load_pretrained("shakespeare", tmp_path)
     for name in ("shakespeare.npz", "manifest.json"):
         (tmp_path / name).write_bytes((shakespeare_dir() / name).read_bytes())
-    load_pretrained("shakespeare", tmp_path)                         # intact: loads
+    load_pretrained("shakespeare", tmp_path)  # intact: loads
     data = bytearray((tmp_path / "shakespeare.npz").read_bytes())
     data[-1000] ^= 1
     (tmp_path / "shakespeare.npz").write_bytes(bytes(data))
@@ -158,5 +166,4 @@ def test_a_checkpoint_round_trips_through_float16(tmp_path):
         assert b.dtype == np.float32
         np.testing.assert_array_equal(b, a.astype(np.float16).astype(np.float32), err_msg=name)
     x = rng.integers(0, 5, size=(2, 12))
-    np.testing.assert_allclose(loaded.forward(x), model.train(False).forward(x),
-                               rtol=0, atol=0.05)
+    np.testing.assert_allclose(loaded.forward(x), model.train(False).forward(x), rtol=0, atol=0.05)

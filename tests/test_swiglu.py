@@ -12,7 +12,7 @@ def test_swiglu_is_the_gate_times_the_linear_unit_projected_down():
     ffn, x = SwiGLU(4, 10, rng), rng.normal(size=(3, 4))
     p = ffn.params
     a, u = x @ p["W1"], x @ p["W3"]
-    expected = (a / (1 + np.exp(-a)) * u) @ p["W2"]          # naive, written out
+    expected = (a / (1 + np.exp(-a)) * u) @ p["W2"]  # naive, written out
     assert np.allclose(ffn.forward(x), expected, rtol=0, atol=1e-12)
     assert {k: v.shape for k, v in p.items()} == {"W1": (4, 10), "W3": (4, 10), "W2": (10, 4)}
 
@@ -21,8 +21,12 @@ def test_swiglu_gradients_match_finite_differences():
     rng = np.random.default_rng(1)
     ffn = SwiGLU(5, 7, rng)
     x, g = rng.normal(size=(2, 3, 5)), rng.normal(size=(2, 3, 5))
-    check_gradients([ffn], lambda: np.sum(g * ffn.forward(x)),
-                        lambda: (ffn.forward(x), ffn.backward(g))[1:], inputs=[x])
+    check_gradients(
+        [ffn],
+        lambda: np.sum(g * ffn.forward(x)),
+        lambda: (ffn.forward(x), ffn.backward(g))[1:],
+        inputs=[x],
+    )
 
 
 def test_swiglu_refuses_rows_of_the_wrong_size():
@@ -53,8 +57,11 @@ def test_swiglu_matches_torch_forward_and_backward():
 
 def test_swiglu_and_silu_refuse_integers_backward_first_and_a_wrong_grad():
     from attention_lib.nn import SiLU
-    for layer, x in ((SwiGLU(3, 5, np.random.default_rng(0)), np.ones((2, 3))),
-                     (SiLU(), np.ones((2, 3)))):
+
+    for layer, x in (
+        (SwiGLU(3, 5, np.random.default_rng(0)), np.ones((2, 3))),
+        (SiLU(), np.ones((2, 3))),
+    ):
         name = type(layer).__name__
         with pytest.raises(RuntimeError, match=rf"{name}.backward\(\) was called before"):
             layer.backward(np.ones((2, 3)))

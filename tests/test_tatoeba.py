@@ -47,15 +47,21 @@ def test_files_match_their_sha256_in_the_readme():
         assert sha256(tatoeba_dir() / name) in readme, name
 
 
-@pytest.mark.parametrize("text", [
-    "Zyxwvutsrq is not a word.", "Ça coûte 12,50 € à Zürich ?", "naïve café — 東京 🙂", "",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Zyxwvutsrq is not a word.",
+        "Ça coûte 12,50 € à Zürich ?",
+        "naïve café — 東京 🙂",
+        "",
+    ],
+)
 def test_any_text_round_trips_with_no_unknown_token(text):
     tok = Tokenizer.load()
     ids = tok.encode(text)
     assert tok.decode(ids) == " ".join(text.split())
     assert all(0 <= i < len(tok) for i in ids)
-    assert tok.hf.get_vocab().get("<unk>") is None       # byte-level: there is no such token
+    assert tok.hf.get_vocab().get("<unk>") is None  # byte-level: there is no such token
 
 
 def test_specials_have_fixed_ids_and_are_not_decoded():
@@ -71,8 +77,7 @@ def test_hand_written_bpe_learns_the_merges_of_hugging_face_tokenizers():
     for n in (1, 4, 6, 9):
         hf = tokenizers.Tokenizer(tokenizers.models.BPE())
         hf.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
-        trainer = tokenizers.trainers.BpeTrainer(vocab_size=len(alphabet) + n,
-                                                 show_progress=False)
+        trainer = tokenizers.trainers.BpeTrainer(vocab_size=len(alphabet) + n, show_progress=False)
         hf.train_from_iterator([" ".join(words)], trainer)
         merges = [tuple(m) for m in json.loads(hf.to_str())["model"]["merges"]]
         assert learn_bpe(words, n) == merges

@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-pytest.importorskip("expecttest")      # torch.testing._internal needs it
+pytest.importorskip("expecttest")  # torch.testing._internal needs it
 
 from torch.testing._internal.common_methods_invocations import op_db
 from torch.testing._internal.common_modules import module_db
@@ -43,7 +43,7 @@ from attention_lib.backward import scaled_dot_product_attention_backward
 F = torch.nn.functional
 DT = torch.float64
 RTOL, ATOL = 1e-9, 1e-11
-TALLY = {}           # family -> Counter of "agree" / "unsupported: reason"
+TALLY = {}  # family -> Counter of "agree" / "unsupported: reason"
 
 
 class Unsupported(Exception):
@@ -85,8 +85,9 @@ def run_family(family, samples, driver):
 
 def module_samples(name, training=False):
     (info,) = [m for m in module_db if m.module_cls.__name__ == name]
-    inputs = info.module_inputs_func(info, device="cpu", dtype=DT, requires_grad=True,
-                                     training=training)
+    inputs = info.module_inputs_func(
+        info, device="cpu", dtype=DT, requires_grad=True, training=training
+    )
     return [(info.module_cls, mi) for mi in inputs]
 
 
@@ -109,12 +110,14 @@ def forward_input(mi):
 
 # -- Linear ----------------------------------------------------------------------
 
+
 def _linear(x, weight, bias):
     """The library's Linear with torch's weights, against F.linear: output and every gradient."""
     if weight.ndim != 2:
         raise Unsupported("a 1-D weight (Linear maps rows to rows)")
-    layer = lnn.Linear(weight.shape[1], weight.shape[0], np.random.default_rng(0),
-                       bias=bias is not None)
+    layer = lnn.Linear(
+        weight.shape[1], weight.shape[0], np.random.default_rng(0), bias=bias is not None
+    )
     layer.params["W"] = a(weight).T.copy()
     if bias is not None:
         layer.params["b"] = a(bias)
@@ -137,16 +140,19 @@ def test_module_linear():
         m = build(cls, mi)
         (x,), _ = forward_input(mi)
         _linear(x, m.weight, m.bias)
+
     run_family("nn.Linear", module_samples("Linear"), drive)
 
 
 def test_op_linear():
     def drive(s):
         _linear(s.input, s.args[0], s.args[1] if len(s.args) > 1 else s.kwargs.get("bias"))
+
     run_family("F.linear", op_samples("nn.functional.linear"), drive)
 
 
 # -- GELU ------------------------------------------------------------------------
+
 
 def _gelu(x, approximate):
     layer = lnn.GELU(approximate)
@@ -163,15 +169,20 @@ def test_module_gelu():
         cls, mi = sample
         (x,), _ = forward_input(mi)
         _gelu(x, build(cls, mi).approximate)
+
     run_family("nn.GELU", module_samples("GELU"), drive)
 
 
 def test_op_gelu():
-    run_family("F.gelu", op_samples("nn.functional.gelu"),
-               lambda s: _gelu(s.input, s.kwargs.get("approximate", "none")))
+    run_family(
+        "F.gelu",
+        op_samples("nn.functional.gelu"),
+        lambda s: _gelu(s.input, s.kwargs.get("approximate", "none")),
+    )
 
 
 # -- LayerNorm and RMSNorm ----------------------------------------------------------
+
 
 def _norm(kind, x, shape, weight, bias, eps):
     """LayerNorm / RMSNorm over the trailing axes ``shape``, flattened into one."""
@@ -182,7 +193,7 @@ def _norm(kind, x, shape, weight, bias, eps):
     if kind == "rms":
         if not hasattr(lnn, "RMSNorm"):
             raise Unsupported("attention_lib.nn has no RMSNorm on this branch")
-        if eps is None:                   # torch: the dtype's machine epsilon
+        if eps is None:  # torch: the dtype's machine epsilon
             eps = float(torch.finfo(DT).eps)
     if eps <= 0:
         raise Unsupported(f"eps = {eps} (the library requires eps > 0, torch accepts it)")
@@ -200,7 +211,7 @@ def _norm(kind, x, shape, weight, bias, eps):
         out = F.rms_norm(xt, shape, wt, eps)
     R = weights_for(out)
     (out * R).sum().backward()
-    lead = tuple(x.shape[:x.ndim - len(shape)])
+    lead = tuple(x.shape[: x.ndim - len(shape)])
     close(layer.forward(a(x).reshape(lead + (d,))).reshape(x.shape), out, "output")
     close(layer.backward(a(R).reshape(lead + (d,))).reshape(x.shape), xt.grad, "d input")
     if wt is not None:
@@ -214,8 +225,8 @@ def _norm_module(kind):
         cls, mi = sample
         m = build(cls, mi)
         (x,), _ = forward_input(mi)
-        _norm(kind, x, m.normalized_shape, m.weight,
-              getattr(m, "bias", None), m.eps)
+        _norm(kind, x, m.normalized_shape, m.weight, getattr(m, "bias", None), m.eps)
+
     return drive
 
 
@@ -238,6 +249,7 @@ def _norm_op(kind):
         else:
             bias, eps = None, s.kwargs.get("eps", args[2])
         _norm(kind, s.input, shape, weight, bias, eps)
+
     return drive
 
 
@@ -251,17 +263,18 @@ def test_op_rms_norm():
 
 # -- GRU: stacked and bidirectional, from the library's one-direction GRU --------
 
+
 def _library_gru(m):
     """The library's GRUs with the weights of torch GRU ``m``: ``[[fwd, bwd?] per layer]``."""
     H, layers = m.hidden_size, []
     for k in range(m.num_layers):
         dirs = []
-        for suffix, reverse in (("", False), ("_reverse", True))[:2 if m.bidirectional else 1]:
+        for suffix, reverse in (("", False), ("_reverse", True))[: 2 if m.bidirectional else 1]:
             w_ih = getattr(m, f"weight_ih_l{k}{suffix}")
             gru = lnn.GRU(w_ih.shape[1], H, np.random.default_rng(0), np.float64, reverse)
             gru.params["W_ih"] = a(w_ih).T.copy()
             gru.params["W_hh"] = a(getattr(m, f"weight_hh_l{k}{suffix}")).T.copy()
-            for name in ("ih", "hh"):        # bias=False: zero biases, their gradients unused
+            for name in ("ih", "hh"):  # bias=False: zero biases, their gradients unused
                 b = getattr(m, f"bias_{name}_l{k}{suffix}", None) if m.bias else None
                 gru.params[f"b_{name}"] = np.zeros(3 * H) if b is None else a(b)
             dirs.append(gru)
@@ -284,13 +297,19 @@ def test_module_gru():
         ((out * R).sum() + (hn * Rh).sum()).backward()
         # to the library's layout: (B, T, d); torch's unbatched and time-major inputs
         unbatched = x.ndim == 2
-        to_btd = (lambda t: t[None]) if unbatched else (
-            (lambda t: t) if m.batch_first else (lambda t: t.transpose(0, 1)))
+        to_btd = (
+            (lambda t: t[None])
+            if unbatched
+            else ((lambda t: t) if m.batch_first else (lambda t: t.transpose(0, 1)))
+        )
         X, dO = a(to_btd(x)), a(to_btd(R))
         D = 2 if m.bidirectional else 1
         B = X.shape[0]
-        H0 = np.zeros((m.num_layers * D, B, m.hidden_size)) if h0 is None else (
-            a(h0)[:, None] if unbatched else a(h0))
+        H0 = (
+            np.zeros((m.num_layers * D, B, m.hidden_size))
+            if h0 is None
+            else (a(h0)[:, None] if unbatched else a(h0))
+        )
         dHn = a(Rh)[:, None] if unbatched else a(Rh)
         grus, inp, outs = _library_gru(m), X, []
         for k, dirs in enumerate(grus):
@@ -299,8 +318,13 @@ def test_module_gru():
             inp = np.concatenate(hs, axis=-1)
         back = {"x": to_btd(xt.grad)}
         ours_out = inp
-        hn_ours = np.stack([hs[j][:, -1 if not g.reverse else 0]
-                            for (_, hs), dirs in zip(outs, grus) for j, g in enumerate(dirs)])
+        hn_ours = np.stack(
+            [
+                hs[j][:, -1 if not g.reverse else 0]
+                for (_, hs), dirs in zip(outs, grus)
+                for j, g in enumerate(dirs)
+            ]
+        )
         close(ours_out, to_btd(out), "output")
         close(hn_ours, hn[:, None] if unbatched else hn, "h_n")
         d_in, dh0 = dO, np.zeros_like(H0)
@@ -309,7 +333,7 @@ def test_module_gru():
             H = m.hidden_size
             d_next = 0
             for j, g in enumerate(dirs):
-                dhs = d_in[..., j * H:(j + 1) * H].copy()
+                dhs = d_in[..., j * H : (j + 1) * H].copy()
                 dhs[:, -1 if not g.reverse else 0] += dHn[k * D + j]
                 d_next = d_next + g.backward(dhs)
                 dh0[k * D + j] = g.dh0
@@ -318,16 +342,21 @@ def test_module_gru():
                         continue
                     pt = name.replace("W_", "weight_").replace("b_", "bias_")
                     theirs = getattr(m, f"{pt}_l{k}{'_reverse' if g.reverse else ''}").grad
-                    close(ours, theirs.T if name.startswith("W") else theirs,
-                          f"layer {k} dir {j} {name}")
+                    close(
+                        ours,
+                        theirs.T if name.startswith("W") else theirs,
+                        f"layer {k} dir {j} {name}",
+                    )
             d_in = d_next
         close(d_in, back["x"], "d input")
         if h0t is not None:
             close(dh0[:, 0] if unbatched else dh0, h0t.grad, "d h0")
+
     run_family("nn.GRU", module_samples("GRU") + module_samples("GRU", training=True), drive)
 
 
 # -- Transformer encoder layers as TransformerBlock -------------------------------------
+
 
 def _block_from(layer, causal):
     """A TransformerBlock with the weights of a torch TransformerEncoderLayer, or Unsupported."""
@@ -363,8 +392,12 @@ def _causal_or_none(mask, is_causal, T):
     tri = np.tril(np.ones((T, T), bool))
     if mask.dtype == torch.bool and m.shape == (T, T) and np.array_equal(m, ~tri):
         return True
-    if mask.dtype != torch.bool and m.shape == (T, T) and np.array_equal(
-            np.isneginf(m), ~tri) and not m[tri].any():
+    if (
+        mask.dtype != torch.bool
+        and m.shape == (T, T)
+        and np.array_equal(np.isneginf(m), ~tri)
+        and not m[tri].any()
+    ):
         return True
     raise Unsupported("an attention mask other than the causal one")
 
@@ -377,15 +410,19 @@ def _encoder(name):
         x = args[0]
         mask = args[1] if len(args) > 1 else kwargs.get("mask", kwargs.get("src_mask"))
         if kwargs.get("src_key_padding_mask") is not None or (
-                len(args) > 2 and args[2] is not None):
+            len(args) > 2 and args[2] is not None
+        ):
             raise Unsupported("a key-padding mask")
         layers = [m] if name == "TransformerEncoderLayer" else list(m.layers)
         if name == "TransformerEncoder" and m.norm is not None:
             raise Unsupported("a final norm in TransformerEncoder")
         first = layers[0]
         unbatched = x.ndim == 2
-        to_btd = (lambda t: t[None]) if unbatched else (
-            (lambda t: t) if first.self_attn.batch_first else (lambda t: t.transpose(0, 1)))
+        to_btd = (
+            (lambda t: t[None])
+            if unbatched
+            else ((lambda t: t) if first.self_attn.batch_first else (lambda t: t.transpose(0, 1)))
+        )
         T = to_btd(x).shape[1]
         causal = _causal_or_none(mask, kwargs.get("is_causal", False), T)
         blocks = [_block_from(layer, causal) for layer in layers]
@@ -407,24 +444,30 @@ def _encoder(name):
             close(block.attn.grads["W_O"], att.out_proj.weight.grad.T, "d out_proj.weight")
             close(block.ffn.fc1.grads["W"], layer.linear1.weight.grad.T, "d linear1.weight")
             close(block.ln2.grads["gamma"], layer.norm2.weight.grad, "d norm2.weight")
+
     return drive
 
 
 @pytest.mark.parametrize("name", ["TransformerEncoderLayer", "TransformerEncoder"])
 def test_module_transformer_encoder(name):
-    run_family(f"nn.{name}", module_samples(name) + module_samples(name, training=True),
-               _encoder(name))
+    run_family(
+        f"nn.{name}", module_samples(name) + module_samples(name, training=True), _encoder(name)
+    )
 
 
 @pytest.mark.parametrize("name", ["TransformerDecoderLayer", "Transformer"])
 def test_module_transformer_with_cross_attention(name):
     def drive(sample):
-        raise Unsupported("cross-attention (encoder-decoder): TransformerBlock is "
-                          "decoder-only; attention_lib.nn.MultiHeadAttention brings it")
+        raise Unsupported(
+            "cross-attention (encoder-decoder): TransformerBlock is "
+            "decoder-only; attention_lib.nn.MultiHeadAttention brings it"
+        )
+
     run_family(f"nn.{name}", module_samples(name), drive)
 
 
 # -- Dropout, by its law ----------------------------------------------------------------
+
 
 def test_op_dropout_by_its_law():
     def drive(s):
@@ -436,7 +479,7 @@ def test_op_dropout_by_its_law():
         drop.training = training
         y = drop.forward(x)
         theirs = F.dropout(s.input.detach(), p, training)
-        if not training or p == 0:                  # the identity, exactly, as torch
+        if not training or p == 0:  # the identity, exactly, as torch
             np.testing.assert_array_equal(y, x)
             np.testing.assert_array_equal(a(theirs), x)
             return
@@ -446,6 +489,7 @@ def test_op_dropout_by_its_law():
         # torch's law, the same: each entry 0 or x / (1 - p)
         t_kept = a(theirs) != 0
         close(a(theirs)[t_kept], x[t_kept] / (1 - p), "torch's kept entries")
+
     run_family("F.dropout", op_samples("nn.functional.dropout"), drive)
 
 
@@ -457,10 +501,11 @@ def test_dropout_keeps_one_minus_p_of_the_entries_as_torch(p):
     sd = math.sqrt(p * (1 - p) / n)
     for y in (ours, theirs):
         assert abs((y != 0).mean() - (1 - p)) < 5 * sd
-        assert abs(y.mean() - 1) < 5 * sd / (1 - p)       # the expectation is kept
+        assert abs(y.mean() - 1) < 5 * sd / (1 - p)  # the expectation is kept
 
 
 # -- scaled_dot_product_attention --------------------------------------------------------
+
 
 def test_op_scaled_dot_product_attention():
     def drive(s):
@@ -478,24 +523,28 @@ def test_op_scaled_dot_product_attention():
         R = weights_for(out)
         (out * R).sum().backward()
         K, V = a(k), a(v)
-        if rep > 1:                          # grouped-query heads: each K/V head serves rep
+        if rep > 1:  # grouped-query heads: each K/V head serves rep
             K, V = np.repeat(K, rep, axis=-3), np.repeat(V, rep, axis=-3)
         M = None if mask is None else (mask.numpy() if mask.dtype == torch.bool else a(mask))
         ours = scaled_dot_product_attention(a(q), K, V, M, is_causal, scale)
         close(ours, out, "output")
-        dq, dk, dv = scaled_dot_product_attention_backward(a(R), a(q), K, V, M, is_causal,
-                                                           scale)
+        dq, dk, dv = scaled_dot_product_attention_backward(a(R), a(q), K, V, M, is_causal, scale)
         if rep > 1:
             dk = dk.reshape(dk.shape[:-3] + (-1, rep) + dk.shape[-2:]).sum(axis=-3)
             dv = dv.reshape(dv.shape[:-3] + (-1, rep) + dv.shape[-2:]).sum(axis=-3)
         close(dq, qt.grad, "d query")
         close(dk, kt.grad, "d key")
         close(dv, vt.grad, "d value")
-    run_family("F.scaled_dot_product_attention",
-               op_samples("nn.functional.scaled_dot_product_attention"), drive)
+
+    run_family(
+        "F.scaled_dot_product_attention",
+        op_samples("nn.functional.scaled_dot_product_attention"),
+        drive,
+    )
 
 
 # -- Adam ------------------------------------------------------------------------------
+
 
 class _Params:
     """A stand-in layer: ``params`` and ``grads`` dicts, as the library's optimiser reads."""
@@ -531,19 +580,28 @@ def test_optim_adam():
             opt_t.step()
             for i, t in enumerate(theirs):
                 close(ours.params[str(i)], t, f"parameter {i}")
+
     inputs = info.optim_inputs_func(device="cpu")
-    variants = [type(i)(params=None, kwargs={**i.kwargs, "foreach": f}, desc=i.desc)
-                for i in inputs for f in (False, True)]
+    variants = [
+        type(i)(params=None, kwargs={**i.kwargs, "foreach": f}, desc=i.desc)
+        for i in inputs
+        for f in (False, True)
+    ]
     run_family("optim.Adam", variants, drive)
 
 
 # -- clip_grad_norm_ ----------------------------------------------------------------
 
+
 def _clip_samples():
     """PyTorch's test of clip_grad_norm_ as samples: norm types, sizes, non-finite grads."""
-    return [{"norm_type": nt, "max_norm": mn, "bad": bad, "error": err}
-            for nt in (0.5, 1.0, 2.0, 4.0, math.inf) for mn in (1.25, 1e-3, 100.0)
-            for bad in (None, math.nan, math.inf) for err in (False, True)]
+    return [
+        {"norm_type": nt, "max_norm": mn, "bad": bad, "error": err}
+        for nt in (0.5, 1.0, 2.0, 4.0, math.inf)
+        for mn in (1.25, 1e-3, 100.0)
+        for bad in (None, math.nan, math.inf)
+        for err in (False, True)
+    ]
 
 
 def test_clip_grad_norm():
@@ -565,33 +623,47 @@ def test_clip_grad_norm():
         except RuntimeError:
             with pytest.raises(FloatingPointError):
                 lnn.clip_grad_norm([layer], **kw)
-            for i, g in enumerate(grads):                # nothing changed on either side
+            for i, g in enumerate(grads):  # nothing changed on either side
                 np.testing.assert_array_equal(layer.grads[str(i)], g)
             return
         total = lnn.clip_grad_norm([layer], **kw)
-        close(total, t_total, "total norm") if math.isfinite(total) else \
-            np.testing.assert_equal(total, float(t_total))
+        close(total, t_total, "total norm") if math.isfinite(total) else np.testing.assert_equal(
+            total, float(t_total)
+        )
         for i, t in enumerate(ts):
-            np.testing.assert_allclose(layer.grads[str(i)], a(t.grad), rtol=RTOL, atol=ATOL,
-                                       equal_nan=True, err_msg=f"gradient {i}")
+            np.testing.assert_allclose(
+                layer.grads[str(i)],
+                a(t.grad),
+                rtol=RTOL,
+                atol=ATOL,
+                equal_nan=True,
+                err_msg=f"gradient {i}",
+            )
+
     run_family("clip_grad_norm_", _clip_samples(), drive)
 
 
 # -- the counts -------------------------------------------------------------------------
+
 
 def test_peer_suite_counts(capsys):
     """Print agree / disagree / unsupported (with reasons) per family; 0 disagreements."""
     lines, totals = [], Counter()
     for family, tally in sorted(TALLY.items()):
         agree, disagree = tally["agree"], tally["disagree"]
-        unsupported = {k[len("unsupported: "):]: v for k, v in tally.items()
-                       if k.startswith("unsupported")}
+        unsupported = {
+            k[len("unsupported: ") :]: v for k, v in tally.items() if k.startswith("unsupported")
+        }
         totals.update(agree=agree, disagree=disagree, unsupported=sum(unsupported.values()))
-        lines.append(f"  {family}: {agree} agree, {disagree} disagree, "
-                     f"{sum(unsupported.values())} unsupported")
+        lines.append(
+            f"  {family}: {agree} agree, {disagree} disagree, "
+            f"{sum(unsupported.values())} unsupported"
+        )
         lines += [f"      unsupported x{v}: {k}" for k, v in sorted(unsupported.items())]
     with capsys.disabled():
-        print(f"\nPyTorch peer suite: {totals['agree']} agree, {totals['disagree']} disagree, "
-              f"{totals['unsupported']} unsupported")
+        print(
+            f"\nPyTorch peer suite: {totals['agree']} agree, {totals['disagree']} disagree, "
+            f"{totals['unsupported']} unsupported"
+        )
         print("\n".join(lines))
     assert totals["disagree"] == 0

@@ -4,16 +4,33 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from attention_lib.data.toy_translation import (ADJECTIVES, CONTENT_CLASSES, DETERMINERS, EOS, NOUNS,
-                                           VERBS, WORD_CLASSES, encode_batch, generate_pairs,
-                                           make_pair, source_vocab, target_vocab)
+from attention_lib.data.toy_translation import (
+    ADJECTIVES,
+    CONTENT_CLASSES,
+    DETERMINERS,
+    EOS,
+    NOUNS,
+    VERBS,
+    WORD_CLASSES,
+    encode_batch,
+    generate_pairs,
+    make_pair,
+    source_vocab,
+    target_vocab,
+)
 
 FRENCH = {**{f: e for e, (f, _) in NOUNS.items()}, **{v: e for e, v in VERBS.items()}}
 for _e, _forms in {**ADJECTIVES, **DETERMINERS}.items():
     for _f in _forms:
         FRENCH.setdefault(_f, _e)
-FUNCTION = {"ne": {"never"}, "jamais": {"never"}, "près": {"near"}, "de": {"near"},
-            "et": {"and"}, "beaucoup": {"a", "lot"}}
+FUNCTION = {
+    "ne": {"never"},
+    "jamais": {"never"},
+    "près": {"near"},
+    "de": {"near"},
+    "et": {"and"},
+    "beaucoup": {"a", "lot"},
+}
 
 
 def test_the_same_seed_gives_the_same_pairs_and_another_seed_others():
@@ -30,7 +47,7 @@ def test_a_pair_has_exactly_the_length_asked_for(n_words, seed):
 def test_every_gold_link_joins_a_word_and_its_translation(n_words, seed):
     p = make_pair(np.random.default_rng(seed), n_words)
     linked = {i for _, i in p.alignment}
-    assert linked == set(range(len(p.target)))          # every target word is aligned
+    assert linked == set(range(len(p.target)))  # every target word is aligned
     for j, i in p.alignment:
         f, e = p.target[i], p.source[j]
         if f in FUNCTION:
@@ -80,7 +97,7 @@ def test_encode_batch_pads_and_frames_the_targets():
         assert sv.decode(src[b]) == list(p.source)
         assert tv.decode(tgt_out[b]) == list(p.target)
         assert tgt_out[b, len(p.target)] == EOS
-        assert (tgt_in[b, 1:len(p.target) + 1] == tgt_out[b, :len(p.target)]).all()
+        assert (tgt_in[b, 1 : len(p.target) + 1] == tgt_out[b, : len(p.target)]).all()
 
 
 def test_bad_lengths_raise_errors_that_name_them():

@@ -9,8 +9,9 @@ import pytest
 from attention_lib.models.train_translation import checkpoint_dir
 from attention_lib.translate import MAX_SOURCE_TOKENS, main
 
-needs_models = pytest.mark.skipif(not (checkpoint_dir() / "manifest.json").exists(),
-                                  reason="no committed translation checkpoints")
+needs_models = pytest.mark.skipif(
+    not (checkpoint_dir() / "manifest.json").exists(), reason="no committed translation checkpoints"
+)
 
 
 class Stdin(io.StringIO):
@@ -30,13 +31,16 @@ def run(argv, data=b""):
     return code, out.getvalue(), err.getvalue()
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--model", "gpt"], "invalid choice"),
-    (["--beam", "0"], "positive integer"),
-    (["--beam", "two"], "positive integer"),
-    (["/no/such/file.txt"], "cannot read it"),
-    (["--length-penalty", "nan"], "length-penalty"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--model", "gpt"], "invalid choice"),
+        (["--beam", "0"], "positive integer"),
+        (["--beam", "two"], "positive integer"),
+        (["/no/such/file.txt"], "cannot read it"),
+        (["--length-penalty", "nan"], "length-penalty"),
+    ],
+)
 def test_bad_arguments_exit_2_with_one_line(argv, message, capsys):
     code, out, _ = run(argv)
     err = capsys.readouterr().err
@@ -67,7 +71,9 @@ def test_one_line_out_per_line_in_and_empty_lines_stay_empty():
 @needs_models
 def test_the_same_sentence_translates_the_same_alone_and_in_a_batch():
     code, alone, _ = run(["-"], b"Tom is here.\n")
-    code2, batched, _ = run(["-"], b"I like it.\nTom is here.\nShe runs every morning in the park.\n")
+    code2, batched, _ = run(
+        ["-"], b"I like it.\nTom is here.\nShe runs every morning in the park.\n"
+    )
     assert code == code2 == 0
     assert batched.split("\n")[1] == alone.split("\n")[0]
 
@@ -95,8 +101,12 @@ def test_rnnsearch_translates_too():
 @needs_models
 def test_a_closed_pipe_is_a_quiet_exit():
     lines = "".join(f"Sentence number {k} is short.\n" for k in range(600)).encode()
-    proc = subprocess.Popen([sys.executable, "-m", "attention_lib.translate"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attention_lib.translate"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     proc.stdin.write(lines)
     proc.stdin.close()
     proc.stdout.readline()

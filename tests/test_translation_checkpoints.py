@@ -27,8 +27,16 @@ def test_checkpoint_matches_its_manifest_and_fits_the_size_limit(manifest, name)
     assert sha256(tatoeba_dir() / "bpe.json") == entry["tokenizer_sha256"]
     with np.load(path, allow_pickle=False) as f:
         assert all(f[k].dtype == np.float16 for k in f.files if k != "config")
-    for key in ("config", "steps", "wall_seconds", "cpu_seconds", "tokens_per_s", "command",
-                "validation_loss_float16", "validation_loss_float32"):
+    for key in (
+        "config",
+        "steps",
+        "wall_seconds",
+        "cpu_seconds",
+        "tokens_per_s",
+        "command",
+        "validation_loss_float16",
+        "validation_loss_float32",
+    ):
         assert key in entry, key
     # float16 storage changes the validation loss by less than the stated tolerance
     assert abs(entry["validation_loss_float16"] - entry["validation_loss_float32"]) < 0.01

@@ -7,7 +7,7 @@ so a test can compare our hand-written gradients with autograd's.
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")   # collected without torch: skipped, not an error
+torch = pytest.importorskip("torch")  # collected without torch: skipped, not an error
 F = torch.nn.functional
 
 
@@ -24,11 +24,10 @@ def rotary(x, start=0, layout="interleaved", base=10000.0):
     angles = torch.tensor(np.arange(start, start + T)[:, None] * freqs, dtype=x.dtype)
     cos, sin = torch.cos(angles), torch.sin(angles)
     if layout == "half":
-        a, b = x[..., :d // 2], x[..., d // 2:]
+        a, b = x[..., : d // 2], x[..., d // 2 :]
         return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
     even, odd = x[..., 0::2], x[..., 1::2]
-    return torch.stack([even * cos - odd * sin, even * sin + odd * cos],
-                       dim=-1).flatten(-2)
+    return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
 
 
 def attention(att, p, x_q, x_kv=None, is_causal=False, attn_mask=None):
@@ -51,8 +50,9 @@ def attention(att, p, x_q, x_kv=None, is_causal=False, attn_mask=None):
     if is_causal:
         causal = torch.ones(T, S, dtype=torch.bool).tril()
         attn_mask = causal if attn_mask is None else attn_mask & causal
-    ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
-                                         enable_gqa=att.n_kv_heads != att.n_heads)
+    ctx = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=attn_mask, enable_gqa=att.n_kv_heads != att.n_heads
+    )
     out = ctx.transpose(1, 2).reshape(B, T, -1) @ p["W_O"]
     return out + p["b_O"] if "b_O" in p else out
 
@@ -87,6 +87,6 @@ def model_logits(model, ps, tokens):
         x = x + torch.tensor(model.pe[:T])
     for blk in model.blocks:
         n = len(blk.layers())
-        x = block(blk, ps[i:i + n], x)
+        x = block(blk, ps[i : i + n], x)
         i += n
     return layer_norm(ps[i], x) @ ps[i + 1]["W"] + ps[i + 1]["b"]

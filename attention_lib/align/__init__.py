@@ -57,24 +57,75 @@ checked first; then each pair's links are written and flushed as soon as the
 pair is aligned (for ``em``, after training, as soon as each pair is decoded).
 """
 
-from .attention import (ATTENTION_METHODS, DEFAULT_METHOD, DEFAULT_PRIOR, METHODS,
-                        PRIOR_GRID, Aligner, cross_attention, diagonal_links, grow_diag, tune_prior)
+from .attention import (
+    ATTENTION_METHODS,
+    DEFAULT_METHOD,
+    DEFAULT_PRIOR,
+    METHODS,
+    PRIOR_GRID,
+    Aligner,
+    cross_attention,
+    diagonal_links,
+    grow_diag,
+    tune_prior,
+)
 from .cli import CLI_METHODS, main
 from .em import Model1
-from .em_aligner import (DEFAULT_ITERATIONS, DEFAULT_NULL_PROB, DEFAULT_PSEUDO_COUNT,
-                         DEFAULT_TEMPERATURE, DEFAULT_TENSION, EM_GRID, EM_MAX_ITERATIONS,
-                         EMAligner, tune_em)
-from .scoring import (AlignmentPair, AlignmentScores, Tuning, aer_from_counts, alignment_scores,
-                      format_pharaoh, leave_one_out, load_alignment_dev, read_pharaoh,
-                      split_lines)
+from .em_aligner import (
+    DEFAULT_ITERATIONS,
+    DEFAULT_NULL_PROB,
+    DEFAULT_PSEUDO_COUNT,
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TENSION,
+    EM_GRID,
+    EM_MAX_ITERATIONS,
+    EMAligner,
+    tune_em,
+)
+from .scoring import (
+    AlignmentPair,
+    AlignmentScores,
+    Tuning,
+    aer_from_counts,
+    alignment_scores,
+    format_pharaoh,
+    leave_one_out,
+    load_alignment_dev,
+    read_pharaoh,
+    split_lines,
+)
 
 __all__ = [
-    "ATTENTION_METHODS", "DEFAULT_METHOD", "DEFAULT_PRIOR", "PRIOR_GRID", "METHODS",
+    "ATTENTION_METHODS",
+    "DEFAULT_METHOD",
+    "DEFAULT_PRIOR",
+    "PRIOR_GRID",
+    "METHODS",
     "CLI_METHODS",
-    "DEFAULT_ITERATIONS", "DEFAULT_NULL_PROB", "DEFAULT_PSEUDO_COUNT",
-    "DEFAULT_TEMPERATURE", "DEFAULT_TENSION", "EM_GRID", "EM_MAX_ITERATIONS",
-    "Aligner", "AlignmentPair", "AlignmentScores", "EMAligner", "Model1", "Tuning",
-    "aer_from_counts", "alignment_scores", "cross_attention", "diagonal_links", "format_pharaoh",
-    "grow_diag", "leave_one_out", "load_alignment_dev", "main", "read_pharaoh",
-    "split_lines", "tune_em", "tune_prior",
+    "DEFAULT_ITERATIONS",
+    "DEFAULT_NULL_PROB",
+    "DEFAULT_PSEUDO_COUNT",
+    "DEFAULT_TEMPERATURE",
+    "DEFAULT_TENSION",
+    "EM_GRID",
+    "EM_MAX_ITERATIONS",
+    "Aligner",
+    "AlignmentPair",
+    "AlignmentScores",
+    "EMAligner",
+    "Model1",
+    "Tuning",
+    "aer_from_counts",
+    "alignment_scores",
+    "cross_attention",
+    "diagonal_links",
+    "format_pharaoh",
+    "grow_diag",
+    "leave_one_out",
+    "load_alignment_dev",
+    "main",
+    "read_pharaoh",
+    "split_lines",
+    "tune_em",
+    "tune_prior",
 ]

@@ -13,7 +13,7 @@ from ..data.embeddings import embed, load_embeddings, load_vocab, tokenize
 from .scoring import leave_one_out
 
 ATTENTION_METHODS = ("fr2en", "en2fr", "intersect", "grow-diag")
-METHODS = ATTENTION_METHODS + ("diagonal",)    # what Aligner accepts
+METHODS = ATTENTION_METHODS + ("diagonal",)  # what Aligner accepts
 DEFAULT_METHOD = "intersect"
 # Chosen by tune_prior() on the 37 development pairs (the only aligned data we
 # have): the lowest AER of `intersect` over lambda = 0, 0.1, ..., 2.
@@ -54,8 +54,9 @@ def cross_attention(queries, keys, query_known, key_known, prior=0.0):
         mask = np.where(allowed, -prior * scale * offset, -np.inf)
     else:
         mask = allowed
-    _, weights = scaled_dot_product_attention(queries, keys, keys, attn_mask=mask,
-                                              scale=scale, return_weights=True)
+    _, weights = scaled_dot_product_attention(
+        queries, keys, keys, attn_mask=mask, scale=scale, return_weights=True
+    )
     return weights
 
 
@@ -155,10 +156,10 @@ class Aligner:
         need_en2fr = self.method in ("en2fr", "intersect", "grow-diag")
         fr2en = en2fr = set()
         if need_fr2en and len(en.words) and len(fr.words):
-            w = cross_attention(x_fr, x_en, fr.known, en.known, self.prior)   # (n, m)
+            w = cross_attention(x_fr, x_en, fr.known, en.known, self.prior)  # (n, m)
             fr2en = {(i, j) for j, i in _row_argmax_links(w)}
         if need_en2fr and len(en.words) and len(fr.words):
-            w = cross_attention(x_en, x_fr, en.known, fr.known, self.prior)   # (m, n)
+            w = cross_attention(x_en, x_fr, en.known, fr.known, self.prior)  # (m, n)
             en2fr = _row_argmax_links(w)
         return fr2en, en2fr
 
@@ -205,8 +206,7 @@ def tune_prior(pairs, method=DEFAULT_METHOD, grid=PRIOR_GRID):
         chosen on the *other* pairs, and the results are pooled.
     """
     if method not in ATTENTION_METHODS:
-        raise ValueError(f"method must be one of {', '.join(ATTENTION_METHODS)}, "
-                         f"got {method!r}")
+        raise ValueError(f"method must be one of {', '.join(ATTENTION_METHODS)}, got {method!r}")
     sure = [p.sure for p in pairs]
     possible = [p.possible for p in pairs]
     links = {}

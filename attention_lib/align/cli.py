@@ -29,9 +29,6 @@ CLI_METHODS = METHODS + ("em",)
 MAX_WORD_PAIRS = 4_000_000
 
 
-
-
-
 def _read_lines(parser, path, flag, stdin):
     """The lines of a file (or of standard input for ``-``), as UTF-8 text."""
     name = "standard input" if path == "-" else path
@@ -47,7 +44,7 @@ def _read_lines(parser, path, flag, stdin):
         parser.error(f"{flag} {path}: cannot read it ({err.strerror})")
     if isinstance(data, bytes):
         try:
-            data = data.decode("utf-8-sig")   # a byte-order mark is not a word
+            data = data.decode("utf-8-sig")  # a byte-order mark is not a word
         except UnicodeDecodeError as err:
             parser.error(f"{flag} {name}: not UTF-8 text ({err.reason} at byte {err.start})")
     elif data.startswith("\ufeff"):
@@ -83,22 +80,43 @@ def main(argv=None, stdin=None, stdout=None):
     parser = argparse.ArgumentParser(
         prog="python -m attention_lib.align",
         description="Word-align tokenised English/French sentence pairs with "
-                    "attention over aligned word embeddings, or with IBM Model 1 "
-                    "trained by EM on the given corpus (--method em). Prints one "
-                    "line of 0-based English-French links (i-j) per pair.")
-    parser.add_argument("--src", required=True, metavar="EN_FILE",
-                        help="English side, one tokenised sentence per line "
-                             "(UTF-8; - reads standard input)")
-    parser.add_argument("--tgt", required=True, metavar="FR_FILE",
-                        help="French side, same number of lines (- reads standard input)")
-    parser.add_argument("--method", choices=CLI_METHODS, default=DEFAULT_METHOD,
-                        help=f"aligner (default {DEFAULT_METHOD})")
-    parser.add_argument("--prior", type=float, default=None,
-                        help=f"diagonal prior >= 0: lambda in cosine units for the "
-                             f"attention methods (default {DEFAULT_PRIOR}), the "
-                             f"tension kappa for em (default {DEFAULT_TENSION})")
-    parser.add_argument("--iterations", type=int_at_least(1), default=None, metavar="N",
-                        help=f"EM iterations, --method em only (default {DEFAULT_ITERATIONS})")
+        "attention over aligned word embeddings, or with IBM Model 1 "
+        "trained by EM on the given corpus (--method em). Prints one "
+        "line of 0-based English-French links (i-j) per pair.",
+    )
+    parser.add_argument(
+        "--src",
+        required=True,
+        metavar="EN_FILE",
+        help="English side, one tokenised sentence per line (UTF-8; - reads standard input)",
+    )
+    parser.add_argument(
+        "--tgt",
+        required=True,
+        metavar="FR_FILE",
+        help="French side, same number of lines (- reads standard input)",
+    )
+    parser.add_argument(
+        "--method",
+        choices=CLI_METHODS,
+        default=DEFAULT_METHOD,
+        help=f"aligner (default {DEFAULT_METHOD})",
+    )
+    parser.add_argument(
+        "--prior",
+        type=float,
+        default=None,
+        help=f"diagonal prior >= 0: lambda in cosine units for the "
+        f"attention methods (default {DEFAULT_PRIOR}), the "
+        f"tension kappa for em (default {DEFAULT_TENSION})",
+    )
+    parser.add_argument(
+        "--iterations",
+        type=int_at_least(1),
+        default=None,
+        metavar="N",
+        help=f"EM iterations, --method em only (default {DEFAULT_ITERATIONS})",
+    )
     args = parser.parse_args(argv)
     em = args.method == "em"
     prior = args.prior
@@ -113,16 +131,20 @@ def main(argv=None, stdin=None, stdout=None):
     english = _read_lines(parser, args.src, "--src", stdin)
     french = _read_lines(parser, args.tgt, "--tgt", stdin)
     if len(english) != len(french):
-        parser.error(f"--src {args.src} has {len(english)} lines but --tgt "
-                     f"{args.tgt} has {len(french)}: line k of one must be "
-                     "the translation of line k of the other")
+        parser.error(
+            f"--src {args.src} has {len(english)} lines but --tgt "
+            f"{args.tgt} has {len(french)}: line k of one must be "
+            "the translation of line k of the other"
+        )
     for k, (en, fr) in enumerate(zip(english, french)):
         pairs = len(en.split()) * len(fr.split())
         if pairs > MAX_WORD_PAIRS:
-            parser.error(f"line {k + 1} has {len(en.split()):,} English and "
-                         f"{len(fr.split()):,} French words, {pairs:,} word pairs to score; "
-                         f"the limit is {MAX_WORD_PAIRS:,} per line (about 2,000 words a "
-                         f"side): split it into sentences. Nothing was aligned.")
+            parser.error(
+                f"line {k + 1} has {len(en.split()):,} English and "
+                f"{len(fr.split()):,} French words, {pairs:,} word pairs to score; "
+                f"the limit is {MAX_WORD_PAIRS:,} per line (about 2,000 words a "
+                f"side): split it into sentences. Nothing was aligned."
+            )
     try:
         if em:
             iterations = DEFAULT_ITERATIONS if args.iterations is None else args.iterations
@@ -143,7 +165,7 @@ def main(argv=None, stdin=None, stdout=None):
         # does not raise the same error again.
         try:
             os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())
-        except (AttributeError, OSError, ValueError):   # not a real file
+        except (AttributeError, OSError, ValueError):  # not a real file
             pass
         return EXIT_BROKEN_PIPE
     return 0

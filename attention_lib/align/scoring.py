@@ -69,8 +69,10 @@ def read_pharaoh(line):
         sep = "-" if "-" in link else "?"
         left, _, right = link.partition(sep)
         if not (left.isdigit() and right.isdigit()):
-            raise ValueError(f"{link!r} is not a link: expected i-j (Sure) or "
-                             "i?j (Possible) with 0-based integer positions")
+            raise ValueError(
+                f"{link!r} is not a link: expected i-j (Sure) or "
+                "i?j (Possible) with 0-based integer positions"
+            )
         pair = (int(left), int(right))
         possible.add(pair)
         if sep == "-":
@@ -122,8 +124,10 @@ def load_alignment_dev():
     >>> len(pairs), pairs[1].english
     (37, ['the', 'commissionners', 'went', 'on', ':'])
     """
-    texts = {ext: verified_path(f"hansards_trial/trial.{ext}").read_text(encoding="utf-8-sig")
-             for ext in ("en", "fr", "gold")}
+    texts = {
+        ext: verified_path(f"hansards_trial/trial.{ext}").read_text(encoding="utf-8-sig")
+        for ext in ("en", "fr", "gold")
+    }
     lines = {ext: split_lines(text) for ext, text in texts.items()}
     pairs = []
     for en, fr, gold in zip(lines["en"], lines["fr"], lines["gold"]):
@@ -187,8 +191,10 @@ def alignment_scores(predicted, sure, possible):
     (0.5, 1.0, 0.3333)
     """
     if not len(predicted) == len(sure) == len(possible):
-        raise ValueError(f"predicted has {len(predicted)} sentence pairs, sure "
-                         f"{len(sure)} and possible {len(possible)}: they must match")
+        raise ValueError(
+            f"predicted has {len(predicted)} sentence pairs, sure "
+            f"{len(sure)} and possible {len(possible)}: they must match"
+        )
     return _scores_from_counts(_counts(predicted, sure, possible).sum(axis=0))
 
 
@@ -256,10 +262,12 @@ def leave_one_out(candidates, sure, possible):
     counts = np.stack([_counts(candidates[s], sure, possible) for s in settings])
     if counts.shape[1] != len(sure):
         raise ValueError(f"each candidate needs {len(sure)} link sets, one per pair")
-    total = counts.sum(axis=1)                                   # (settings, 4)
+    total = counts.sum(axis=1)  # (settings, 4)
     best = settings[int(np.nanargmin(aer_from_counts(*total.T)))]
-    chosen = [settings[int(np.nanargmin(aer_from_counts(*(total - counts[:, k]).T)))]
-              for k in range(len(sure))]
+    chosen = [
+        settings[int(np.nanargmin(aer_from_counts(*(total - counts[:, k]).T)))]
+        for k in range(len(sure))
+    ]
     scores = {s: _scores_from_counts(c) for s, c in zip(settings, total)}
     held_out = [candidates[c][k] for k, c in enumerate(chosen)]
     return Tuning(best, scores, alignment_scores(held_out, sure, possible), chosen)

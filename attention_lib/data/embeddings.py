@@ -31,13 +31,12 @@ from .._checks import as_numeric, require_finite
 from .paths import data_file_error, read_cached, verified_path
 
 LANGUAGES = ("en", "fr")
-EMBEDDING_DIM = 300   # numbers per word vector in data/ (data/README.md)
+EMBEDDING_DIM = 300  # numbers per word vector in data/ (data/README.md)
 
 
 def _check_lang(lang):
     if lang not in LANGUAGES:
-        raise ValueError(f"lang must be one of {', '.join(map(repr, LANGUAGES))}, "
-                         f"got {lang!r}")
+        raise ValueError(f"lang must be one of {', '.join(map(repr, LANGUAGES))}, got {lang!r}")
 
 
 def load_vocab(lang):
@@ -82,23 +81,30 @@ def _read_vocab(path):
     except ValueError as err:
         raise data_file_error(path, f"it is not valid JSON ({err})") from None
     if not isinstance(vocab, dict):
-        raise data_file_error(path, f"it holds a JSON {type(vocab).__name__}, not an "
-                             "object mapping words to rows")
+        raise data_file_error(
+            path, f"it holds a JSON {type(vocab).__name__}, not an object mapping words to rows"
+        )
     seen = {}
     for word, row in vocab.items():
         if type(row) is not int:
             raise data_file_error(path, f"the row of {word!r} is {row!r}, not an integer")
         if not 0 <= row < len(vocab):
-            raise data_file_error(path, f"the row of {word!r} is {row}, outside 0 .. "
-                                 f"{len(vocab) - 1} (one row per word)")
+            raise data_file_error(
+                path,
+                f"the row of {word!r} is {row}, outside 0 .. {len(vocab) - 1} (one row per word)",
+            )
         if row in seen:
-            raise data_file_error(path, f"{seen[row]!r} and {word!r} both have row {row}: "
-                                 "rows are used twice")
+            raise data_file_error(
+                path, f"{seen[row]!r} and {word!r} both have row {row}: rows are used twice"
+            )
         seen[row] = word
         if word != _normalise(word).lower() or not word:
-            raise data_file_error(path, f"the word {word!r} is not lower-case NFC text "
-                                 "without format characters, so tokenize could "
-                                 "never find it")
+            raise data_file_error(
+                path,
+                f"the word {word!r} is not lower-case NFC text "
+                "without format characters, so tokenize could "
+                "never find it",
+            )
     return vocab
 
 
@@ -106,9 +112,10 @@ def _read_embeddings(path):
     try:
         npz = np.load(path, allow_pickle=False)
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as err:
-        raise data_file_error(path, f"it is not a readable .npz of numeric arrays "
-                             f"({type(err).__name__}: {err})") from None
-    if not isinstance(npz, np.lib.npyio.NpzFile):   # a bare .npy array
+        raise data_file_error(
+            path, f"it is not a readable .npz of numeric arrays ({type(err).__name__}: {err})"
+        ) from None
+    if not isinstance(npz, np.lib.npyio.NpzFile):  # a bare .npy array
         raise data_file_error(path, "it is a single .npy array, not an .npz archive")
     with npz:
         if "embeddings" not in npz.files:
@@ -116,17 +123,21 @@ def _read_embeddings(path):
         try:
             matrix = npz["embeddings"]
         except (zipfile.BadZipFile, ValueError, OSError, EOFError) as err:
-            raise data_file_error(path, f"its array 'embeddings' cannot be read without "
-                                 f"pickle ({type(err).__name__}: {err})") from None
+            raise data_file_error(
+                path,
+                f"its array 'embeddings' cannot be read without "
+                f"pickle ({type(err).__name__}: {err})",
+            ) from None
     if matrix.ndim != 2 or matrix.shape[1] != EMBEDDING_DIM:
-        raise data_file_error(path, f"'embeddings' has shape {matrix.shape}, not "
-                             f"(n_words, {EMBEDDING_DIM})")
+        raise data_file_error(
+            path, f"'embeddings' has shape {matrix.shape}, not (n_words, {EMBEDDING_DIM})"
+        )
     if matrix.dtype.kind != "f":
         raise data_file_error(path, f"'embeddings' has dtype {matrix.dtype}, not floating")
     matrix = matrix.astype(np.float32)
     if not np.isfinite(matrix).all():
         raise data_file_error(path, "'embeddings' holds NaN or infinity")
-    matrix.flags.writeable = False   # shared by every caller: keep it intact
+    matrix.flags.writeable = False  # shared by every caller: keep it intact
     return matrix
 
 
@@ -168,8 +179,11 @@ def load_embeddings(lang):
     matrix = read_cached(path, _read_embeddings)
     n_words = len(read_cached(verified_path(f"vocab_{lang}.json"), _read_vocab))
     if matrix.shape[0] != n_words:
-        raise data_file_error(path, f"it has {matrix.shape[0]} rows but vocab_{lang}.json "
-                             f"has {n_words} words (one row per word)")
+        raise data_file_error(
+            path,
+            f"it has {matrix.shape[0]} rows but vocab_{lang}.json "
+            f"has {n_words} words (one row per word)",
+        )
     return matrix
 
 
@@ -244,11 +258,13 @@ def tokenize(sentence, vocab):
     elif isinstance(sentence, (list, tuple)) and all(isinstance(w, str) for w in sentence):
         words = [w for w in map(_normalise, sentence) if w]
     else:
-        raise TypeError("sentence must be a string or a list of strings, "
-                        f"got {type(sentence).__name__}")
+        raise TypeError(
+            f"sentence must be a string or a list of strings, got {type(sentence).__name__}"
+        )
     if not isinstance(vocab, Mapping):
-        raise TypeError("vocab must be a dict of word -> row (from load_vocab), "
-                        f"got {type(vocab).__name__}")
+        raise TypeError(
+            f"vocab must be a dict of word -> row (from load_vocab), got {type(vocab).__name__}"
+        )
     ids = np.array([vocab.get(w.lower(), -1) for w in words], dtype=np.int64)
     return Tokens(words=words, ids=ids, known=ids >= 0)
 
@@ -291,20 +307,21 @@ def embed(tokens, embeddings):
            [1., 0.]], dtype=float32)
     """
     if not isinstance(tokens, Tokens):
-        raise TypeError("tokens must come from tokenize(sentence, vocab), "
-                        f"got {type(tokens).__name__}")
+        raise TypeError(
+            f"tokens must come from tokenize(sentence, vocab), got {type(tokens).__name__}"
+        )
     embeddings = as_numeric(embeddings, "embeddings")
     if embeddings.ndim != 2:
-        raise ValueError("embeddings must be a matrix (n_words, d), "
-                         f"got shape {embeddings.shape}")
+        raise ValueError(f"embeddings must be a matrix (n_words, d), got shape {embeddings.shape}")
     too_big = tokens.ids >= embeddings.shape[0]
     if too_big.any():
         word = tokens.words[int(np.argmax(too_big))]
         raise ValueError(
             f"{word!r} has row {tokens.ids[too_big][0]} but embeddings has only "
             f"{embeddings.shape[0]} rows: were the vocabulary and the embeddings "
-            "loaded for the same language?")
+            "loaded for the same language?"
+        )
     out = np.zeros((len(tokens.ids), embeddings.shape[1]), dtype=np.float32)
     out[tokens.known] = embeddings[tokens.ids[tokens.known]]
-    require_finite(out, "embeddings")   # only the rows used: cheap on big tables
+    require_finite(out, "embeddings")  # only the rows used: cheap on big tables
     return out

@@ -43,30 +43,61 @@ import numpy as np
 MAGIC = b"GGUF"
 VERSIONS = (1, 2, 3)
 DEFAULT_ALIGNMENT = 32
-MAX_DIMS = 4          # ggml's GGML_MAX_DIMS
-MAX_NESTING = 8       # arrays of arrays of ...: deeper is surely corrupt
+MAX_DIMS = 4  # ggml's GGML_MAX_DIMS
+MAX_NESTING = 8  # arrays of arrays of ...: deeper is surely corrupt
 
 # metadata value types: id -> (name, struct format or None for variable size)
 VALUE_TYPES = {
-    0: ("uint8", "<B"), 1: ("int8", "<b"), 2: ("uint16", "<H"), 3: ("int16", "<h"),
-    4: ("uint32", "<I"), 5: ("int32", "<i"), 6: ("float32", "<f"), 7: ("bool", "<B"),
-    8: ("string", None), 9: ("array", None),
-    10: ("uint64", "<Q"), 11: ("int64", "<q"), 12: ("float64", "<d"),
+    0: ("uint8", "<B"),
+    1: ("int8", "<b"),
+    2: ("uint16", "<H"),
+    3: ("int16", "<h"),
+    4: ("uint32", "<I"),
+    5: ("int32", "<i"),
+    6: ("float32", "<f"),
+    7: ("bool", "<B"),
+    8: ("string", None),
+    9: ("array", None),
+    10: ("uint64", "<Q"),
+    11: ("int64", "<q"),
+    12: ("float64", "<d"),
 }
 STRING, ARRAY, BOOL = 8, 9, 7
 
 # tensor element types this reader turns into arrays: ggml id -> (name, NumPy dtype)
 TENSOR_TYPES = {
-    0: ("F32", "<f4"), 1: ("F16", "<f2"),
-    24: ("I8", "i1"), 25: ("I16", "<i2"), 26: ("I32", "<i4"), 27: ("I64", "<i8"),
+    0: ("F32", "<f4"),
+    1: ("F16", "<f2"),
+    24: ("I8", "i1"),
+    25: ("I16", "<i2"),
+    26: ("I32", "<i4"),
+    27: ("I64", "<i8"),
     28: ("F64", "<f8"),
 }
 # the others by name, so that an error can say what the file holds
 GGML_TYPE_NAMES = {
-    2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 9: "Q8_1", 10: "Q2_K",
-    11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 15: "Q8_K", 16: "IQ2_XXS",
-    17: "IQ2_XS", 18: "IQ3_XXS", 19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S",
-    23: "IQ4_XS", 29: "IQ1_M", 30: "BF16",
+    2: "Q4_0",
+    3: "Q4_1",
+    6: "Q5_0",
+    7: "Q5_1",
+    8: "Q8_0",
+    9: "Q8_1",
+    10: "Q2_K",
+    11: "Q3_K",
+    12: "Q4_K",
+    13: "Q5_K",
+    14: "Q6_K",
+    15: "Q8_K",
+    16: "IQ2_XXS",
+    17: "IQ2_XS",
+    18: "IQ3_XXS",
+    19: "IQ1_S",
+    20: "IQ4_NL",
+    21: "IQ3_S",
+    22: "IQ2_S",
+    23: "IQ4_XS",
+    29: "IQ1_M",
+    30: "BF16",
     **{k: name for k, (name, _) in TENSOR_TYPES.items()},
 }
 
@@ -109,12 +140,15 @@ class GGUFTensorInfo:
         self.type_name = GGML_TYPE_NAMES.get(ggml_type, f"type {ggml_type}")
         self.offset = offset
         dtype = TENSOR_TYPES.get(ggml_type)
-        self.nbytes = (int(np.prod(self.dims, dtype=object)) * np.dtype(dtype[1]).itemsize
-                       if dtype else None)
+        self.nbytes = (
+            int(np.prod(self.dims, dtype=object)) * np.dtype(dtype[1]).itemsize if dtype else None
+        )
 
     def __repr__(self):
-        return (f"GGUFTensorInfo({self.name!r}, shape={self.shape}, "
-                f"type={self.type_name}, offset={self.offset})")
+        return (
+            f"GGUFTensorInfo({self.name!r}, shape={self.shape}, "
+            f"type={self.type_name}, offset={self.offset})"
+        )
 
 
 class GGUFFile:
@@ -142,8 +176,9 @@ class GGUFFile:
         Where the tensor data starts.
     """
 
-    def __init__(self, path, buffer, version, metadata, metadata_types, tensor_infos,
-                 alignment, data_offset):
+    def __init__(
+        self, path, buffer, version, metadata, metadata_types, tensor_infos, alignment, data_offset
+    ):
         self.path = path
         self._buffer = buffer
         self.version = version
@@ -167,20 +202,26 @@ class GGUFFile:
         info = self.tensor_infos.get(name)
         if info is None:
             names = ", ".join(list(self.tensor_infos)[:6])
-            raise KeyError(f"{self.path}: no tensor named {name!r} (it has "
-                           f"{len(self.tensor_infos)} tensors: {names}, ...)")
+            raise KeyError(
+                f"{self.path}: no tensor named {name!r} (it has "
+                f"{len(self.tensor_infos)} tensors: {names}, ...)"
+            )
         if info.ggml_type not in TENSOR_TYPES:
-            raise GGUFError(f"{self.path}: tensor {name!r} is {info.type_name}, a "
-                            "quantized type; this reader reads only F32, F16, F64 "
-                            "and integer tensors")
+            raise GGUFError(
+                f"{self.path}: tensor {name!r} is {info.type_name}, a "
+                "quantized type; this reader reads only F32, F16, F64 "
+                "and integer tensors"
+            )
         dtype = np.dtype(TENSOR_TYPES[info.ggml_type][1])
         count = info.nbytes // dtype.itemsize
         array = np.frombuffer(self._buffer, dtype=dtype, count=count, offset=info.offset)
         return array.reshape(info.shape)
 
     def __repr__(self):
-        return (f"GGUFFile({str(self.path)!r}, version={self.version}, "
-                f"{len(self.metadata)} keys, {len(self.tensor_infos)} tensors)")
+        return (
+            f"GGUFFile({str(self.path)!r}, version={self.version}, "
+            f"{len(self.metadata)} keys, {len(self.tensor_infos)} tensors)"
+        )
 
 
 class _Reader:
@@ -188,7 +229,7 @@ class _Reader:
 
     def __init__(self, path, buffer):
         self.path, self.buffer, self.pos, self.size = path, buffer, 0, len(buffer)
-        self.count = "<I"          # set to "<Q" for versions 2 and 3
+        self.count = "<I"  # set to "<Q" for versions 2 and 3
 
     def fail(self, what, at=None):
         at = self.pos if at is None else at
@@ -200,8 +241,10 @@ class _Reader:
     def unpack(self, fmt, what):
         n = struct.calcsize(fmt)
         if n > self.left():
-            raise self.fail(f"the file is truncated: it ends inside {what}, which needs "
-                            f"{n} bytes and {self.left()} remain")
+            raise self.fail(
+                f"the file is truncated: it ends inside {what}, which needs "
+                f"{n} bytes and {self.left()} remain"
+            )
         value = struct.unpack_from(fmt, self.buffer, self.pos)[0]
         self.pos += n
         return value
@@ -211,15 +254,18 @@ class _Reader:
         at = self.pos
         n = self.unpack(self.count, f"the count of {what}")
         if n * min_item_bytes > self.left():
-            raise self.fail(f"the file says it holds {n:,} {what}, which need at least "
-                            f"{n * min_item_bytes:,} bytes, but only {self.left():,} "
-                            "remain (truncated or corrupted)", at)
+            raise self.fail(
+                f"the file says it holds {n:,} {what}, which need at least "
+                f"{n * min_item_bytes:,} bytes, but only {self.left():,} "
+                "remain (truncated or corrupted)",
+                at,
+            )
         return n
 
     def string(self, what):
         at = self.pos
         n = self.counted(f"bytes of {what}", 1)
-        raw = bytes(self.buffer[self.pos:self.pos + n])
+        raw = bytes(self.buffer[self.pos : self.pos + n])
         self.pos += n
         try:
             return raw.decode("utf-8")
@@ -228,8 +274,11 @@ class _Reader:
 
     def value(self, vtype, what, depth=0):
         if vtype not in VALUE_TYPES:
-            raise self.fail(f"{what} has value type {vtype}, which is not a GGUF type "
-                            f"(0 to {max(VALUE_TYPES)})", self.pos - 4)
+            raise self.fail(
+                f"{what} has value type {vtype}, which is not a GGUF type "
+                f"(0 to {max(VALUE_TYPES)})",
+                self.pos - 4,
+            )
         name, fmt = VALUE_TYPES[vtype]
         if vtype == STRING:
             return self.string(what), "string"
@@ -248,22 +297,28 @@ class _Reader:
             raise self.fail(f"{what} nests arrays more than {MAX_NESTING} deep")
         etype = self.unpack("<I", f"the element type of {what}")
         if etype not in VALUE_TYPES:
-            raise self.fail(f"{what} is an array of value type {etype}, which is not a "
-                            f"GGUF type (0 to {max(VALUE_TYPES)})", self.pos - 4)
+            raise self.fail(
+                f"{what} is an array of value type {etype}, which is not a "
+                f"GGUF type (0 to {max(VALUE_TYPES)})",
+                self.pos - 4,
+            )
         ename, fmt = VALUE_TYPES[etype]
-        if fmt is not None and etype != BOOL:      # numbers: one view of the bytes
+        if fmt is not None and etype != BOOL:  # numbers: one view of the bytes
             size = struct.calcsize(fmt)
             n = self.counted(f"elements of {what}", size)
-            values = np.frombuffer(self.buffer, dtype=np.dtype(fmt), count=n,
-                                   offset=self.pos).copy()
+            values = np.frombuffer(
+                self.buffer, dtype=np.dtype(fmt), count=n, offset=self.pos
+            ).copy()
             self.pos += n * size
             return values, f"array[{ename}]"
         # strings (a length each), bools (checked one by one), arrays (type and count)
-        min_bytes = {STRING: struct.calcsize(self.count), BOOL: 1,
-                     ARRAY: 4 + struct.calcsize(self.count)}[etype]
+        min_bytes = {
+            STRING: struct.calcsize(self.count),
+            BOOL: 1,
+            ARRAY: 4 + struct.calcsize(self.count),
+        }[etype]
         n = self.counted(f"elements of {what}", min_bytes)
-        items = [self.value(etype, f"element {i} of {what}", depth + 1)[0]
-                 for i in range(n)]
+        items = [self.value(etype, f"element {i} of {what}", depth + 1)[0] for i in range(n)]
         if etype == BOOL:
             items = np.array(items, dtype=bool)
         return items, f"array[{ename}]"
@@ -326,8 +381,8 @@ def _parse(path, buffer):
         raise r.fail(f"GGUF version {version} is not supported (versions 1, 2 and 3 are)", 4)
     r.count = "<I" if version == 1 else "<Q"
     c = struct.calcsize(r.count)
-    n_tensors = r.counted("tensors", c + 4 + 4 + 8)    # name length, n_dims, type, offset
-    n_kv = r.counted("key-value pairs", c + 4 + 1)     # key length, value type, value
+    n_tensors = r.counted("tensors", c + 4 + 4 + 8)  # name length, n_dims, type, offset
+    n_kv = r.counted("key-value pairs", c + 4 + 1)  # key length, value type, value
 
     metadata, types = {}, {}
     for i in range(n_kv):
@@ -339,10 +394,12 @@ def _parse(path, buffer):
 
     alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
     if "general.alignment" in metadata and (
-            types["general.alignment"] != "uint32" or alignment <= 0
-            or alignment & (alignment - 1)):
-        raise r.fail(f"general.alignment must be a uint32 power of two, got "
-                     f"{alignment!r} ({types['general.alignment']})")
+        types["general.alignment"] != "uint32" or alignment <= 0 or alignment & (alignment - 1)
+    ):
+        raise r.fail(
+            f"general.alignment must be a uint32 power of two, got "
+            f"{alignment!r} ({types['general.alignment']})"
+        )
 
     infos = []
     for i in range(n_tensors):
@@ -350,21 +407,26 @@ def _parse(path, buffer):
         at = r.pos
         n_dims = r.unpack("<I", f"the number of dimensions of {name!r}")
         if not 1 <= n_dims <= MAX_DIMS:
-            raise r.fail(f"tensor {name!r} has {n_dims} dimensions; GGUF allows 1 to "
-                         f"{MAX_DIMS}", at)
+            raise r.fail(
+                f"tensor {name!r} has {n_dims} dimensions; GGUF allows 1 to {MAX_DIMS}", at
+            )
         dims = [r.unpack(r.count, f"the dimensions of {name!r}") for _ in range(n_dims)]
         ggml_type = r.unpack("<I", f"the element type of {name!r}")
         at = r.pos
         offset = r.unpack("<Q", f"the data offset of {name!r}")
         if offset % alignment:
-            raise r.fail(f"tensor {name!r} has data offset {offset:,}, which is not a "
-                         f"multiple of the alignment {alignment}", at)
+            raise r.fail(
+                f"tensor {name!r} has data offset {offset:,}, which is not a "
+                f"multiple of the alignment {alignment}",
+                at,
+            )
         infos.append((name, dims, ggml_type, offset, at))
 
     data_offset = -(-r.pos // alignment) * alignment
     if data_offset > r.size and n_tensors:
-        raise r.fail("the file is truncated: it ends before its tensor data starts "
-                     f"(byte {data_offset:,})")
+        raise r.fail(
+            f"the file is truncated: it ends before its tensor data starts (byte {data_offset:,})"
+        )
     tensor_infos, spans = {}, []
     for name, dims, ggml_type, offset, at in infos:
         if name in tensor_infos:
@@ -372,14 +434,16 @@ def _parse(path, buffer):
         info = GGUFTensorInfo(name, dims, ggml_type, data_offset + offset)
         if info.nbytes is not None:
             if info.offset + info.nbytes > r.size:
-                raise r.fail(f"tensor {name!r} ({info.type_name}, shape {info.shape}) "
-                             f"needs bytes {info.offset:,} to {info.offset + info.nbytes:,} "
-                             "but the file is shorter (truncated)", at)
+                raise r.fail(
+                    f"tensor {name!r} ({info.type_name}, shape {info.shape}) "
+                    f"needs bytes {info.offset:,} to {info.offset + info.nbytes:,} "
+                    "but the file is shorter (truncated)",
+                    at,
+                )
             spans.append((info.offset, info.offset + info.nbytes, name))
         tensor_infos[name] = info
     spans.sort()
     for (_, end, first), (start, _, second) in itertools.pairwise(spans):
         if start < end:
             raise r.fail(f"the data of tensors {first!r} and {second!r} overlap")
-    return GGUFFile(path, buffer, version, metadata, types, tensor_infos, alignment,
-                    data_offset)
+    return GGUFFile(path, buffer, version, metadata, types, tensor_infos, alignment, data_offset)

@@ -33,7 +33,7 @@ import re
 
 import numpy as np
 
-SPACE = "\u2581"     # ▁, SentencePiece's visible space
+SPACE = "\u2581"  # ▁, SentencePiece's visible space
 _BYTE_PIECE = re.compile(r"<0x([0-9A-F]{2})>")
 # SentencePiece's piece types, as GGUF's tokenizer.ggml.token_type stores them
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -74,24 +74,30 @@ class LlamaTokenizer:
         pieces = [str(p) for p in pieces]
         scores = np.asarray(scores, dtype=np.float64)
         if scores.shape != (len(pieces),):
-            raise ValueError(f"scores must have one value per piece ({len(pieces)}), "
-                             f"got shape {scores.shape}")
+            raise ValueError(
+                f"scores must have one value per piece ({len(pieces)}), got shape {scores.shape}"
+            )
         if types is None:
-            types = [CONTROL if p in ("<unk>", "<s>", "</s>")
-                     else BYTE if _BYTE_PIECE.fullmatch(p) else NORMAL for p in pieces]
+            types = [
+                CONTROL
+                if p in ("<unk>", "<s>", "</s>")
+                else BYTE
+                if _BYTE_PIECE.fullmatch(p)
+                else NORMAL
+                for p in pieces
+            ]
         types = np.asarray(types, dtype=np.int64)
         if types.shape != (len(pieces),):
-            raise ValueError(f"types must have one value per piece ({len(pieces)}), "
-                             f"got shape {types.shape}")
+            raise ValueError(
+                f"types must have one value per piece ({len(pieces)}), got shape {types.shape}"
+            )
         for name, i in (("bos_id", bos_id), ("eos_id", eos_id)):
             if not 0 <= i < len(pieces):
-                raise ValueError(f"{name} must be a piece id (0 to {len(pieces) - 1}), "
-                                 f"got {i}")
+                raise ValueError(f"{name} must be a piece id (0 to {len(pieces) - 1}), got {i}")
         self.pieces, self.scores, self.types = pieces, scores, types
         self.bos_id, self.eos_id = int(bos_id), int(eos_id)
         # the pieces that text can be written in and merged into
-        self._id = {p: i for i, p in enumerate(pieces)
-                    if types[i] in (NORMAL, USER_DEFINED)}
+        self._id = {p: i for i, p in enumerate(pieces) if types[i] in (NORMAL, USER_DEFINED)}
         self._byte_id = {}
         for i, p in enumerate(pieces):
             match = _BYTE_PIECE.fullmatch(p)
@@ -99,8 +105,10 @@ class LlamaTokenizer:
                 self._byte_id[int(match.group(1), 16)] = i
         missing = sorted(set(range(256)) - set(self._byte_id))
         if missing:
-            raise ValueError(f"the vocabulary has no byte piece for {len(missing)} bytes "
-                             f"(e.g. <0x{missing[0]:02X}>): byte fallback needs all 256")
+            raise ValueError(
+                f"the vocabulary has no byte piece for {len(missing)} bytes "
+                f"(e.g. <0x{missing[0]:02X}>): byte fallback needs all 256"
+            )
         self._byte_of = {i: b for b, i in self._byte_id.items()}
 
     @classmethod
@@ -115,19 +123,24 @@ class LlamaTokenizer:
         m = gguf.metadata
         model = m.get("tokenizer.ggml.model")
         if model != "llama":
-            raise ValueError(f"{gguf.path}: tokenizer.ggml.model is {model!r}; only "
-                             "'llama' (SentencePiece) tokenizers are read")
-        return cls(m["tokenizer.ggml.tokens"], m["tokenizer.ggml.scores"],
-                   m.get("tokenizer.ggml.token_type"),
-                   bos_id=m.get("tokenizer.ggml.bos_token_id", 1),
-                   eos_id=m.get("tokenizer.ggml.eos_token_id", 2))
+            raise ValueError(
+                f"{gguf.path}: tokenizer.ggml.model is {model!r}; only "
+                "'llama' (SentencePiece) tokenizers are read"
+            )
+        return cls(
+            m["tokenizer.ggml.tokens"],
+            m["tokenizer.ggml.scores"],
+            m.get("tokenizer.ggml.token_type"),
+            bos_id=m.get("tokenizer.ggml.bos_token_id", 1),
+            eos_id=m.get("tokenizer.ggml.eos_token_id", 2),
+        )
 
     @property
     def vocab_size(self):
         """Number of pieces (``V``)."""
         return len(self.pieces)
 
-    n_vocab = vocab_size      # the name the book's character tokenizer uses
+    n_vocab = vocab_size  # the name the book's character tokenizer uses
 
     def encode(self, text, bos=True, eos=False):
         """Token ids of ``text``.
@@ -147,8 +160,9 @@ class LlamaTokenizer:
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as err:
-            raise ValueError(f"text cannot be written in UTF-8: {err.reason} at "
-                             f"character {err.start}") from None
+            raise ValueError(
+                f"text cannot be written in UTF-8: {err.reason} at character {err.start}"
+            ) from None
         ids = [self.bos_id] if bos else []
         if text:
             ids += self._merge(self._characters(SPACE + text.replace(" ", SPACE)))
@@ -191,9 +205,13 @@ class LlamaTokenizer:
             push(i)
         while heap:
             _, left, right, merged = heapq.heappop(heap)
-            if not (alive[left] and alive[right] and nxt[left] == right
-                    and self._id.get(pieces[left] + pieces[right]) == merged):
-                continue            # one of the two has merged with something else
+            if not (
+                alive[left]
+                and alive[right]
+                and nxt[left] == right
+                and self._id.get(pieces[left] + pieces[right]) == merged
+            ):
+                continue  # one of the two has merged with something else
             ids[left], pieces[left] = merged, self.pieces[merged]
             alive[right] = False
             nxt[left] = nxt[right]
@@ -225,12 +243,13 @@ class LlamaTokenizer:
         """
         arr = np.asarray(ids)
         if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
-            raise TypeError(f"ids must be a 1-D sequence of integers, got shape "
-                            f"{arr.shape} and dtype {arr.dtype}")
+            raise TypeError(
+                f"ids must be a 1-D sequence of integers, got shape "
+                f"{arr.shape} and dtype {arr.dtype}"
+            )
         bad = arr[(arr < 0) | (arr >= self.vocab_size)]
         if bad.size:
-            raise ValueError(f"ids must be between 0 and {self.vocab_size - 1}, got "
-                             f"{bad[0]}")
+            raise ValueError(f"ids must be between 0 and {self.vocab_size - 1}, got {bad[0]}")
         out, after_bos = bytearray(), True
         for i in arr.tolist():
             if i in self._byte_of:

@@ -108,6 +108,7 @@ def load_references(split="test", min_words=1, max_words=MAX_WORDS):
 
 # -- subwords ---------------------------------------------------------------
 
+
 def learn_bpe(words, n_merges):
     """Byte-pair encoding by hand: the ``n_merges`` most frequent adjacent pairs, merged in turn.
 
@@ -135,7 +136,7 @@ def learn_bpe(words, n_merges):
     [('l', 'o'), ('lo', 'w'), ('e', 's')]
     """
     counts = Counter(words)
-    corpus = {w: list(w) for w in counts}          # each word as its current symbols
+    corpus = {w: list(w) for w in counts}  # each word as its current symbols
     ids = {c: i for i, c in enumerate(sorted(set("".join(counts))))}
     merges = []
     for _ in range(n_merges):
@@ -146,14 +147,13 @@ def learn_bpe(words, n_merges):
         if not pairs:
             break
         best = max(pairs.values())
-        pair = min((p for p, c in pairs.items() if c == best),
-                   key=lambda p: (ids[p[0]], ids[p[1]]))
+        pair = min((p for p, c in pairs.items() if c == best), key=lambda p: (ids[p[0]], ids[p[1]]))
         merges.append(pair)
         ids.setdefault(pair[0] + pair[1], len(ids))
         for w, symbols in corpus.items():
             i, merged = 0, []
             while i < len(symbols):
-                if symbols[i:i + 2] == list(pair):
+                if symbols[i : i + 2] == list(pair):
                     merged.append(symbols[i] + symbols[i + 1])
                     i += 2
                 else:
@@ -175,9 +175,12 @@ def train_tokenizer(pairs, vocab_size=VOCAB_SIZE):
     tok = HFTokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIALS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIALS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator((s for pair in pairs for s in pair), trainer)
     return tok
 
@@ -241,9 +244,13 @@ def main(argv=None):
     counts = build_subset(argv[0])
     tok = train_tokenizer(load_pairs("train"))
     tok.save(str(tatoeba_dir() / "bpe.json"))
-    info = {"pairs": counts, "vocab_size": tok.get_vocab_size(),
-            "sha256": {f: sha256(tatoeba_dir() / f)
-                       for f in ("train.tsv", "valid.tsv", "test.tsv", "bpe.json")}}
+    info = {
+        "pairs": counts,
+        "vocab_size": tok.get_vocab_size(),
+        "sha256": {
+            f: sha256(tatoeba_dir() / f) for f in ("train.tsv", "valid.tsv", "test.tsv", "bpe.json")
+        },
+    }
     print(json.dumps(info, indent=1))
 
 

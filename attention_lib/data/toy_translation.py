@@ -40,23 +40,43 @@ from .._checks import as_int
 
 # English noun -> (French noun, gender)
 NOUNS = {
-    "cat": ("chat", "m"), "dog": ("chien", "m"), "garden": ("jardin", "m"),
-    "book": ("livre", "m"), "boy": ("garçon", "m"), "boat": ("bateau", "m"),
-    "horse": ("cheval", "m"), "car": ("voiture", "f"), "house": ("maison", "f"),
-    "girl": ("fille", "f"), "table": ("table", "f"), "door": ("porte", "f"),
-    "river": ("rivière", "f"), "flower": ("fleur", "f"),
+    "cat": ("chat", "m"),
+    "dog": ("chien", "m"),
+    "garden": ("jardin", "m"),
+    "book": ("livre", "m"),
+    "boy": ("garçon", "m"),
+    "boat": ("bateau", "m"),
+    "horse": ("cheval", "m"),
+    "car": ("voiture", "f"),
+    "house": ("maison", "f"),
+    "girl": ("fille", "f"),
+    "table": ("table", "f"),
+    "door": ("porte", "f"),
+    "river": ("rivière", "f"),
+    "flower": ("fleur", "f"),
 }
 # English adjective -> (masculine, feminine)
 ADJECTIVES = {
-    "red": ("rouge", "rouge"), "small": ("petit", "petite"),
-    "green": ("vert", "verte"), "black": ("noir", "noire"),
-    "cold": ("froid", "froide"), "long": ("long", "longue"),
-    "happy": ("heureux", "heureuse"), "blue": ("bleu", "bleue"),
+    "red": ("rouge", "rouge"),
+    "small": ("petit", "petite"),
+    "green": ("vert", "verte"),
+    "black": ("noir", "noire"),
+    "cold": ("froid", "froide"),
+    "long": ("long", "longue"),
+    "happy": ("heureux", "heureuse"),
+    "blue": ("bleu", "bleue"),
 }
 VERBS = {
-    "sees": "voit", "likes": "aime", "takes": "prend", "finds": "trouve",
-    "watches": "regarde", "follows": "suit", "paints": "peint",
-    "pushes": "pousse", "wants": "veut", "hides": "cache",
+    "sees": "voit",
+    "likes": "aime",
+    "takes": "prend",
+    "finds": "trouve",
+    "watches": "regarde",
+    "follows": "suit",
+    "paints": "peint",
+    "pushes": "pousse",
+    "wants": "veut",
+    "hides": "cache",
 }
 DETERMINERS = {"the": ("le", "la"), "a": ("un", "une"), "this": ("ce", "cette")}
 
@@ -64,7 +84,7 @@ WORD_CLASSES = ("noun", "adjective", "verb", "determiner", "function")
 CONTENT_CLASSES = ("noun", "adjective", "verb")
 SPECIALS = ("<pad>", "<bos>", "<eos>")
 PAD, BOS, EOS = 0, 1, 2
-MIN_WORDS, CLAUSE_MAX = 5, 13   # a clause has 5 to 13 English words
+MIN_WORDS, CLAUSE_MAX = 5, 13  # a clause has 5 to 13 English words
 
 
 @dataclass(frozen=True)
@@ -183,8 +203,7 @@ def make_pair(rng, n_words):
         en += e
         fr += f
     alignment = tuple((j, i) for i, (_, src, _) in enumerate(fr) for j in src)
-    return Pair(tuple(en), tuple(w for w, _, _ in fr), alignment,
-                tuple(c for _, _, c in fr))
+    return Pair(tuple(en), tuple(w for w, _, _ in fr), alignment, tuple(c for _, _, c in fr))
 
 
 def generate_pairs(n, min_words=5, max_words=50, seed=0):
@@ -274,8 +293,8 @@ def encode_batch(pairs, src_vocab, tgt_vocab):
     tgt_out = np.zeros((len(pairs), T), dtype=np.int64)
     for b, p in enumerate(pairs):
         s, t = src_vocab.encode(p.source), tgt_vocab.encode(p.target)
-        src[b, :len(s)] = s
-        tgt_in[b, :len(t) + 1] = [BOS] + t
-        tgt_out[b, :len(t) + 1] = t + [EOS]
+        src[b, : len(s)] = s
+        tgt_in[b, : len(t) + 1] = [BOS] + t
+        tgt_out[b, : len(t) + 1] = t + [EOS]
     lengths = np.array([len(p.source) for p in pairs], dtype=np.int64)
     return src, lengths, tgt_in, tgt_out

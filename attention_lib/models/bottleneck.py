@@ -71,11 +71,11 @@ def _positive_ints(values, name, allow_empty=False):
         return arr.astype(int)
     if arr.ndim != 1 or arr.size == 0 or arr.dtype.kind not in "iu":
         raise TypeError(
-            f"{name} must be a non-empty 1-D sequence of positive integers, "
-            f"got {values!r}")
+            f"{name} must be a non-empty 1-D sequence of positive integers, got {values!r}"
+        )
     if (arr < 1).any():
         raise ValueError(f"{name} must all be positive, got {arr.tolist()}")
-    if int(arr.max()) > np.iinfo(np.int64).max:   # uint64 would wrap round
+    if int(arr.max()) > np.iinfo(np.int64).max:  # uint64 would wrap round
         raise ValueError(f"{name} are too large: the largest is {int(arr.max())}")
     return arr.astype(int)
 
@@ -90,11 +90,13 @@ def _tokens(tokens, embeddings, name):
     if t.ndim != 2 or t.dtype.kind not in "iu":
         raise TypeError(
             f"{name} must be a 2-D integer array (N, L) of symbol ids, got "
-            f"{t.dtype} array of shape {t.shape}")
+            f"{t.dtype} array of shape {t.shape}"
+        )
     if t.size and (t.min() < 0 or t.max() >= len(E)):
         raise ValueError(
             f"{name} holds symbol ids from {t.min()} to {t.max()}, but the "
-            f"vocabulary has {len(E)} embeddings (ids 0 to {len(E) - 1})")
+            f"vocabulary has {len(E)} embeddings (ids 0 to {len(E) - 1})"
+        )
     return t, E
 
 
@@ -126,13 +128,14 @@ def nearest_token(vectors: ArrayLike, embeddings: ArrayLike) -> np.ndarray:
     if E.ndim != 2 or x.shape[-1:] != E.shape[-1:]:
         raise ValueError(
             f"vectors of shape {x.shape} and embeddings of shape {E.shape} do "
-            f"not fit: embeddings must be (V, p) and vectors (..., p)")
+            f"not fit: embeddings must be (V, p) and vectors (..., p)"
+        )
     if len(E) == 0:
         raise ValueError("embeddings is empty: there is no symbol to decode to")
     require_finite(x, "vectors")
     require_finite(E, "embeddings")
     # |x - e|^2 = |x|^2 - 2 x.e + |e|^2; |x|^2 is the same for every e.
-    distances = (E ** 2).sum(axis=-1) - 2 * x @ E.T        # (..., V)
+    distances = (E**2).sum(axis=-1) - 2 * x @ E.T  # (..., V)
     return distances.argmin(axis=-1)
 
 
@@ -181,13 +184,13 @@ def fit_linear_code(X: ArrayLike, d: int) -> tuple[np.ndarray, np.ndarray]:
     D = X.shape[1]
     keep = min(d, D)
     # Only the top `keep` eigenvectors of the (D, D) scatter matrix are needed.
-    _, directions = scipy.linalg.eigh(centred.T @ centred,
-                                      subset_by_index=[D - keep, D - 1])
-    return mean, directions[:, ::-1]            # largest variance first
+    _, directions = scipy.linalg.eigh(centred.T @ centred, subset_by_index=[D - keep, D - 1])
+    return mean, directions[:, ::-1]  # largest variance first
 
 
-def fixed_vector_recovery(train_tokens: ArrayLike, test_tokens: ArrayLike,
-                          embeddings: ArrayLike, widths: Sequence[int]) -> np.ndarray:
+def fixed_vector_recovery(
+    train_tokens: ArrayLike, test_tokens: ArrayLike, embeddings: ArrayLike, widths: Sequence[int]
+) -> np.ndarray:
     """Fraction of test tokens recovered through one vector of ``d`` numbers.
 
     Parameters
@@ -221,24 +224,26 @@ def fixed_vector_recovery(train_tokens: ArrayLike, test_tokens: ArrayLike,
     if train.shape[1] != test.shape[1]:
         raise ValueError(
             f"train_tokens {train.shape} and test_tokens {test.shape} must have "
-            f"the same sequence length L (axis 1)")
+            f"the same sequence length L (axis 1)"
+        )
     widths = _positive_ints(widths, "widths")
     n_test, L = test.shape
-    X_train = E[train].reshape(len(train), -1)               # (N_train, L * p)
-    X_test = E[test].reshape(n_test, -1)                      # (N_test, L * p)
+    X_train = E[train].reshape(len(train), -1)  # (N_train, L * p)
+    X_test = E[test].reshape(n_test, -1)  # (N_test, L * p)
     mean, basis = fit_linear_code(X_train, int(widths.max()))
     recovered = []
     for d in widths:
         B = basis[:, :d]
-        code = (X_test - mean) @ B             # (N_test, d): the whole sequence
-        X_hat = mean + code @ B.T              # (N_test, L * p): read back
+        code = (X_test - mean) @ B  # (N_test, d): the whole sequence
+        X_hat = mean + code @ B.T  # (N_test, L * p): read back
         decoded = nearest_token(X_hat.reshape(n_test, L, -1), E)
         recovered.append(np.mean(decoded == test))
     return np.array(recovered)
 
 
-def attention_recovery(tokens: ArrayLike, embeddings: ArrayLike,
-                       position_codes: ArrayLike, sharpness: float) -> float:
+def attention_recovery(
+    tokens: ArrayLike, embeddings: ArrayLike, position_codes: ArrayLike, sharpness: float
+) -> float:
     """Fraction of tokens recovered by attending over all encoder states.
 
     Encoder state ``j`` is ``h_j = [embedding(x_j) ; position_codes[j]]``.
@@ -282,26 +287,38 @@ def attention_recovery(tokens: ArrayLike, embeddings: ArrayLike,
         raise ValueError(
             f"position_codes must be (L, P) with one code per position: tokens "
             f"have L = {tokens.shape[1]} positions, position_codes has shape "
-            f"{codes.shape}")
+            f"{codes.shape}"
+        )
     if isinstance(sharpness, (bool, np.bool_)) or not isinstance(
-            sharpness, (int, float, np.integer, np.floating)):
+        sharpness, (int, float, np.integer, np.floating)
+    ):
         raise TypeError(f"sharpness must be a positive number, got {sharpness!r}")
     if not (np.isfinite(sharpness) and sharpness > 0):
         raise ValueError(f"sharpness must be a positive number, got {sharpness!r}")
     n, L = tokens.shape
     p = E.shape[1]
-    states = np.concatenate(                                   # (N, L, p + P)
-        [E[tokens], np.broadcast_to(codes, (n,) + codes.shape)], axis=-1)
+    states = np.concatenate(  # (N, L, p + P)
+        [E[tokens], np.broadcast_to(codes, (n,) + codes.shape)], axis=-1
+    )
     queries = np.concatenate([np.zeros((L, p)), codes], axis=-1)  # (L, p + P)
-    context = scaled_dot_product_attention(queries, states, states,
-                                           scale=sharpness)    # (N, L, p + P)
+    context = scaled_dot_product_attention(
+        queries, states, states, scale=sharpness
+    )  # (N, L, p + P)
     decoded = nearest_token(context[..., :p], E)
     return float(np.mean(decoded == tokens))
 
 
-def bottleneck_experiment(lengths, widths, vocab_size=32, token_size=8,
-                          n_train=2000, n_test=500, position_size=32,
-                          sharpness=20.0, seed=0):
+def bottleneck_experiment(
+    lengths,
+    widths,
+    vocab_size=32,
+    token_size=8,
+    n_train=2000,
+    n_test=500,
+    position_size=32,
+    sharpness=20.0,
+    seed=0,
+):
     """Recovery against sequence length: fixed vectors of several sizes vs attention.
 
     Parameters
@@ -340,8 +357,9 @@ def bottleneck_experiment(lengths, widths, vocab_size=32, token_size=8,
     widths = _positive_ints(widths, "widths", allow_empty=True)
     V = as_int(vocab_size, "vocab_size", minimum=1)
     if V < 2:
-        raise ValueError(f"vocab_size must be at least 2, got {V}: with one "
-                         f"symbol there is nothing to recover")
+        raise ValueError(
+            f"vocab_size must be at least 2, got {V}: with one symbol there is nothing to recover"
+        )
     p = as_int(token_size, "token_size", minimum=1)
     n_train = as_int(n_train, "n_train", minimum=1)
     n_test = as_int(n_test, "n_test", minimum=1)
@@ -356,7 +374,7 @@ def bottleneck_experiment(lengths, widths, vocab_size=32, token_size=8,
     fixed = np.empty((len(widths), len(lengths)))
     attention = np.empty(len(lengths))
     for l, L in enumerate(lengths):
-        rng = np.random.default_rng([seed, int(L)])   # lengths are >= 1
+        rng = np.random.default_rng([seed, int(L)])  # lengths are >= 1
         train = rng.integers(V, size=(n_train, L))
         test = rng.integers(V, size=(n_test, L))
         codes = rng.normal(size=(L, P))
@@ -364,5 +382,11 @@ def bottleneck_experiment(lengths, widths, vocab_size=32, token_size=8,
         if len(widths):
             fixed[:, l] = fixed_vector_recovery(train, test, embeddings, widths)
         attention[l] = attention_recovery(test, embeddings, codes, sharpness)
-    return BottleneckResult(lengths=lengths, widths=widths, fixed=fixed,
-                            attention=attention, chance=1.0 / V, token_size=p)
+    return BottleneckResult(
+        lengths=lengths,
+        widths=widths,
+        fixed=fixed,
+        attention=attention,
+        chance=1.0 / V,
+        token_size=p,
+    )

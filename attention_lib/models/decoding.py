@@ -28,8 +28,9 @@ def length_penalty_gnmt(n: int | np.ndarray, alpha: float) -> float | np.ndarray
     return ((5.0 + n) / 6.0) ** alpha
 
 
-def beam_search(step: Callable, reorder: Callable, B: int, K: int, max_len: int,
-                length_penalty: float = 0.6) -> list:
+def beam_search(
+    step: Callable, reorder: Callable, B: int, K: int, max_len: int, length_penalty: float = 0.6
+) -> list:
     """The best hypothesis of each sentence (ids, without ``<bos>``/``<eos>``).
 
     Hypotheses are ranked by ``log p(y | x) / lp(|y|)``. At each step the ``2 K``
@@ -38,15 +39,15 @@ def beam_search(step: Callable, reorder: Callable, B: int, K: int, max_len: int,
     sentence stops when it has ``K`` finished hypotheses and no live one could still
     rank above them (the log-probability only falls).
     """
-    scores = np.tile(np.r_[0.0, np.full(K - 1, -np.inf)], B)     # one live beam at first
+    scores = np.tile(np.r_[0.0, np.full(K - 1, -np.inf)], B)  # one live beam at first
     seqs = np.full((B * K, 1), BOS)
     finished = [[] for _ in range(B)]
     active = np.ones(B, bool)
     for t in range(max_len):
-        logp = step(seqs[:, -1], t)                               # (B K, V)
+        logp = step(seqs[:, -1], t)  # (B K, V)
         V = logp.shape[1]
         cand = (scores[:, None] + logp).reshape(B, K * V)
-        top = np.argsort(-cand, axis=1, kind="stable")[:, :2 * K]
+        top = np.argsort(-cand, axis=1, kind="stable")[:, : 2 * K]
         rows, toks, new_scores = [], [], []
         for b in range(B):
             kept = 0
@@ -55,8 +56,12 @@ def beam_search(step: Callable, reorder: Callable, B: int, K: int, max_len: int,
                 if not (active[b] and np.isfinite(sc)):
                     break
                 if tok == EOS:
-                    finished[b].append((sc / length_penalty_gnmt(t + 1, length_penalty),
-                                        seqs[b * K + k, 1:].tolist()))
+                    finished[b].append(
+                        (
+                            sc / length_penalty_gnmt(t + 1, length_penalty),
+                            seqs[b * K + k, 1:].tolist(),
+                        )
+                    )
                     continue
                 rows.append(b * K + k)
                 toks.append(tok)
@@ -64,7 +69,7 @@ def beam_search(step: Callable, reorder: Callable, B: int, K: int, max_len: int,
                 kept += 1
                 if kept == K:
                     break
-            while kept < K:                                       # dead slots
+            while kept < K:  # dead slots
                 rows.append(b * K)
                 toks.append(PAD)
                 new_scores.append(-np.inf)
@@ -82,17 +87,21 @@ def beam_search(step: Callable, reorder: Callable, B: int, K: int, max_len: int,
             break
     out = []
     for b in range(B):
-        if not finished[b]:                                      # nothing ended: best live one
-            k = int(np.argmax(scores[b * K:(b + 1) * K]))
+        if not finished[b]:  # nothing ended: best live one
+            k = int(np.argmax(scores[b * K : (b + 1) * K]))
             finished[b].append((0.0, seqs[b * K + k, 1:].tolist()))
         out.append(max(finished[b], key=lambda s: s[0])[1])
     return out
 
 
-def rnnsearch_beam_search(model: RNNsearch, src: ArrayLike, lengths: ArrayLike,
-                          beam: int = 4, length_penalty: float = 0.6,
-                          max_len: int | None = None) -> list:
-
+def rnnsearch_beam_search(
+    model: RNNsearch,
+    src: ArrayLike,
+    lengths: ArrayLike,
+    beam: int = 4,
+    length_penalty: float = 0.6,
+    max_len: int | None = None,
+) -> list:
     """Beam search for :class:`~attention_lib.models.RNNsearch`: its decoder step, ``K`` rows a sentence.
 
     The encoder runs once; its states are repeated for the ``K`` hypotheses of a

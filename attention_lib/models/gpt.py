@@ -10,6 +10,7 @@ from ..nn.layers import Embedding, Linear
 from ..nn.multi_head_attention import KVCache
 from ..nn.norm import LayerNorm
 from ..positions import sinusoidal_positions
+from ..sampling import filter_logits
 from ..softmax import softmax
 
 _POSITIONS = ("learned", "sinusoidal", "rotary", None)
@@ -61,8 +62,19 @@ class TinyGPT(Composite):
     (7,)
     """
 
-    def __init__(self, n_vocab, d_model, n_heads, n_layers, d_ff, max_len, rng,
-                 positions="learned", attention_only=False, dropout=0.0):
+    def __init__(
+        self,
+        n_vocab,
+        d_model,
+        n_heads,
+        n_layers,
+        d_ff,
+        max_len,
+        rng,
+        positions="learned",
+        attention_only=False,
+        dropout=0.0,
+    ):
         # Every argument is checked before anything is allocated: a million-token
         # vocabulary's table is 256 MB, not to be drawn for a model that cannot be built.
         if positions not in _POSITIONS:
@@ -72,11 +84,14 @@ class TinyGPT(Composite):
         n_layers = as_int(n_layers, "n_layers", 1)
         self.max_len = as_int(max_len, "max_len", 1)
         if d_model % n_heads:
-            raise ValueError(f"n_heads = {n_heads} does not divide d_model = "
-                             f"{d_model}: each head gets d_model / n_heads features")
+            raise ValueError(
+                f"n_heads = {n_heads} does not divide d_model = "
+                f"{d_model}: each head gets d_model / n_heads features"
+            )
         if positions == "rotary" and (d_model // n_heads) % 2:
-            raise ValueError(f"rotary needs an even head size, got d_model / "
-                             f"n_heads = {d_model // n_heads}")
+            raise ValueError(
+                f"rotary needs an even head size, got d_model / n_heads = {d_model // n_heads}"
+            )
         if positions == "sinusoidal" and d_model % 2:
             raise ValueError(f"sinusoidal positions need an even d_model, got {d_model}")
         as_probability(dropout, "dropout")
@@ -88,17 +103,24 @@ class TinyGPT(Composite):
             self.pos = Embedding(self.max_len, d_model, rng)
         elif positions == "sinusoidal":
             self.pe = sinusoidal_positions(self.max_len, d_model)
-        self.blocks = [TransformerBlock(d_model, n_heads, d_ff, rng, dropout,
-                                        rotary=positions == "rotary",
-                                        attention_only=attention_only)
-                       for _ in range(n_layers)]
+        self.blocks = [
+            TransformerBlock(
+                d_model,
+                n_heads,
+                d_ff,
+                rng,
+                dropout,
+                rotary=positions == "rotary",
+                attention_only=attention_only,
+            )
+            for _ in range(n_layers)
+        ]
         self.ln_f = LayerNorm(d_model)
         self.head = Linear(d_model, n_vocab, rng)
 
     def layers(self):
         first = [self.tok] + ([self.pos] if self.positions == "learned" else [])
-        return (first + [layer for b in self.blocks for layer in b.layers()]
-                + [self.ln_f, self.head])
+        return first + [layer for b in self.blocks for layer in b.layers()] + [self.ln_f, self.head]
 
     def train(self, mode=True):
         """Switch dropout on (``mode=True``) or off; returns the model."""
@@ -125,16 +147,17 @@ class TinyGPT(Composite):
         start = 0 if cache is None else len(cache[0])
         T = tokens.shape[1]
         if start + T > self.max_len:
-            raise ValueError(f"the sequence would be {start + T} tokens long but "
-                             f"max_len = {self.max_len}")
-        x = self.tok.forward(tokens)                          # (B, T, d_model)
+            raise ValueError(
+                f"the sequence would be {start + T} tokens long but max_len = {self.max_len}"
+            )
+        x = self.tok.forward(tokens)  # (B, T, d_model)
         if self.positions == "learned":
             x = x + self.pos.forward(np.arange(start, start + T))
         elif self.positions == "sinusoidal":
-            x = x + self.pe[start:start + T]
+            x = x + self.pe[start : start + T]
         for i, block in enumerate(self.blocks):
             x = block.forward(x, None if cache is None else cache[i])
-        return self.head.forward(self.ln_f.forward(x))        # (B, T, n_vocab)
+        return self.head.forward(self.ln_f.forward(x))  # (B, T, n_vocab)
 
     def backward(self, dlogits):
         """Fill ``grads`` of every layer from ``d loss / d logits`` (B, T, n_vocab)."""
@@ -145,8 +168,16 @@ class TinyGPT(Composite):
             self.pos.backward(grad.sum(axis=0))
         self.tok.backward(grad)
 
-    def generate(self, tokens, max_new_tokens, temperature=1.0, top_k=None,
-                 rng=None, use_cache=True, top_p=None):
+    def generate(
+        self,
+        tokens,
+        max_new_tokens,
+        temperature=1.0,
+        top_k=None,
+        rng=None,
+        use_cache=True,
+        top_p=None,
+    ):
         """Continue ``tokens`` by ``max_new_tokens`` tokens, one at a time.
 
         Parameters
@@ -180,30 +211,34 @@ class TinyGPT(Composite):
         # Every argument is checked before the first forward pass.
         tokens = as_int_array(tokens, "tokens")
         if tokens.ndim not in (1, 2) or tokens.shape[-1] == 0 or tokens.size == 0:
-            raise ValueError(f"tokens must be a non-empty prompt of shape (T,) or (B, T) "
-                             f"with T >= 1, got shape {tokens.shape}: the model needs at "
-                             f"least one token to continue")
+            raise ValueError(
+                f"tokens must be a non-empty prompt of shape (T,) or (B, T) "
+                f"with T >= 1, got shape {tokens.shape}: the model needs at "
+                f"least one token to continue"
+            )
         n_vocab = self.tok.params["E"].shape[0]
         if tokens.min() < 0 or tokens.max() >= n_vocab:
-            raise ValueError(f"tokens must be integers in [0, {n_vocab}), got "
-                             f"{tokens.min()} to {tokens.max()}")
+            raise ValueError(
+                f"tokens must be integers in [0, {n_vocab}), got {tokens.min()} to {tokens.max()}"
+            )
         squeeze = tokens.ndim == 1
         seq = tokens[None] if squeeze else tokens
-        n_new, top_k, top_p = check_generate_args(seq.shape[1], self.max_len, max_new_tokens,
-                                                  temperature, top_k, top_p, rng)
+        n_new, top_k, top_p = check_generate_args(
+            seq.shape[1], self.max_len, max_new_tokens, temperature, top_k, top_p, rng
+        )
         use_cache = as_bool(use_cache, "use_cache")
         drops = [d for b in self.blocks for d in b.dropouts()]
         was_training = [d.training for d in drops]
         self.train(False)
         try:
             cache = self.new_cache() if use_cache else None
-            step = seq                       # what the model reads at this step
+            step = seq  # what the model reads at this step
             for _ in range(n_new):
                 logits = self.forward(step if use_cache else seq, cache)[:, -1]
-                nxt = pick_next_token(logits, temperature, top_k, top_p, rng)     # (B,)
+                nxt = pick_next_token(logits, temperature, top_k, top_p, rng)  # (B,)
                 seq = np.concatenate([seq, nxt[:, None]], axis=1)
                 step = nxt[:, None]
-        finally:                             # dropout as it was, even after an error
+        finally:  # dropout as it was, even after an error
             for d, mode in zip(drops, was_training):
                 d.training = mode
         return seq[0] if squeeze else seq
@@ -217,10 +252,15 @@ def check_generate_args(prompt_len, max_len, max_new_tokens, temperature, top_k,
     """
     n_new = as_int(max_new_tokens, "max_new_tokens")
     if prompt_len + n_new > max_len:
-        raise ValueError(f"prompt ({prompt_len}) + max_new_tokens ({n_new}) "
-                         f"exceeds max_len = {max_len}")
-    if (isinstance(temperature, (bool, np.bool_)) or not isinstance(temperature, numbers.Real)
-            or not np.isfinite(temperature) or temperature < 0):
+        raise ValueError(
+            f"prompt ({prompt_len}) + max_new_tokens ({n_new}) exceeds max_len = {max_len}"
+        )
+    if (
+        isinstance(temperature, (bool, np.bool_))
+        or not isinstance(temperature, numbers.Real)
+        or not np.isfinite(temperature)
+        or temperature < 0
+    ):
         raise ValueError(f"temperature must be >= 0 and finite, got {temperature!r}")
     if top_k is not None:
         top_k = as_int(top_k, "top_k", 1)
@@ -240,40 +280,3 @@ def pick_next_token(logits, temperature, top_k, top_p, rng):
     p = softmax(filter_logits(logits / temperature, top_k, top_p), axis=-1)
     u = rng.random((p.shape[0], 1))
     return np.minimum((p.cumsum(axis=-1) < u).sum(axis=-1), p.shape[-1] - 1)
-
-
-def filter_logits(z, top_k=None, top_p=None):
-    """Set to ``-inf`` the logits outside the top ``k`` and outside the nucleus ``top_p``.
-
-    Parameters
-    ----------
-    z : ndarray, shape (B, V)
-        Logits, already divided by the temperature.
-    top_k : int, optional
-        Keep the ``top_k`` largest logits of each row (ties with the k-th kept too).
-    top_p : float in [0, 1], optional
-        Then keep the smallest set of most likely tokens whose probabilities
-        (of the softmax of what ``top_k`` kept) reach ``top_p``: a token is
-        kept when the tokens more likely than it add up to less than
-        ``top_p``, so the most likely one always stays.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> z = np.log(np.array([[0.5, 0.3, 0.15, 0.05]]))
-    >>> np.isfinite(filter_logits(z, top_p=0.7)).tolist()     # 0.5 + 0.3 reaches 0.7
-    [[True, True, False, False]]
-    """
-    if top_k is not None:
-        kth = np.sort(z, axis=-1)[:, -min(top_k, z.shape[-1])][:, None]
-        z = np.where(z < kth, -np.inf, z)
-    if top_p is not None and top_p < 1:
-        order = np.argsort(-z, axis=-1, kind="stable")               # most likely first
-        p_sorted = np.take_along_axis(softmax(z, axis=-1), order, axis=-1)
-        before = np.cumsum(p_sorted, axis=-1) - p_sorted              # mass of the likelier ones
-        drop_sorted = before >= top_p
-        drop_sorted[:, 0] = False                                     # always keep one
-        drop = np.empty_like(drop_sorted)
-        np.put_along_axis(drop, order, drop_sorted, axis=-1)
-        z = np.where(drop, -np.inf, z)
-    return z

@@ -72,12 +72,28 @@ class LlamaBlock(Composite):
     ``n_heads / n_kv_heads`` query heads share each key/value head.
     """
 
-    def __init__(self, d_model, n_heads, n_kv_heads, d_ff, rng, eps=1e-5,
-                 rotary_base=10000.0, dtype=np.float32):
+    def __init__(
+        self,
+        d_model,
+        n_heads,
+        n_kv_heads,
+        d_ff,
+        rng,
+        eps=1e-5,
+        rotary_base=10000.0,
+        dtype=np.float32,
+    ):
         self.attn_norm = RMSNorm(d_model, eps)
-        self.attn = MultiHeadAttention(d_model, n_heads, rng, n_kv_heads=n_kv_heads,
-                                       bias=False, rotary="interleaved",
-                                       rotary_base=rotary_base, dtype=dtype)
+        self.attn = MultiHeadAttention(
+            d_model,
+            n_heads,
+            rng,
+            n_kv_heads=n_kv_heads,
+            bias=False,
+            rotary="interleaved",
+            rotary_base=rotary_base,
+            dtype=dtype,
+        )
         self.ffn_norm = RMSNorm(d_model, eps)
         self.ffn = SwiGLU(d_model, d_ff, rng)
 
@@ -133,29 +149,51 @@ class Llama(Composite):
     (7,)
     """
 
-    def __init__(self, n_vocab, d_model, n_layers, n_heads, n_kv_heads, d_ff, max_len, rng,
-                 eps=1e-5, rotary_base=10000.0, tied=True, dtype=np.float32):
+    def __init__(
+        self,
+        n_vocab,
+        d_model,
+        n_layers,
+        n_heads,
+        n_kv_heads,
+        d_ff,
+        max_len,
+        rng,
+        eps=1e-5,
+        rotary_base=10000.0,
+        tied=True,
+        dtype=np.float32,
+    ):
         n_vocab, d_model = as_int(n_vocab, "n_vocab", 1), as_int(d_model, "d_model", 1)
         n_layers, d_ff = as_int(n_layers, "n_layers", 1), as_int(d_ff, "d_ff", 1)
         self.max_len = as_int(max_len, "max_len", 1)
         self.dtype = np.dtype(dtype)
         self.tok = Embedding(n_vocab, d_model, rng)
-        self.blocks = [LlamaBlock(d_model, n_heads, n_kv_heads, d_ff, rng, eps, rotary_base,
-                                  self.dtype) for _ in range(n_layers)]
+        self.blocks = [
+            LlamaBlock(d_model, n_heads, n_kv_heads, d_ff, rng, eps, rotary_base, self.dtype)
+            for _ in range(n_layers)
+        ]
         self.norm = RMSNorm(d_model, eps)
         self.head = None if tied else Linear(d_model, n_vocab, rng, bias=False)
         for layer in self.layers():
             for k, a in layer.params.items():
                 layer.params[k] = a.astype(self.dtype)
-        self.config = {"n_vocab": n_vocab, "d_model": d_model, "n_layers": n_layers,
-                       "n_heads": n_heads, "n_kv_heads": n_kv_heads, "d_ff": d_ff,
-                       "max_len": self.max_len, "eps": eps, "rotary_base": rotary_base,
-                       "tied": tied}
+        self.config = {
+            "n_vocab": n_vocab,
+            "d_model": d_model,
+            "n_layers": n_layers,
+            "n_heads": n_heads,
+            "n_kv_heads": n_kv_heads,
+            "d_ff": d_ff,
+            "max_len": self.max_len,
+            "eps": eps,
+            "rotary_base": rotary_base,
+            "tied": tied,
+        }
 
     def layers(self) -> list:
         tail = [] if self.head is None else [self.head]
-        return [self.tok, *(b for block in self.blocks for b in block.layers()),
-                self.norm, *tail]
+        return [self.tok, *(b for block in self.blocks for b in block.layers()), self.norm, *tail]
 
     @property
     def n_params(self) -> int:
@@ -178,15 +216,17 @@ class Llama(Composite):
             raise ValueError(f"tokens must have shape (B, T) with T >= 1, got {tokens.shape}")
         start = 0 if cache is None else cache[0].position
         if start + tokens.shape[1] > self.max_len:
-            raise ValueError(f"the sequence would be {start + tokens.shape[1]} tokens long "
-                             f"but max_len = {self.max_len}")
-        x = self.tok.forward(tokens)                               # (B, T, E)
+            raise ValueError(
+                f"the sequence would be {start + tokens.shape[1]} tokens long "
+                f"but max_len = {self.max_len}"
+            )
+        x = self.tok.forward(tokens)  # (B, T, E)
         for i, block in enumerate(self.blocks):
             x = block.forward(x, None if cache is None else cache[i])
         self.x_final = self.norm.forward(x)
         if self.head is not None:
             return self.head.forward(self.x_final)
-        return self.x_final @ self.tok.params["E"].T               # (B, T, V)
+        return self.x_final @ self.tok.params["E"].T  # (B, T, V)
 
     def backward(self, dlogits: np.ndarray) -> None:
         """Fill ``grads`` of every layer from ``d loss / d logits`` (B, T, V)."""
@@ -195,8 +235,9 @@ class Llama(Composite):
         else:
             E = self.tok.params["E"]
             grad = dlogits @ E
-            d_head = (dlogits.reshape(-1, E.shape[0]).T
-                      @ self.x_final.reshape(-1, E.shape[1]))      # (V, E)
+            d_head = dlogits.reshape(-1, E.shape[0]).T @ self.x_final.reshape(
+                -1, E.shape[1]
+            )  # (V, E)
         grad = self.norm.backward(grad)
         for block in reversed(self.blocks):
             grad = block.backward(grad)
@@ -204,8 +245,16 @@ class Llama(Composite):
         if self.head is None:
             self.tok.grads["E"] += d_head
 
-    def generate(self, tokens, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
-                 rng=None, use_cache=True):
+    def generate(
+        self,
+        tokens,
+        max_new_tokens,
+        temperature=1.0,
+        top_k=None,
+        top_p=None,
+        rng=None,
+        use_cache=True,
+    ):
         """Continue ``tokens`` by ``max_new_tokens`` tokens, one at a time.
 
         The same choices as :meth:`attention_lib.TinyGPT.generate`:
@@ -234,15 +283,19 @@ class Llama(Composite):
         """
         tokens = as_int_array(tokens, "tokens")
         if tokens.ndim not in (1, 2) or tokens.shape[-1] == 0 or tokens.size == 0:
-            raise ValueError(f"tokens must be a non-empty prompt of shape (T,) or (B, T) "
-                             f"with T >= 1, got shape {tokens.shape}")
+            raise ValueError(
+                f"tokens must be a non-empty prompt of shape (T,) or (B, T) "
+                f"with T >= 1, got shape {tokens.shape}"
+            )
         n_vocab = self.tok.params["E"].shape[0]
         if tokens.min() < 0 or tokens.max() >= n_vocab:
-            raise ValueError(f"tokens must be integers in [0, {n_vocab}), got "
-                             f"{tokens.min()} to {tokens.max()}")
+            raise ValueError(
+                f"tokens must be integers in [0, {n_vocab}), got {tokens.min()} to {tokens.max()}"
+            )
         seq = (tokens[None] if tokens.ndim == 1 else tokens).astype(np.int64)
-        n_new, top_k, top_p = check_generate_args(seq.shape[1], self.max_len, max_new_tokens,
-                                                  temperature, top_k, top_p, rng)
+        n_new, top_k, top_p = check_generate_args(
+            seq.shape[1], self.max_len, max_new_tokens, temperature, top_k, top_p, rng
+        )
         cache = self.new_cache() if use_cache else None
         step = seq
         for _ in range(n_new):
@@ -268,24 +321,34 @@ class Llama(Composite):
         f = read_gguf(path)
         m = f.metadata
         if m.get("general.architecture") != "llama":
-            raise ValueError(f"{path}: general.architecture is "
-                             f"{m.get('general.architecture')!r}, not 'llama'")
+            raise ValueError(
+                f"{path}: general.architecture is {m.get('general.architecture')!r}, not 'llama'"
+            )
         layout = m.get("llama.tensor_data_layout", "reference")
         if layout not in ("reference", "Meta AI original pth"):
-            raise ValueError(f"{path}: llama.tensor_data_layout is {layout!r}; only the "
-                             "original layout (rotary pairs 2i, 2i+1) is read")
+            raise ValueError(
+                f"{path}: llama.tensor_data_layout is {layout!r}; only the "
+                "original layout (rotary pairs 2i, 2i+1) is read"
+            )
         embedding = f.tensor("token_embd.weight")
-        tied = ("output.weight" not in f.tensor_infos
-                or np.array_equal(f.tensor("output.weight"), embedding))
+        tied = "output.weight" not in f.tensor_infos or np.array_equal(
+            f.tensor("output.weight"), embedding
+        )
         n_heads = m["llama.attention.head_count"]
-        model = cls(n_vocab=embedding.shape[0], d_model=m["llama.embedding_length"],
-                    n_layers=m["llama.block_count"], n_heads=n_heads,
-                    n_kv_heads=m.get("llama.attention.head_count_kv", n_heads),
-                    d_ff=m["llama.feed_forward_length"], max_len=m["llama.context_length"],
-                    rng=np.random.default_rng(0),
-                    eps=float(m["llama.attention.layer_norm_rms_epsilon"]),
-                    rotary_base=float(m.get("llama.rope.freq_base", 10000.0)),
-                    tied=tied, dtype=dtype)
+        model = cls(
+            n_vocab=embedding.shape[0],
+            d_model=m["llama.embedding_length"],
+            n_layers=m["llama.block_count"],
+            n_heads=n_heads,
+            n_kv_heads=m.get("llama.attention.head_count_kv", n_heads),
+            d_ff=m["llama.feed_forward_length"],
+            max_len=m["llama.context_length"],
+            rng=np.random.default_rng(0),
+            eps=float(m["llama.attention.layer_norm_rms_epsilon"]),
+            rotary_base=float(m.get("llama.rope.freq_base", 10000.0)),
+            tied=tied,
+            dtype=dtype,
+        )
         for gguf_name, book_name, transpose in tensor_names(model.config["n_layers"]):
             if gguf_name == "output.weight" and tied:
                 continue
@@ -293,9 +356,11 @@ class Llama(Composite):
             target = model.parameter(book_name)
             value = array.T if transpose else array
             if value.shape != target.shape:
-                raise ValueError(f"{path}: tensor {gguf_name} has shape {array.shape}, so "
-                                 f"{book_name} would be {value.shape}, but the model "
-                                 f"needs {target.shape}")
+                raise ValueError(
+                    f"{path}: tensor {gguf_name} has shape {array.shape}, so "
+                    f"{book_name} would be {value.shape}, but the model "
+                    f"needs {target.shape}"
+                )
             target[...] = value
         return model
 
@@ -318,8 +383,9 @@ def tensor_names(n_layers: int) -> list[str]:
     return out
 
 
-def load_stories260k(path: str | os.PathLike | None = None,
-                     dtype: DTypeLike = np.float32) -> tuple[Llama, LlamaTokenizer]:
+def load_stories260k(
+    path: str | os.PathLike | None = None, dtype: DTypeLike = np.float32
+) -> tuple[Llama, LlamaTokenizer]:
     """stories260K and its tokenizer, from ``data/stories260k/`` (checked by its SHA-256).
 
     Parameters
@@ -356,6 +422,6 @@ def stories260k_reference() -> str:
     decoding from ``<s>``, run.c's default number of steps.
     """
     doc = verified_path(STORIES260K_DOC).read_text(encoding="utf8")
-    blocks = doc.split("```")[1::2]                    # the insides of the code blocks
+    blocks = doc.split("```")[1::2]  # the insides of the code blocks
     block = next(b for b in blocks if "-t 0.0" in b.split("\n", 2)[1])
     return block.split("\n", 2)[2].removesuffix("\n")

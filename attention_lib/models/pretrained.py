@@ -93,9 +93,11 @@ class CharTokenizer:
             shown = ", ".join(repr(c) for c in unknown[:10])
             more = f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
             s = "" if len(unknown) == 1 else "s"
-            raise ValueError(f"text has {len(unknown)} character{s} outside the "
-                             f"vocabulary of {len(self.chars)}: {shown}{more} "
-                             f"(first at index {first})")
+            raise ValueError(
+                f"text has {len(unknown)} character{s} outside the "
+                f"vocabulary of {len(self.chars)}: {shown}{more} "
+                f"(first at index {first})"
+            )
         return np.fromiter((self.ids[c] for c in text), dtype=np.int64, count=len(text))
 
     def decode(self, ids: ArrayLike) -> str:
@@ -115,8 +117,9 @@ def shakespeare_dir() -> Path:
     return data_dir() / "checkpoints" / "shakespeare"
 
 
-def load_shakespeare(folder: str | os.PathLike | None = None,
-                     verify: bool = True) -> tuple[TinyGPT, CharTokenizer]:
+def load_shakespeare(
+    folder: str | os.PathLike | None = None, verify: bool = True
+) -> tuple[TinyGPT, CharTokenizer]:
     """Chapter 12's model and tokenizer from ``folder`` (default :func:`shakespeare_dir`).
 
     With ``verify`` (the default) the checkpoint's sha256 must match its
@@ -128,16 +131,20 @@ def load_shakespeare(folder: str | os.PathLike | None = None,
     folder = Path(shakespeare_dir() if folder is None else folder)
     path = folder / "shakespeare.npz"
     if not path.is_file():
-        raise DataFileError(f"{path} is missing: it is committed with the repository, or "
-                            "made by python -m attention_lib.models.train_shakespeare")
+        raise DataFileError(
+            f"{path} is missing: it is committed with the repository, or "
+            "made by python -m attention_lib.models.train_shakespeare"
+        )
     if verify:
         manifest = folder / "manifest.json"
         if not manifest.is_file():
             raise DataFileError(f"{manifest} is missing: it holds the checkpoint's sha256")
         expected = json.loads(manifest.read_text(encoding="utf8")).get("sha256")
         if sha256(path) != expected:
-            raise DataFileError(f"{path} does not match the sha256 in {manifest}: the file "
-                                "is altered or truncated; restore it with git checkout")
+            raise DataFileError(
+                f"{path} does not match the sha256 in {manifest}: the file "
+                "is altered or truncated; restore it with git checkout"
+            )
     model, chars = load_checkpoint(path)
     return model, CharTokenizer(chars)
 
@@ -178,7 +185,9 @@ def load_pretrained(name: str, path: str | os.PathLike | None = None) -> tuple:
         except ModuleNotFoundError as err:
             if err.name != f"{__package__}.llama":
                 raise
-            raise DataFileError("stories260k needs attention_lib.models.llama, which this "
-                                "copy of attention_lib does not have") from None
+            raise DataFileError(
+                "stories260k needs attention_lib.models.llama, which this "
+                "copy of attention_lib does not have"
+            ) from None
         return load_stories260k() if path is None else load_stories260k(path)
     raise ValueError(f"name must be one of {', '.join(map(repr, MODELS))}, got {name!r}")

@@ -79,42 +79,60 @@ class RNNencdec:
 
     attention = False
 
-    def __init__(self, n_src: int, n_tgt: int, emb: int = 16, hidden: int = 48, attn: int = 32,
-                 seed: int = 0, dtype: DTypeLike = np.float32) -> None:
-        self.config = {"model": type(self).__name__,
-                       **self.check_config(n_src, n_tgt, emb, hidden, attn, seed)}
+    def __init__(
+        self,
+        n_src: int,
+        n_tgt: int,
+        emb: int = 16,
+        hidden: int = 48,
+        attn: int = 32,
+        seed: int = 0,
+        dtype: DTypeLike = np.float32,
+    ) -> None:
+        self.config = {
+            "model": type(self).__name__,
+            **self.check_config(n_src, n_tgt, emb, hidden, attn, seed),
+        }
         dtype = as_float_dtype(dtype)
-        n_src, n_tgt, emb, hidden, attn = (self.config[k] for k in
-                                           ("n_src", "n_tgt", "emb", "hidden", "attn"))
-        self._dlogits = None                  # set by loss(), needed by backward()
+        n_src, n_tgt, emb, hidden, attn = (
+            self.config[k] for k in ("n_src", "n_tgt", "emb", "hidden", "attn")
+        )
+        self._dlogits = None  # set by loss(), needed by backward()
         rng = np.random.default_rng(seed)
         H = hidden
         self.src_emb = Embedding(n_src, emb, rng)
         self.enc_fwd = GRU(emb, H, rng, dtype)
         self.enc_bwd = GRU(emb, H, rng, dtype, reverse=True)
-        self.init = Linear(2 * H, H, rng)                     # s_0 from the final states
+        self.init = Linear(2 * H, H, rng)  # s_0 from the final states
         self.tgt_emb = Embedding(n_tgt, emb, rng)
         self.dec = GRUCell(emb + 2 * H, H, rng, dtype)
         self.att = AdditiveAttention(2 * H, H, attn, rng, dtype) if self.attention else None
         self.out = Linear(H + 2 * H + emb, n_tgt, rng)
-        for layer in self.layers():                          # Linear/Embedding draw float64
+        for layer in self.layers():  # Linear/Embedding draw float64
             layer.params = {k: v.astype(dtype) for k, v in layer.params.items()}
         self.dtype, self.hidden, self.emb = np.dtype(dtype), H, emb
 
     @staticmethod
-    def check_config(n_src: int, n_tgt: int, emb: int, hidden: int, attn: int,
-                     seed: int) -> dict[str, int]:
+    def check_config(
+        n_src: int, n_tgt: int, emb: int, hidden: int, attn: int, seed: int
+    ) -> dict[str, int]:
         """The sizes as a dict of ints, or ``TypeError``/``ValueError`` naming the bad one.
 
         ``n_tgt`` counts padding, ``<bos>`` and ``<eos>`` (ids 0, 1, 2), so it is at least 3.
         """
-        return {"n_src": as_int(n_src, "n_src", 2), "n_tgt": as_int(n_tgt, "n_tgt", 3),
-                "emb": as_int(emb, "emb", 1), "hidden": as_int(hidden, "hidden", 1),
-                "attn": as_int(attn, "attn", 1), "seed": as_int(seed, "seed", 0)}
+        return {
+            "n_src": as_int(n_src, "n_src", 2),
+            "n_tgt": as_int(n_tgt, "n_tgt", 3),
+            "emb": as_int(emb, "emb", 1),
+            "hidden": as_int(hidden, "hidden", 1),
+            "attn": as_int(attn, "attn", 1),
+            "seed": as_int(seed, "seed", 0),
+        }
 
     @classmethod
-    def param_shapes(cls, n_src: int, n_tgt: int, emb: int, hidden: int, attn: int,
-                     seed: int = 0) -> dict[str, tuple[int, ...]]:
+    def param_shapes(
+        cls, n_src: int, n_tgt: int, emb: int, hidden: int, attn: int, seed: int = 0
+    ) -> dict[str, tuple[int, ...]]:
         """The shape of every parameter, ``{"layer.param": shape}``, without building the model.
 
         :func:`load` compares a file's arrays with these before it allocates anything.
@@ -123,12 +141,22 @@ class RNNencdec:
         e, H, a = c["emb"], c["hidden"], c["attn"]
 
         def gru(name, d_in):
-            return {f"{name}.W_ih": (d_in, 3 * H), f"{name}.W_hh": (H, 3 * H),
-                    f"{name}.b_ih": (3 * H,), f"{name}.b_hh": (3 * H,)}
+            return {
+                f"{name}.W_ih": (d_in, 3 * H),
+                f"{name}.W_hh": (H, 3 * H),
+                f"{name}.b_ih": (3 * H,),
+                f"{name}.b_hh": (3 * H,),
+            }
 
-        shapes = {"src_emb.E": (c["n_src"], e), **gru("enc_fwd", e), **gru("enc_bwd", e),
-                  "init.W": (2 * H, H), "init.b": (H,), "tgt_emb.E": (c["n_tgt"], e),
-                  **gru("dec", e + 2 * H)}
+        shapes = {
+            "src_emb.E": (c["n_src"], e),
+            **gru("enc_fwd", e),
+            **gru("enc_bwd", e),
+            "init.W": (2 * H, H),
+            "init.b": (H,),
+            "tgt_emb.E": (c["n_tgt"], e),
+            **gru("dec", e + 2 * H),
+        }
         if cls.attention:
             shapes.update({"att.U_a": (2 * H, a), "att.W_a": (H, a), "att.v": (a,)})
         shapes.update({"out.W": (3 * H + e, c["n_tgt"]), "out.b": (c["n_tgt"],)})
@@ -136,8 +164,16 @@ class RNNencdec:
 
     def layers(self) -> list:
         """Every layer with parameters, each once (what :class:`~attention_lib.nn.Adam` takes)."""
-        layers = [self.src_emb, self.enc_fwd, self.enc_bwd, self.init,
-                  self.tgt_emb, self.dec, self.att, self.out]
+        layers = [
+            self.src_emb,
+            self.enc_fwd,
+            self.enc_bwd,
+            self.init,
+            self.tgt_emb,
+            self.dec,
+            self.att,
+            self.out,
+        ]
         return [layer for layer in layers if layer is not None]
 
     def named_layers(self) -> list[tuple[str, object]]:
@@ -148,18 +184,19 @@ class RNNencdec:
         return sum(p.size for layer in self.layers() for p in layer.params.values())
 
     # -- encoder ---------------------------------------------------------
-    def encode(self, src: ArrayLike,
-               lengths: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def encode(
+        self, src: ArrayLike, lengths: ArrayLike
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Encoder states ``H`` ``(B, S, 2H)``, their padding mask ``(B, S)`` and ``s_0`` ``(B, H)``."""
         src, lengths = self._check_source(src, lengths)
-        self._dlogits = None            # a new forward: the last loss's gradients are gone
+        self._dlogits = None  # a new forward: the last loss's gradients are gone
         mask = padding_mask(lengths, src.shape[1])
-        x = self.src_emb.forward(src)                         # (B, S, e)
-        h_fwd = self.enc_fwd.forward(x, mask)                 # (B, S, H)
-        h_bwd = self.enc_bwd.forward(x, mask)                 # (B, S, H)
+        x = self.src_emb.forward(src)  # (B, S, e)
+        h_fwd = self.enc_fwd.forward(x, mask)  # (B, S, H)
+        h_bwd = self.enc_bwd.forward(x, mask)  # (B, S, H)
         B = src.shape[0]
         summary = np.concatenate([h_fwd[np.arange(B), lengths - 1], h_bwd[:, 0]], axis=-1)
-        s0 = np.tanh(self.init.forward(summary))              # (B, H)
+        s0 = np.tanh(self.init.forward(summary))  # (B, H)
         self._enc = (lengths, summary, s0)
         return np.concatenate([h_fwd, h_bwd], axis=-1), mask, s0
 
@@ -167,16 +204,20 @@ class RNNencdec:
     def _check_source(src, lengths):
         src = as_int_array(src, "src")
         if src.ndim == 2 and (src.shape[0] == 0 or src.shape[1] == 0):
-            raise ValueError(f"src must hold at least one sentence of at least one word, "
-                             f"got shape {src.shape}")
+            raise ValueError(
+                f"src must hold at least one sentence of at least one word, got shape {src.shape}"
+            )
         lengths = as_int_array(lengths, "lengths")
         if src.ndim != 2 or lengths.shape != (src.shape[:1]):
-            raise ValueError(f"src must be (B, S) and lengths (B,), got {src.shape} "
-                             f"and {lengths.shape}")
+            raise ValueError(
+                f"src must be (B, S) and lengths (B,), got {src.shape} and {lengths.shape}"
+            )
         if lengths.min() < 1 or lengths.max() > src.shape[1]:
-            raise ValueError(f"lengths must lie in [1, {src.shape[1]}] (every sentence "
-                             f"needs a word, and src has {src.shape[1]} columns), got "
-                             f"{lengths.min()} to {lengths.max()}")
+            raise ValueError(
+                f"lengths must lie in [1, {src.shape[1]}] (every sentence "
+                f"needs a word, and src has {src.shape[1]} columns), got "
+                f"{lengths.min()} to {lengths.max()}"
+            )
         return src, lengths.astype(np.int64)
 
     def _encode_backward(self, dH, dsummary, ds0):
@@ -198,8 +239,9 @@ class RNNencdec:
         return self._summary, None, None
 
     # -- training --------------------------------------------------------
-    def loss(self, src: ArrayLike, lengths: ArrayLike, tgt_in: ArrayLike,
-             tgt_out: ArrayLike) -> float:
+    def loss(
+        self, src: ArrayLike, lengths: ArrayLike, tgt_in: ArrayLike, tgt_out: ArrayLike
+    ) -> float:
         """Mean cross-entropy per target word (padding excluded), with teacher forcing.
 
         Parameters
@@ -212,18 +254,21 @@ class RNNencdec:
         src, lengths = self._check_source(src, lengths)
         tgt_in, tgt_out = as_int_array(tgt_in, "tgt_in"), as_int_array(tgt_out, "tgt_out")
         if tgt_in.ndim != 2 or tgt_out.shape != tgt_in.shape or tgt_in.shape[0] != src.shape[0]:
-            raise ValueError(f"tgt_in and tgt_out must both have shape (B, T) with B = "
-                             f"{src.shape[0]} as in src, got {tgt_in.shape} and {tgt_out.shape}")
+            raise ValueError(
+                f"tgt_in and tgt_out must both have shape (B, T) with B = "
+                f"{src.shape[0]} as in src, got {tgt_in.shape} and {tgt_out.shape}"
+            )
         if not (tgt_out != PAD).any():
             raise ValueError("tgt_out holds only padding: there is no target word to score")
         n_tgt = self.tgt_emb.params["E"].shape[0]
         for name, t in (("tgt_in", tgt_in), ("tgt_out", tgt_out)):
             if t.min() < 0 or t.max() >= n_tgt:
-                raise ValueError(f"{name} must hold target ids in [0, {n_tgt}), got "
-                                 f"{t.min()} to {t.max()}")
+                raise ValueError(
+                    f"{name} must hold target ids in [0, {n_tgt}), got {t.min()} to {t.max()}"
+                )
         H_enc, mask, s = self.encode(src, lengths)
         self._start_context(H_enc, mask)
-        Ey = self.tgt_emb.forward(tgt_in)                     # (B, T, e)
+        Ey = self.tgt_emb.forward(tgt_in)  # (B, T, e)
         B, T = tgt_in.shape
         S_all = np.empty((B, T, self.hidden), self.dtype)
         C_all = np.empty((B, T, H_enc.shape[-1]), self.dtype)
@@ -231,14 +276,14 @@ class RNNencdec:
         self.dec.zero_grad()
         self._steps = []
         for i in range(T):
-            c, alpha, att_cache = self._context(s)            # c_i from s_{i-1}
+            c, alpha, att_cache = self._context(s)  # c_i from s_{i-1}
             s, cell_cache = self.dec.step(np.concatenate([Ey[:, i], c], axis=-1), s)
             S_all[:, i], C_all[:, i] = s, c
             if alpha is not None:
                 alphas[:, i] = alpha
             self._steps.append((att_cache, cell_cache))
         self.attention_weights = alphas if self.attention else None
-        logits = self.out.forward(np.concatenate([S_all, C_all, Ey], axis=-1))   # (B, T, V)
+        logits = self.out.forward(np.concatenate([S_all, C_all, Ey], axis=-1))  # (B, T, V)
         keep = tgt_out != PAD
         loss, g = softmax_cross_entropy(logits[keep], tgt_out[keep])
         self._dlogits = np.zeros_like(logits)
@@ -254,15 +299,17 @@ class RNNencdec:
         :meth:`encode` or :meth:`translate`, which replace what it reads.
         """
         if self._dlogits is None:
-            raise RuntimeError(f"{type(self).__name__}.backward() needs a loss() first "
-                               f"(and none since the last encode() or translate())")
-        self.dec.zero_grad()                 # the decoder and attention add up over steps
+            raise RuntimeError(
+                f"{type(self).__name__}.backward() needs a loss() first "
+                f"(and none since the last encode() or translate())"
+            )
+        self.dec.zero_grad()  # the decoder and attention add up over steps
         if self.attention:
             self.att.zero_grad()
         e, H_shape = self._shapes
         dO = self.out.backward(self._dlogits)
         H = self.hidden
-        dS, dC, dEy = dO[..., :H], dO[..., H:H + H_shape[-1]], dO[..., H + H_shape[-1]:].copy()
+        dS, dC, dEy = dO[..., :H], dO[..., H : H + H_shape[-1]], dO[..., H + H_shape[-1] :].copy()
         ds = np.zeros_like(dS[:, 0])
         dsummary = np.zeros((dS.shape[0], H_shape[-1]), dS.dtype)
         for i in range(dS.shape[1] - 1, -1, -1):
@@ -279,8 +326,9 @@ class RNNencdec:
         self._encode_backward(dH, dsummary, ds)
 
     # -- inference -------------------------------------------------------
-    def translate(self, src: ArrayLike, lengths: ArrayLike,
-                  max_len: int | None = None) -> tuple[list[list[int]], np.ndarray]:
+    def translate(
+        self, src: ArrayLike, lengths: ArrayLike, max_len: int | None = None
+    ) -> tuple[list[list[int]], np.ndarray]:
         """Greedy decoding without teacher forcing.
 
         Returns
@@ -302,7 +350,9 @@ class RNNencdec:
             c, alpha, _ = self._context(s)
             ey = self.tgt_emb.params["E"][y]
             s, _ = self.dec.step(np.concatenate([ey, c], axis=-1), s)
-            logits = np.concatenate([s, c, ey], axis=-1) @ self.out.params["W"] + self.out.params["b"]
+            logits = (
+                np.concatenate([s, c, ey], axis=-1) @ self.out.params["W"] + self.out.params["b"]
+            )
             y = np.where(done, PAD, logits.argmax(axis=-1))
             out.append(y)
             weights.append(np.zeros((B, S), self.dtype) if alpha is None else alpha)
@@ -313,7 +363,7 @@ class RNNencdec:
         ids = []
         for row in out:
             row = row.tolist()
-            ids.append(row[:row.index(EOS)] if EOS in row else row)
+            ids.append(row[: row.index(EOS)] if EOS in row else row)
         return ids, np.stack(weights, axis=1)
 
     # -- checkpoints -----------------------------------------------------
@@ -333,27 +383,31 @@ class RNNencdec:
         try:
             keys = set(state.keys())
         except AttributeError:
-            raise TypeError(f"state must be a dict of arrays, got {type(state).__name__}") \
-                from None
-        params = {f"{n}.{k}": (layer, k) for n, layer in self.named_layers()
-                  for k in layer.params}
+            raise TypeError(f"state must be a dict of arrays, got {type(state).__name__}") from None
+        params = {f"{n}.{k}": (layer, k) for n, layer in self.named_layers() for k in layer.params}
         missing, unexpected = sorted(set(params) - keys), sorted(keys - set(params))
         if strict and (missing or unexpected):
-            raise KeyError(f"state does not fit {type(self).__name__}: "
-                           + "; ".join(f"{what} key(s): {', '.join(names)}" for what, names in
-                                       (("missing", missing), ("unexpected", unexpected))
-                                       if names))
+            raise KeyError(
+                f"state does not fit {type(self).__name__}: "
+                + "; ".join(
+                    f"{what} key(s): {', '.join(names)}"
+                    for what, names in (("missing", missing), ("unexpected", unexpected))
+                    if names
+                )
+            )
         new = {}
         for name in sorted(set(params) & keys):
             layer, k = params[name]
             arr, want = np.asarray(state[name]), layer.params[k].shape
             if arr.shape != want:
-                raise ValueError(f"{name} has shape {arr.shape} in the checkpoint "
-                                 f"but {want} in the model")
+                raise ValueError(
+                    f"{name} has shape {arr.shape} in the checkpoint but {want} in the model"
+                )
             if arr.dtype.kind not in "fiu" or not np.isfinite(arr).all():
-                raise ValueError(f"{name} must hold finite real numbers, got dtype "
-                                 f"{arr.dtype}" + (" with NaN or infinity"
-                                                   if arr.dtype.kind == "f" else ""))
+                raise ValueError(
+                    f"{name} must hold finite real numbers, got dtype "
+                    f"{arr.dtype}" + (" with NaN or infinity" if arr.dtype.kind == "f" else "")
+                )
             new[name] = arr
         for name, arr in new.items():
             layer, k = params[name]
@@ -427,14 +481,17 @@ def _array_headers(path):
                 elif version == (2, 0):
                     shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
                 else:
-                    raise CheckpointError(f"{path}: array {info.filename!r} has .npy "
-                                          f"format version {version}, not 1.0 or 2.0")
+                    raise CheckpointError(
+                        f"{path}: array {info.filename!r} has .npy "
+                        f"format version {version}, not 1.0 or 2.0"
+                    )
             headers[info.filename[:-4]] = (shape, dtype)
     return headers
 
 
-def load(path: str | os.PathLike, dtype: DTypeLike = np.float32,
-         model: RNNencdec | None = None) -> RNNencdec:
+def load(
+    path: str | os.PathLike, dtype: DTypeLike = np.float32, model: RNNencdec | None = None
+) -> RNNencdec:
     """Read a model written by :func:`save` (``allow_pickle=False``).
 
     Everything is checked before the model is built: the file is a zip of
@@ -461,11 +518,11 @@ def load(path: str | os.PathLike, dtype: DTypeLike = np.float32,
     except CheckpointError:
         raise
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as err:
-        raise CheckpointError(f"{path}: not a checkpoint written by save() "
-                              f"(a zip of .npy arrays): {err}") from None
+        raise CheckpointError(
+            f"{path}: not a checkpoint written by save() (a zip of .npy arrays): {err}"
+        ) from None
     shape, kind = headers.get("config", ((None,), None))
-    if shape != () or kind is None or kind.kind != "U" or \
-            kind.itemsize // 4 > _MAX_CONFIG_CHARS:
+    if shape != () or kind is None or kind.kind != "U" or kind.itemsize // 4 > _MAX_CONFIG_CHARS:
         raise CheckpointError(f"{path}: has no config (a JSON text array named 'config')")
     try:
         with np.load(path, allow_pickle=False) as f:
@@ -480,19 +537,23 @@ def load(path: str | os.PathLike, dtype: DTypeLike = np.float32,
         sizes = {k: config[k] for k in ("n_src", "n_tgt", "emb", "hidden", "attn", "seed")}
         cls = MODELS[name]
         shapes = cls.param_shapes(**sizes)
-    except (KeyError, TypeError, ValueError) as err:      # JSONDecodeError is a ValueError
+    except (KeyError, TypeError, ValueError) as err:  # JSONDecodeError is a ValueError
         what = f"the config has no {err}" if isinstance(err, KeyError) else err
         raise CheckpointError(f"{path}: {what}") from None
     arrays = {k: v for k, v in headers.items() if k != "config"}
     missing, unexpected = sorted(set(shapes) - set(arrays)), sorted(set(arrays) - set(shapes))
     if missing or unexpected:
-        raise CheckpointError(f"{path}: its arrays do not fit its config ({name}): "
-                              f"missing {missing or 'none'}, unexpected {unexpected or 'none'}")
+        raise CheckpointError(
+            f"{path}: its arrays do not fit its config ({name}): "
+            f"missing {missing or 'none'}, unexpected {unexpected or 'none'}"
+        )
     for k, want in shapes.items():
         got, kind = arrays[k]
         if tuple(got) != want or kind.kind != "f":
-            raise CheckpointError(f"{path}: {k} is {kind} {tuple(got)} but its config "
-                                  f"({name}) needs a float array of shape {want}")
+            raise CheckpointError(
+                f"{path}: {k} is {kind} {tuple(got)} but its config "
+                f"({name}) needs a float array of shape {want}"
+            )
     built = cls(**sizes, dtype=dtype)
     try:
         with np.load(path, allow_pickle=False) as f:

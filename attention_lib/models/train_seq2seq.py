@@ -43,8 +43,15 @@ from .evaluation import evaluate, make_test_sets
 from .seq2seq import MODELS, load, save
 
 #: Sizes and optimiser settings shared by the four models.
-CONFIG = {"emb": 16, "hidden": 48, "attn": 32, "batch": 32, "lr": 0.003, "clip": 1.0,
-          "length_spread": 2}
+CONFIG = {
+    "emb": 16,
+    "hidden": 48,
+    "attn": 32,
+    "batch": 32,
+    "lr": 0.003,
+    "clip": 1.0,
+    "length_spread": 2,
+}
 
 #: The four runs: name -> (model, shortest and longest training sentence, Adam steps, seed).
 RUNS = {
@@ -55,8 +62,15 @@ RUNS = {
 }
 
 
-def training_batch(rng: Generator, batch: int, min_words: int, max_words: int,
-                   spread: int, src_vocab: dict, tgt_vocab: dict) -> tuple:
+def training_batch(
+    rng: Generator,
+    batch: int,
+    min_words: int,
+    max_words: int,
+    spread: int,
+    src_vocab: dict,
+    tgt_vocab: dict,
+) -> tuple:
     """A batch of sentences of similar length (within ``spread`` words of a random centre).
 
     Similar lengths waste little on padding; they still differ, so the masks are exercised.
@@ -67,8 +81,20 @@ def training_batch(rng: Generator, batch: int, min_words: int, max_words: int,
     return encode_batch(pairs, src_vocab, tgt_vocab)
 
 
-def train(model, steps, min_words, max_words, seed, batch=32, lr=0.003, clip=1.0,
-          length_spread=2, log=None, log_every=100, callback=None):
+def train(
+    model,
+    steps,
+    min_words,
+    max_words,
+    seed,
+    batch=32,
+    lr=0.003,
+    clip=1.0,
+    length_spread=2,
+    log=None,
+    log_every=100,
+    callback=None,
+):
     """Train ``model`` with Adam and gradient clipping; returns the loss of every step.
 
     ``callback(step, model)``, if given, runs after each step (the chapter
@@ -82,16 +108,21 @@ def train(model, steps, min_words, max_words, seed, batch=32, lr=0.003, clip=1.0
     t0 = time.process_time()
     for step in range(1, steps + 1):
         src, lengths, tgt_in, tgt_out = training_batch(
-            rng, batch, min_words, max_words, length_spread, src_vocab, tgt_vocab)
+            rng, batch, min_words, max_words, length_spread, src_vocab, tgt_vocab
+        )
         losses.append(model.loss(src, lengths, tgt_in, tgt_out))
         model.backward()
-        clip_grad_norm(layers, clip, error_if_nonfinite=True)   # a NaN stops training
+        clip_grad_norm(layers, clip, error_if_nonfinite=True)  # a NaN stops training
         opt.step()
         if callback is not None:
             callback(step, model)
         if log is not None and (step % log_every == 0 or step == steps):
-            print(f"step {step:5d}  loss {np.mean(losses[-log_every:]):.4f}  "
-                  f"cpu {time.process_time() - t0:.1f}s", file=log, flush=True)
+            print(
+                f"step {step:5d}  loss {np.mean(losses[-log_every:]):.4f}  "
+                f"cpu {time.process_time() - t0:.1f}s",
+                file=log,
+                flush=True,
+            )
     return losses
 
 
@@ -100,8 +131,9 @@ def checkpoint_dir() -> Path:
     return data_dir() / "checkpoints" / "seq2seq"
 
 
-def load_checkpoints(directory: str | os.PathLike | None = None,
-                     dtype: DTypeLike = np.float64) -> tuple[dict, dict]:
+def load_checkpoints(
+    directory: str | os.PathLike | None = None, dtype: DTypeLike = np.float64
+) -> tuple[dict, dict]:
     """The manifest and the models it lists, ``(manifest, {name: model})``.
 
     Each file's sha256 is checked against the manifest first, and the model
@@ -115,8 +147,10 @@ def load_checkpoints(directory: str | os.PathLike | None = None,
     for name, entry in manifest["models"].items():
         path = directory / entry["file"]
         if sha256(path) != entry["sha256"]:
-            raise ValueError(f"{path} does not match the sha256 in its manifest: "
-                             f"retrain with python -m attention_lib.models.train_seq2seq")
+            raise ValueError(
+                f"{path} does not match the sha256 in its manifest: "
+                f"retrain with python -m attention_lib.models.train_seq2seq"
+            )
         models[name] = load(path, dtype=dtype, model=entry["model"])
     return manifest, models
 
@@ -131,11 +165,12 @@ def read_manifest(path: str | os.PathLike) -> dict:
             raise ValueError("it has no 'models' table")  # noqa: TRY004 (reported as ValueError)
         for name, entry in manifest["models"].items():
             if not isinstance(entry, dict) or not all(
-                    isinstance(entry.get(k), str) for k in ("file", "sha256", "model")):
+                isinstance(entry.get(k), str) for k in ("file", "sha256", "model")
+            ):
                 raise ValueError(f"the entry of {name!r} lacks its file, sha256 or model")
             if Path(entry["file"]).name != entry["file"]:
                 raise ValueError(f"the entry of {name!r} names a file outside the folder")
-    except ValueError as err:            # json.JSONDecodeError is a ValueError
+    except ValueError as err:  # json.JSONDecodeError is a ValueError
         raise ValueError(f"{path} is not a checkpoint manifest: {err}") from None
     return manifest
 
@@ -145,8 +180,6 @@ def read_manifest(path: str | os.PathLike) -> dict:
 
 _PROG = "python -m attention_lib.models.train_seq2seq"
 _TEST_SEED = 2015
-
-
 
 
 def _command(runs, test_per_bucket):
@@ -172,8 +205,10 @@ def _parse(parser, argv):
     manifest_path = out / "manifest.json"
     if args.evaluate_only:
         if args.runs is not None or args.test_per_bucket is not None:
-            parser.error("--evaluate-only re-evaluates what --out holds: --runs and "
-                         "--test-per-bucket do not apply to it")
+            parser.error(
+                "--evaluate-only re-evaluates what --out holds: --runs and "
+                "--test-per-bucket do not apply to it"
+            )
         if not manifest_path.is_file():
             parser.error(f"--out {out} has no manifest.json to evaluate: train first")
         return args, None
@@ -185,15 +220,19 @@ def _parse(parser, argv):
             old = read_manifest(manifest_path)
         except (OSError, ValueError) as err:
             parser.error(f"cannot merge into --out {out}: {err}; move it away first")
-        made_with = {"config": old.get("config"), "test_per_bucket": old.get("test_per_bucket"),
-                     "test_seed": old.get("test_seed")}
-        now = {"config": CONFIG, "test_per_bucket": args.test_per_bucket,
-               "test_seed": _TEST_SEED}
+        made_with = {
+            "config": old.get("config"),
+            "test_per_bucket": old.get("test_per_bucket"),
+            "test_seed": old.get("test_seed"),
+        }
+        now = {"config": CONFIG, "test_per_bucket": args.test_per_bucket, "test_seed": _TEST_SEED}
         if made_with != now:
-            parser.error(f"--out {out} holds checkpoints made with other settings "
-                         f"(--test-per-bucket {made_with['test_per_bucket']}, config "
-                         f"{made_with['config']}): their rows would not compare with the "
-                         f"new ones; use the same settings or another --out")
+            parser.error(
+                f"--out {out} holds checkpoints made with other settings "
+                f"(--test-per-bucket {made_with['test_per_bucket']}, config "
+                f"{made_with['config']}): their rows would not compare with the "
+                f"new ones; use the same settings or another --out"
+            )
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -212,14 +251,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     is closed early (``| head``).
     """
     parser = argparse.ArgumentParser(prog=_PROG, description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="data/checkpoints/seq2seq",
-                        help="output directory (its manifest.json is merged, not replaced)")
-    parser.add_argument("--runs", nargs="+", default=None, choices=list(RUNS),
-                        help="which models to train (default: all four)")
-    parser.add_argument("--test-per-bucket", type=int_at_least(1), default=None, metavar="N",
-                        help="test sentences per length bucket (default 100)")
-    parser.add_argument("--evaluate-only", action="store_true",
-                        help="re-evaluate the checkpoints in --out and print the table")
+    parser.add_argument(
+        "--out",
+        default="data/checkpoints/seq2seq",
+        help="output directory (its manifest.json is merged, not replaced)",
+    )
+    parser.add_argument(
+        "--runs",
+        nargs="+",
+        default=None,
+        choices=list(RUNS),
+        help="which models to train (default: all four)",
+    )
+    parser.add_argument(
+        "--test-per-bucket",
+        type=int_at_least(1),
+        default=None,
+        metavar="N",
+        help="test sentences per length bucket (default 100)",
+    )
+    parser.add_argument(
+        "--evaluate-only",
+        action="store_true",
+        help="re-evaluate the checkpoints in --out and print the table",
+    )
     args, old = _parse(parser, argv)
     try:
         if args.evaluate_only:
@@ -228,11 +283,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             except (OSError, ValueError) as err:
                 parser.exit(1, f"{parser.prog}: error: {err}\n")
             tests = make_test_sets(manifest["test_per_bucket"], manifest["test_seed"])
-            table = {name: evaluate(m, tests, source_vocab(), target_vocab())
-                     for name, m in models.items()}
+            table = {
+                name: evaluate(m, tests, source_vocab(), target_vocab())
+                for name, m in models.items()
+            }
             print(json.dumps(table, indent=1))
             return 0
         from threadpoolctl import threadpool_limits
+
         with threadpool_limits(1, "blas"):
             _train_runs(Path(args.out), args.runs, args.test_per_bucket, old)
     except BrokenPipeError:
@@ -250,33 +308,67 @@ def _train_runs(out, runs, test_per_bucket, old):
     """Train ``runs`` into ``out``, merging each into the manifest as soon as it is saved."""
     src_vocab, tgt_vocab = source_vocab(), target_vocab()
     tests = make_test_sets(test_per_bucket, _TEST_SEED)
-    manifest = old if old is not None else {
-        "command": "", "evaluation_dtype": "float64", "config": CONFIG,
-        "test_per_bucket": test_per_bucket, "test_seed": _TEST_SEED,
-        "numpy": np.__version__, "models": {}}
+    manifest = (
+        old
+        if old is not None
+        else {
+            "command": "",
+            "evaluation_dtype": "float64",
+            "config": CONFIG,
+            "test_per_bucket": test_per_bucket,
+            "test_seed": _TEST_SEED,
+            "numpy": np.__version__,
+            "models": {},
+        }
+    )
     for name in runs:
         model_name, lo, hi, steps, seed = RUNS[name]
-        model = MODELS[model_name](len(src_vocab), len(tgt_vocab), CONFIG["emb"],
-                                   CONFIG["hidden"], CONFIG["attn"], seed=seed)
-        print(f"== {name}: {model_name}, {model.n_params()} parameters, "
-              f"sentences of {lo}-{hi} words, {steps} steps", flush=True)
+        model = MODELS[model_name](
+            len(src_vocab),
+            len(tgt_vocab),
+            CONFIG["emb"],
+            CONFIG["hidden"],
+            CONFIG["attn"],
+            seed=seed,
+        )
+        print(
+            f"== {name}: {model_name}, {model.n_params()} parameters, "
+            f"sentences of {lo}-{hi} words, {steps} steps",
+            flush=True,
+        )
         t0 = time.process_time()
-        losses = train(model, steps, lo, hi, seed=seed + 100, batch=CONFIG["batch"],
-                       lr=CONFIG["lr"], clip=CONFIG["clip"],
-                       length_spread=CONFIG["length_spread"], log=sys.stdout)
+        losses = train(
+            model,
+            steps,
+            lo,
+            hi,
+            seed=seed + 100,
+            batch=CONFIG["batch"],
+            lr=CONFIG["lr"],
+            clip=CONFIG["clip"],
+            length_spread=CONFIG["length_spread"],
+            log=sys.stdout,
+        )
         cpu = time.process_time() - t0
         path = save(model, out / f"{name}.npz", train_words=[lo, hi], steps=steps)
         result = evaluate(load(path, dtype=np.float64), tests, src_vocab, tgt_vocab)
         print(json.dumps(result), flush=True)
         models = dict(manifest["models"])
         models[name] = {
-            "file": path.name, "sha256": sha256(path), "model": model_name,
-            "parameters": int(model.n_params()), "train_words": [lo, hi], "steps": steps,
-            "seed": seed, "data_seed": seed + 100, "cpu_seconds": round(cpu, 1),
-            "final_loss": round(float(np.mean(losses[-100:])), 4), "evaluation": result}
+            "file": path.name,
+            "sha256": sha256(path),
+            "model": model_name,
+            "parameters": int(model.n_params()),
+            "train_words": [lo, hi],
+            "steps": steps,
+            "seed": seed,
+            "data_seed": seed + 100,
+            "cpu_seconds": round(cpu, 1),
+            "final_loss": round(float(np.mean(losses[-100:])), 4),
+            "evaluation": result,
+        }
         order = [r for r in RUNS if r in models] + [r for r in models if r not in RUNS]
-        manifest = {**manifest, "numpy": np.__version__,
-                    "models": {r: models[r] for r in order}}
+        manifest = {**manifest, "numpy": np.__version__, "models": {r: models[r] for r in order}}
         manifest["command"] = _command(list(manifest["models"]), test_per_bucket)
         text = json.dumps(manifest, indent=1) + "\n"
         write_atomic(out / "manifest.json", lambda f: f.write(text))

@@ -22,9 +22,7 @@ its bits.
 """
 
 import argparse
-import hashlib
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -32,7 +30,7 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ..data.paths import data_dir
+from ..data.paths import data_dir, sha256, write_atomic
 from ..nn import Adam, clip_grad_norm, softmax_cross_entropy
 from .gpt import TinyGPT
 
@@ -40,11 +38,23 @@ from .gpt import TinyGPT
 #: count is what fits the 45-minute budget on the project's 2-core machine
 #: (about 1.05 s a step on 2 threads, evaluations included).
 CONFIG = {
-    "d_model": 192, "n_heads": 4, "n_layers": 4, "d_ff": 768, "max_len": 128,
-    "dropout": 0.1, "positions": "learned",
-    "batch": 32, "steps": 2400, "lr": 2e-3, "min_lr": 1e-4, "warmup": 100,
-    "betas": [0.9, 0.99], "clip": 1.0, "seed": 1337,
-    "eval_every": 100, "eval_batches": 8,
+    "d_model": 192,
+    "n_heads": 4,
+    "n_layers": 4,
+    "d_ff": 768,
+    "max_len": 128,
+    "dropout": 0.1,
+    "positions": "learned",
+    "batch": 32,
+    "steps": 2400,
+    "lr": 2e-3,
+    "min_lr": 1e-4,
+    "warmup": 100,
+    "betas": [0.9, 0.99],
+    "clip": 1.0,
+    "seed": 1337,
+    "eval_every": 100,
+    "eval_batches": 8,
 }
 
 
@@ -89,11 +99,11 @@ def validation_loss(model, val_ids, length, batch=32):
     """
     n = (len(val_ids) - 1) // length
     x = val_ids[: n * length].reshape(n, length)
-    y = val_ids[1: n * length + 1].reshape(n, length)
+    y = val_ids[1 : n * length + 1].reshape(n, length)
     model.train(False)
     total = 0.0
     for i in range(0, n, batch):
-        total += mean_loss(model, x[i:i + batch], y[i:i + batch]) * len(x[i:i + batch])
+        total += mean_loss(model, x[i : i + batch], y[i : i + batch]) * len(x[i : i + batch])
     return total / n
 
 
@@ -113,7 +123,9 @@ _FUSED = {"W_QKV": ("W_Q", "W_K", "W_V"), "b_QKV": ("b_Q", "b_K", "b_V")}
 def _slots(model):
     """``{name in the file: [arrays of the model it holds, side by side]}``."""
     slots = {}
-    for name, layer in [("tok", model.tok)] + ([("pos", model.pos)] if hasattr(model, "pos") else []):
+    for name, layer in [("tok", model.tok)] + (
+        [("pos", model.pos)] if hasattr(model, "pos") else []
+    ):
         for k, a in layer.params.items():
             slots[f"{name}.{k}"] = [a]
     for i, block in enumerate(model.blocks):
@@ -141,14 +153,24 @@ def named_params(model):
     appear as one ``W_QKV`` (and the biases as ``b_QKV``), a copy of the
     three side by side.
     """
-    return {k: a[0] if len(a) == 1 else np.concatenate(a, axis=-1)
-            for k, a in _slots(model).items()}
+    return {
+        k: a[0] if len(a) == 1 else np.concatenate(a, axis=-1) for k, a in _slots(model).items()
+    }
 
 
 def build_model(cfg, n_vocab, rng=None):
     rng = np.random.default_rng(cfg["seed"]) if rng is None else rng
-    model = TinyGPT(n_vocab, cfg["d_model"], cfg["n_heads"], cfg["n_layers"], cfg["d_ff"],
-                    cfg["max_len"], rng, positions=cfg["positions"], dropout=cfg["dropout"])
+    model = TinyGPT(
+        n_vocab,
+        cfg["d_model"],
+        cfg["n_heads"],
+        cfg["n_layers"],
+        cfg["d_ff"],
+        cfg["max_len"],
+        rng,
+        positions=cfg["positions"],
+        dropout=cfg["dropout"],
+    )
     for layer in model.layers():
         for k in layer.params:
             layer.params[k] = layer.params[k].astype(np.float32)
@@ -158,9 +180,7 @@ def build_model(cfg, n_vocab, rng=None):
 def save_checkpoint(model, cfg, chars, path):
     arrays = {k: a.astype(np.float16) for k, a in named_params(model).items()}
     arrays["config"] = np.array(json.dumps({**cfg, "n_vocab": len(chars), "chars": "".join(chars)}))
-    tmp = path.with_suffix(".tmp.npz")
-    np.savez(tmp, **arrays)
-    os.replace(tmp, path)
+    write_atomic(path, lambda f: np.savez(f, **arrays), mode="wb")
 
 
 def load_checkpoint(path):
@@ -173,10 +193,6 @@ def load_checkpoint(path):
             for a, part in zip(arrays, np.split(f[k], widths, axis=-1)):
                 a[...] = part.astype(np.float32)
     return model.train(False), list(cfg["chars"])
-
-
-def sha256(path):
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def train(cfg, log=sys.stdout):
@@ -201,22 +217,32 @@ def train(cfg, log=sys.stdout):
         recent.append(loss)
         if step % cfg["eval_every"] == 0 or step == cfg["steps"]:
             model.train(False)
-            val = np.mean([mean_loss(model, *random_windows(eval_rng, val_ids, cfg["batch"],
-                                                            cfg["max_len"]))
-                           for _ in range(cfg["eval_batches"])])
+            val = np.mean(
+                [
+                    mean_loss(
+                        model, *random_windows(eval_rng, val_ids, cfg["batch"], cfg["max_len"])
+                    )
+                    for _ in range(cfg["eval_batches"])
+                ]
+            )
             curve["step"].append(step)
             curve["train"].append(round(float(np.mean(recent)), 4))
             curve["val"].append(round(float(val), 4))
             recent = []
-            print(f"step {step:5d}  train {curve['train'][-1]:.4f}  val {curve['val'][-1]:.4f}  "
-                  f"lr {opt.lr:.2e}  wall {time.perf_counter() - t0:.0f}s", file=log, flush=True)
+            print(
+                f"step {step:5d}  train {curve['train'][-1]:.4f}  val {curve['val'][-1]:.4f}  "
+                f"lr {opt.lr:.2e}  wall {time.perf_counter() - t0:.0f}s",
+                file=log,
+                flush=True,
+            )
     return model, chars, val_ids, curve, time.perf_counter() - t0
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=str(data_dir() / "checkpoints" / "shakespeare"),
-                        help="output directory")
+    parser.add_argument(
+        "--out", default=str(data_dir() / "checkpoints" / "shakespeare"), help="output directory"
+    )
     parser.add_argument("--threads", type=int, default=2, help="BLAS threads (default 2)")
     args = parser.parse_args(argv)
     out = Path(args.out)
@@ -230,18 +256,26 @@ def main(argv=None):
     n_params = int(sum(a.size for a in named_params(model).values()))
     manifest = {
         "command": "python -m attention_lib.models.train_shakespeare",
-        "model": "TinyGPT", "config": CONFIG, "n_vocab": len(chars), "parameters": n_params,
-        "file": path.name, "sha256": sha256(path), "weights_dtype": "float16",
-        "text": "data/shakespeare/input.txt", "text_sha256": sha256(text_path()),
+        "model": "TinyGPT",
+        "config": CONFIG,
+        "n_vocab": len(chars),
+        "parameters": n_params,
+        "file": path.name,
+        "sha256": sha256(path),
+        "weights_dtype": "float16",
+        "text": "data/shakespeare/input.txt",
+        "text_sha256": sha256(text_path()),
         "split": "first 90% train, last 10% validation (nanoGPT's)",
-        "threads": args.threads, "wall_seconds": round(wall, 1),
-        "numpy": np.__version__, "curve": curve,
-        "evaluation": {"val_loss": round(float(val), 4),
-                       "measured_on": "last 10% of the text, consecutive windows of max_len"},
+        "threads": args.threads,
+        "wall_seconds": round(wall, 1),
+        "numpy": np.__version__,
+        "curve": curve,
+        "evaluation": {
+            "val_loss": round(float(val), 4),
+            "measured_on": "last 10% of the text, consecutive windows of max_len",
+        },
     }
-    tmp = out / "manifest.json.tmp"
-    tmp.write_text(json.dumps(manifest, indent=1) + "\n")
-    os.replace(tmp, out / "manifest.json")
+    write_atomic(out / "manifest.json", lambda f: f.write(json.dumps(manifest, indent=1) + "\n"))
     print(json.dumps(manifest["evaluation"]), flush=True)
     return manifest
 

@@ -25,9 +25,7 @@ the manifest), not in its bits.
 """
 
 import argparse
-import hashlib
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -44,7 +42,7 @@ from ..data.tatoeba import (
     load_references,
     tatoeba_dir,
 )
-from ..data.paths import data_dir
+from ..data.paths import data_dir, sha256, write_atomic
 from ..nn import Adam, clip_grad_norm
 
 #: Settings of each model. ``steps`` is a full run: about 40 minutes of one core
@@ -52,13 +50,33 @@ from ..nn import Adam, clip_grad_norm
 #: (the manifest records the measured wall time).
 CONFIGS = {
     "transformer": {
-        "d_model": 128, "n_heads": 4, "d_ff": 512, "n_layers": 3, "max_len": 64,
-        "batch": 96, "steps": 5500, "lr": 2e-3, "warmup": 400, "betas": [0.9, 0.98],
-        "smoothing": 0.1, "clip": 1.0, "seed": 1, "data_seed": 101, "threads": 1,
+        "d_model": 128,
+        "n_heads": 4,
+        "d_ff": 512,
+        "n_layers": 3,
+        "max_len": 64,
+        "batch": 96,
+        "steps": 5500,
+        "lr": 2e-3,
+        "warmup": 400,
+        "betas": [0.9, 0.98],
+        "smoothing": 0.1,
+        "clip": 1.0,
+        "seed": 1,
+        "data_seed": 101,
+        "threads": 1,
     },
     "rnnsearch": {
-        "emb": 128, "hidden": 192, "attn": 128, "batch": 64, "steps": 3600, "lr": 2e-3,
-        "clip": 1.0, "seed": 2, "data_seed": 102, "threads": 1,
+        "emb": 128,
+        "hidden": 192,
+        "attn": 128,
+        "batch": 64,
+        "steps": 3600,
+        "lr": 2e-3,
+        "clip": 1.0,
+        "seed": 2,
+        "data_seed": 102,
+        "threads": 1,
     },
 }
 #: Longest source and target, in subword tokens (longer training pairs are dropped;
@@ -76,19 +94,31 @@ def checkpoint_dir():
     return data_dir() / "checkpoints" / "translation"
 
 
-def sha256(path):
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
 def build_model(name, n_vocab, config, dtype=np.float32):
     if name == "transformer":
         from .transformer import Transformer
-        return Transformer(n_vocab, config["d_model"], config["n_heads"], config["d_ff"],
-                           config["n_layers"], config["max_len"], seed=config["seed"],
-                           dtype=dtype)
+
+        return Transformer(
+            n_vocab,
+            config["d_model"],
+            config["n_heads"],
+            config["d_ff"],
+            config["n_layers"],
+            config["max_len"],
+            seed=config["seed"],
+            dtype=dtype,
+        )
     from .seq2seq import RNNsearch
-    return RNNsearch(n_vocab, n_vocab, config["emb"], config["hidden"], config["attn"],
-                     seed=config["seed"], dtype=dtype)
+
+    return RNNsearch(
+        n_vocab,
+        n_vocab,
+        config["emb"],
+        config["hidden"],
+        config["attn"],
+        seed=config["seed"],
+        dtype=dtype,
+    )
 
 
 def encode_pairs(tok, pairs):
@@ -104,14 +134,14 @@ def pad_batch(src, tgt=None):
     lengths = np.array([len(s) for s in src])
     S = np.zeros((len(src), lengths.max()), np.int64)
     for b, s in enumerate(src):
-        S[b, :len(s)] = s
+        S[b, : len(s)] = s
     if tgt is None:
         return S, lengths
     T = max(len(t) for t in tgt) + 1
     tin, tout = np.full((len(tgt), T), PAD), np.full((len(tgt), T), PAD)
     for b, t in enumerate(tgt):
-        tin[b, :len(t) + 1] = [BOS] + t
-        tout[b, :len(t) + 1] = t + [EOS]
+        tin[b, : len(t) + 1] = [BOS] + t
+        tout[b, : len(t) + 1] = t + [EOS]
     return S, lengths, tin, tout
 
 
@@ -127,10 +157,11 @@ def batches(rng, src, tgt, batch):
         out = []
         pool = 50 * batch
         for start in range(0, n, pool):
-            chunk = order[start:start + pool]
-            chunk = chunk[np.argsort([len(src[i]) + len(tgt[i]) / 100 for i in chunk],
-                                     kind="stable")]
-            out += [chunk[i:i + batch] for i in range(0, len(chunk), batch)]
+            chunk = order[start : start + pool]
+            chunk = chunk[
+                np.argsort([len(src[i]) + len(tgt[i]) / 100 for i in chunk], kind="stable")
+            ]
+            out += [chunk[i : i + batch] for i in range(0, len(chunk), batch)]
         for k in rng.permutation(len(out)):
             idx = out[k]
             yield pad_batch([src[i] for i in idx], [tgt[i] for i in idx])
@@ -144,8 +175,9 @@ def learning_rate(step, config):
     return config["lr"] * min(step / w, (w / step) ** 0.5)
 
 
-def train(model, name, config, steps, src, tgt, log_every=25, log=sys.stdout, callback=None,
-          history=None):
+def train(
+    model, name, config, steps, src, tgt, log_every=25, log=sys.stdout, callback=None, history=None
+):
     """Train with Adam; returns the log (a list of dicts, one per ``log_every`` steps).
 
     ``callback(step, loss)`` runs after each step; ``history``, if given, is the
@@ -170,11 +202,21 @@ def train(model, name, config, steps, src, tgt, log_every=25, log=sys.stdout, ca
         tokens += int(lengths.sum() + (tout != PAD).sum())
         if step % log_every == 0 or step == steps:
             wall = time.perf_counter() - t0
-            rows.append({"step": step, "loss": round(float(np.mean(losses[-log_every:])), 4),
-                         "tokens": tokens, "wall_s": round(wall, 1)})
+            rows.append(
+                {
+                    "step": step,
+                    "loss": round(float(np.mean(losses[-log_every:])), 4),
+                    "tokens": tokens,
+                    "wall_s": round(wall, 1),
+                }
+            )
             if log is not None:
-                print(f"step {step:5d}  loss {rows[-1]['loss']:.4f}  "
-                      f"{tokens / wall:7.0f} tokens/s  {wall:7.1f}s", file=log, flush=True)
+                print(
+                    f"step {step:5d}  loss {rows[-1]['loss']:.4f}  "
+                    f"{tokens / wall:7.0f} tokens/s  {wall:7.1f}s",
+                    file=log,
+                    flush=True,
+                )
         if callback is not None:
             callback(step, loss)
     return rows
@@ -193,12 +235,17 @@ def evaluate(model, tok, beam=None, split="test"):
         h = [hyps[i] for i in idx]
         n = max(len(refs[i]) for i in idx)
         streams = [[refs[i][k] if k < len(refs[i]) else None for i in idx] for k in range(n)]
-        return {"bleu": round(sacrebleu.corpus_bleu(h, streams).score, 2),
-                "chrf": round(sacrebleu.corpus_chrf(h, streams).score, 2), "sentences": len(idx)}
+        return {
+            "bleu": round(sacrebleu.corpus_bleu(h, streams).score, 2),
+            "chrf": round(sacrebleu.corpus_chrf(h, streams).score, 2),
+            "sentences": len(idx),
+        }
 
     words = [len(s.split()) for s in sources]
-    table = {"all": score(range(len(sources))),
-             "1-10": score([i for i, w in enumerate(words) if w <= 10])}
+    table = {
+        "all": score(range(len(sources))),
+        "1-10": score([i for i, w in enumerate(words) if w <= 10]),
+    }
     for lo, hi in BUCKETS:
         table[f"{lo}-{hi}"] = score([i for i, w in enumerate(words) if lo <= w <= hi])
     return table, hyps
@@ -208,23 +255,24 @@ def write_manifest(out, name, entry):
     """Update this model's entry of ``manifest.json``, atomically (the other model's is kept)."""
     path = out / "manifest.json"
     manifest = json.loads(path.read_text(encoding="utf8")) if path.exists() else {}
-    manifest.setdefault("data", {"train": "data/tatoeba/train.tsv", "test": "data/tatoeba/test.tsv",
-                                 "licence": "CC BY 2.0 FR: www.manythings.org/anki and tatoeba.org"})
+    manifest.setdefault(
+        "data",
+        {
+            "train": "data/tatoeba/train.tsv",
+            "test": "data/tatoeba/test.tsv",
+            "licence": "CC BY 2.0 FR: www.manythings.org/anki and tatoeba.org",
+        },
+    )
     manifest.setdefault("models", {})[name] = entry
     manifest["retrain_tolerance_bleu"] = RETRAIN_TOLERANCE_BLEU
-    tmp = out / f"manifest.json.{name}.tmp"
-    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf8")
-    os.replace(tmp, path)
+    write_atomic(path, lambda f: f.write(json.dumps(manifest, indent=1, sort_keys=True) + "\n"))
 
 
 def save_checkpoint(model, name, path, steps):
     """float16 parameters and the config (JSON), written atomically."""
     arrays = {k: a.astype(np.float16) for k, a in model.state_dict().items()}
-    arrays["config"] = np.array(json.dumps({**model.config, "train_steps": steps},
-                                           sort_keys=True))
-    tmp = path.with_name(path.stem + ".tmp.npz")
-    np.savez(tmp, **arrays)
-    os.replace(tmp, path)
+    arrays["config"] = np.array(json.dumps({**model.config, "train_steps": steps}, sort_keys=True))
+    write_atomic(path, lambda f: np.savez(f, **arrays), mode="wb")
 
 
 def load_checkpoint(name, path, dtype=np.float32):
@@ -240,9 +288,10 @@ def validation_loss(model, name, tok, n=512):
     src, tgt = encode_pairs(tok, load_pairs("valid")[:n])
     losses = []
     for i in range(0, len(src), 64):
-        batch = pad_batch(src[i:i + 64], tgt[i:i + 64])
-        losses.append(model.loss(*batch) if name != "transformer"
-                      else model.loss(*batch, smoothing=0.0))
+        batch = pad_batch(src[i : i + 64], tgt[i : i + 64])
+        losses.append(
+            model.loss(*batch) if name != "transformer" else model.loss(*batch, smoothing=0.0)
+        )
     return round(float(np.mean(losses)), 4)
 
 
@@ -255,10 +304,8 @@ def evaluate_checkpoint(name, out, tok, entry):
     (out / f"{name}_test_greedy.txt").write_text("\n".join(hyps) + "\n", encoding="utf8")
     entry["evaluation"] = {"greedy": table, "greedy_test_seconds": round(greedy_s, 1)}
     beam_table, beam_hyps = evaluate(model, tok, beam=BEAM)
-    (out / f"{name}_test_beam.txt").write_text("\n".join(beam_hyps) + "\n",
-                                               encoding="utf8")
-    entry["evaluation"]["beam"] = {"beam": BEAM, "length_penalty": LENGTH_PENALTY,
-                                   **beam_table}
+    (out / f"{name}_test_beam.txt").write_text("\n".join(beam_hyps) + "\n", encoding="utf8")
+    entry["evaluation"]["beam"] = {"beam": BEAM, "length_penalty": LENGTH_PENALTY, **beam_table}
     write_manifest(out, name, entry)
     print(json.dumps(entry["evaluation"], indent=1), flush=True)
     return entry
@@ -275,17 +322,24 @@ def record(model, name, config, out, history, wall, cpu, n_pairs, tok):
     save_checkpoint(model, name, path, steps)
     np.savez(FLOAT32_COPY.format(name=name), **model.state_dict())
     (out / f"{name}_log.json").write_text(json.dumps(history) + "\n", encoding="utf8")
-    entry = {"file": path.name, "sha256": sha256(path),
-             "tokenizer_sha256": sha256(tatoeba_dir() / "bpe.json"),
-             "parameters": int(model.n_params()), "config": {**config, "steps": steps},
-             "steps": steps, "wall_seconds": round(wall, 1), "cpu_seconds": round(cpu, 1),
-             "tokens_seen": history[-1]["tokens"],
-             "tokens_per_s": round(history[-1]["tokens"] / wall, 1),
-             "tokens_per_cpu_s": round(history[-1]["tokens"] / cpu, 1),
-             "epochs": round(steps * config["batch"] / n_pairs, 3),
-             "final_loss": history[-1]["loss"], "numpy": np.__version__,
-             "command": f"python -m attention_lib.models.train_translation --model {name}"
-                        f" --steps {steps} --threads {config['threads']}"}
+    entry = {
+        "file": path.name,
+        "sha256": sha256(path),
+        "tokenizer_sha256": sha256(tatoeba_dir() / "bpe.json"),
+        "parameters": int(model.n_params()),
+        "config": {**config, "steps": steps},
+        "steps": steps,
+        "wall_seconds": round(wall, 1),
+        "cpu_seconds": round(cpu, 1),
+        "tokens_seen": history[-1]["tokens"],
+        "tokens_per_s": round(history[-1]["tokens"] / wall, 1),
+        "tokens_per_cpu_s": round(history[-1]["tokens"] / cpu, 1),
+        "epochs": round(steps * config["batch"] / n_pairs, 3),
+        "final_loss": history[-1]["loss"],
+        "numpy": np.__version__,
+        "command": f"python -m attention_lib.models.train_translation --model {name}"
+        f" --steps {steps} --threads {config['threads']}",
+    }
     write_manifest(out, name, entry)
     return entry
 
@@ -301,10 +355,17 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, help="override the configured step count")
     parser.add_argument("--threads", type=int, help="BLAS threads (default: the config's)")
     parser.add_argument("--out", default=str(checkpoint_dir()), help="output directory")
-    parser.add_argument("--save-every", type=int, default=50,
-                        help="write the checkpoint and manifest entry every N steps")
-    parser.add_argument("--evaluate-only", action="store_true",
-                        help="evaluate the checkpoint in --out and update the manifest")
+    parser.add_argument(
+        "--save-every",
+        type=int,
+        default=50,
+        help="write the checkpoint and manifest entry every N steps",
+    )
+    parser.add_argument(
+        "--evaluate-only",
+        action="store_true",
+        help="evaluate the checkpoint in --out and update the manifest",
+    )
     args = parser.parse_args(argv)
     name, config = args.model, dict(CONFIGS[args.model])
     if args.steps:
@@ -323,27 +384,49 @@ def main(argv=None):
                 model32.load_state_dict({k: f[k] for k in f.files})
             entry["validation_loss_float32"] = validation_loss(model32, name, tok)
             entry["validation_loss_float16"] = validation_loss(
-                load_checkpoint(name, out / f"{name}.npz"), name, tok)
+                load_checkpoint(name, out / f"{name}.npz"), name, tok
+            )
             return evaluate_checkpoint(name, out, tok, entry)
         src, tgt = encode_pairs(tok, load_pairs("train"))
         model = build_model(name, len(tok), config)
-        print(f"== {name}: {model.n_params()} parameters, {len(src)} training pairs, "
-              f"{config['steps']} steps", flush=True)
+        print(
+            f"== {name}: {model.n_params()} parameters, {len(src)} training pairs, "
+            f"{config['steps']} steps",
+            flush=True,
+        )
         t0, c0 = time.perf_counter(), time.process_time()
         history = []
 
         def snapshot(step, loss):
             if step % args.save_every == 0 and step < config["steps"]:
-                record(model, name, config, out, history, time.perf_counter() - t0,
-                       time.process_time() - c0, len(src), tok)
+                record(
+                    model,
+                    name,
+                    config,
+                    out,
+                    history,
+                    time.perf_counter() - t0,
+                    time.process_time() - c0,
+                    len(src),
+                    tok,
+                )
 
-        train(model, name, config, config["steps"], src, tgt, callback=snapshot,
-                         history=history)
-        entry = record(model, name, config, out, history, time.perf_counter() - t0,
-                       time.process_time() - c0, len(src), tok)
+        train(model, name, config, config["steps"], src, tgt, callback=snapshot, history=history)
+        entry = record(
+            model,
+            name,
+            config,
+            out,
+            history,
+            time.perf_counter() - t0,
+            time.process_time() - c0,
+            len(src),
+            tok,
+        )
         entry["validation_loss_float32"] = validation_loss(model, name, tok)
         entry["validation_loss_float16"] = validation_loss(
-            load_checkpoint(name, out / f"{name}.npz"), name, tok)
+            load_checkpoint(name, out / f"{name}.npz"), name, tok
+        )
         return evaluate_checkpoint(name, out, tok, entry)
 
 

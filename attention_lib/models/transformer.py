@@ -25,13 +25,13 @@ every parameter against central differences in float64 and against PyTorch's
 """
 
 import json
-import os
 
 import numpy as np
 
+from ..data.paths import write_atomic
 from ..masks import padding_mask
 from ..nn.block import FeedForward
-from ..nn.layers import init_weight as _init, sum_to_matrix as _sum_to_matrix
+from ..nn.layers import init_weight, sum_to_matrix
 from ..nn.multi_head_attention import KVCache, MultiHeadAttention
 from ..nn.norm import LayerNorm
 from ..positions import sinusoidal_positions
@@ -49,7 +49,7 @@ def attention_layer(d_model, n_heads, rng, dtype=np.float64):
     """
     att = MultiHeadAttention(d_model, n_heads, np.random.default_rng(0), dtype=dtype)
     for name in "QKVO":
-        att.params[f"W_{name}"] = _init(rng, d_model, d_model).astype(dtype)
+        att.params[f"W_{name}"] = init_weight(rng, d_model, d_model).astype(dtype)
         att.params[f"b_{name}"] = np.zeros(d_model, dtype)
     return att
 
@@ -81,8 +81,9 @@ class EncoderLayer(Composite):
         self.ln2, self.ffn = LayerNorm(d_model), FeedForward(d_model, d_ff, rng)
 
     def named_layers(self):
-        return [("ln1", self.ln1), ("self_attn", self.self_attn), ("ln2", self.ln2)] + \
-            _ffn_named(self.ffn)
+        return [("ln1", self.ln1), ("self_attn", self.self_attn), ("ln2", self.ln2)] + _ffn_named(
+            self.ffn
+        )
 
     def forward(self, x, mask):
         x = x + self.self_attn.forward(self.ln1.forward(x), attn_mask=mask)
@@ -102,8 +103,13 @@ class DecoderLayer(Composite):
         self.ln3, self.ffn = LayerNorm(d_model), FeedForward(d_model, d_ff, rng)
 
     def named_layers(self):
-        return [("ln1", self.ln1), ("self_attn", self.self_attn), ("ln2", self.ln2),
-                ("cross_attn", self.cross_attn), ("ln3", self.ln3)] + _ffn_named(self.ffn)
+        return [
+            ("ln1", self.ln1),
+            ("self_attn", self.self_attn),
+            ("ln2", self.ln2),
+            ("cross_attn", self.cross_attn),
+            ("ln3", self.ln3),
+        ] + _ffn_named(self.ffn)
 
     def forward(self, y, memory, src_mask, caches=None):
         """Three pre-LN sub-layers, each added to its input; ``caches``: two KVCaches."""
@@ -113,8 +119,7 @@ class DecoderLayer(Composite):
         y = y + self.self_attn.forward(h, is_causal=True, cache=self_cache)
         # 2. cross-attention: queries from y, keys and values from the memory
         h = self.ln2.forward(y)
-        y = y + self.cross_attn.forward(h, memory, attn_mask=src_mask,
-                                        cache=cross_cache)
+        y = y + self.cross_attn.forward(h, memory, src_mask, cache=cross_cache)
         # 3. the position-wise feed-forward network
         return y + self.ffn.forward(self.ln3.forward(y))
 
@@ -130,7 +135,7 @@ class SharedEmbedding:
     """One table ``E`` (V, d_model) for source tokens, target tokens and the output layer."""
 
     def __init__(self, n_vocab, d_model, rng):
-        self.params = {"E": rng.normal(scale=d_model ** -0.5, size=(n_vocab, d_model))}
+        self.params = {"E": rng.normal(scale=d_model**-0.5, size=(n_vocab, d_model))}
         self.grads = {}
 
 
@@ -159,9 +164,12 @@ def label_smoothed_cross_entropy(logits, targets, smoothing=0.1, ignore=PAD):
     loss = float((((1 - smoothing) * nll + smoothing * smooth) * keep).sum() / n)
     grad /= total
     grad -= smoothing / V
-    np.put_along_axis(grad, targets[..., None],
-                      np.take_along_axis(grad, targets[..., None], axis=-1) - (1 - smoothing),
-                      axis=-1)
+    np.put_along_axis(
+        grad,
+        targets[..., None],
+        np.take_along_axis(grad, targets[..., None], axis=-1) - (1 - smoothing),
+        axis=-1,
+    )
     grad *= (keep / n)[..., None].astype(grad.dtype)
     return loss, grad
 
@@ -196,11 +204,27 @@ class Transformer:
     0.0
     """
 
-    def __init__(self, n_vocab, d_model=192, n_heads=4, d_ff=768, n_layers=3, max_len=64,
-                 seed=0, dtype=np.float32):
-        self.config = {"model": "Transformer", "n_vocab": int(n_vocab), "d_model": int(d_model),
-                       "n_heads": int(n_heads), "d_ff": int(d_ff), "n_layers": int(n_layers),
-                       "max_len": int(max_len), "seed": int(seed)}
+    def __init__(
+        self,
+        n_vocab,
+        d_model=192,
+        n_heads=4,
+        d_ff=768,
+        n_layers=3,
+        max_len=64,
+        seed=0,
+        dtype=np.float32,
+    ):
+        self.config = {
+            "model": "Transformer",
+            "n_vocab": int(n_vocab),
+            "d_model": int(d_model),
+            "n_heads": int(n_heads),
+            "d_ff": int(d_ff),
+            "n_layers": int(n_layers),
+            "max_len": int(max_len),
+            "seed": int(seed),
+        }
         rng = np.random.default_rng(seed)
         self.emb = SharedEmbedding(n_vocab, d_model, rng)
         self.encoder = [EncoderLayer(d_model, n_heads, d_ff, rng) for _ in range(n_layers)]
@@ -229,8 +253,11 @@ class Transformer:
     def leaf_layers(self):
         out = []
         for _, layer in self.named_layers():
-            out += [sub for _, sub in layer.named_layers()] if isinstance(layer, Composite) \
+            out += (
+                [sub for _, sub in layer.named_layers()]
+                if isinstance(layer, Composite)
                 else [layer]
+            )
         return out
 
     def n_params(self):
@@ -247,8 +274,10 @@ class Transformer:
                     key = f"{n}.{k}" if sn is None else f"{n}.{sn}.{k}"
                     arr = np.asarray(state[key])
                     if arr.shape != a.shape:
-                        raise ValueError(f"{key} has shape {arr.shape} in the checkpoint "
-                                         f"but {a.shape} in the model")
+                        raise ValueError(
+                            f"{key} has shape {arr.shape} in the checkpoint "
+                            f"but {a.shape} in the model"
+                        )
                     sub.params[k] = arr.astype(self.dtype)
 
     # -- forward ---------------------------------------------------------
@@ -256,18 +285,23 @@ class Transformer:
         """``E[ids] * sqrt(d_model) + PE``: (B, T, d_model) for ids (B, T) at ``start``."""
         T = ids.shape[1]
         if start + T > self.max_len:
-            raise ValueError(f"a sequence of {start + T} tokens is longer than max_len = "
-                             f"{self.max_len}, the model's longest")
-        return self.emb.params["E"][ids] * self.dtype.type(np.sqrt(self.d_model)) \
-            + self.pe[start:start + T]
+            raise ValueError(
+                f"a sequence of {start + T} tokens is longer than max_len = "
+                f"{self.max_len}, the model's longest"
+            )
+        return (
+            self.emb.params["E"][ids] * self.dtype.type(np.sqrt(self.d_model))
+            + self.pe[start : start + T]
+        )
 
     def encode(self, src, lengths):
         """The memory ``M`` (B, S, d_model) and the source mask (B, 1, 1, S)."""
         src = np.asarray(src)
         lengths = np.asarray(lengths, dtype=np.int64)
         if src.ndim != 2 or lengths.shape != (src.shape[0],):
-            raise ValueError(f"src must be (B, S) and lengths (B,), got {src.shape} and "
-                             f"{lengths.shape}")
+            raise ValueError(
+                f"src must be (B, S) and lengths (B,), got {src.shape} and {lengths.shape}"
+            )
         if lengths.size and lengths.min() < 1:
             raise ValueError("lengths must be at least 1: every sentence needs a token")
         mask = padding_mask(lengths, src.shape[1])[:, None, None, :]
@@ -305,10 +339,11 @@ class Transformer:
         h = self._decode_hidden(tgt_in, memory, mask)
         tgt_out = np.asarray(tgt_out)
         if tgt_out.shape != h.shape[:2]:
-            raise ValueError(f"tgt_out must have the shape of tgt_in {h.shape[:2]}, "
-                             f"got {tgt_out.shape}")
+            raise ValueError(
+                f"tgt_out must have the shape of tgt_in {h.shape[:2]}, got {tgt_out.shape}"
+            )
         keep = tgt_out != PAD
-        logits = h[keep] @ self.emb.params["E"].T                   # (kept, V)
+        logits = h[keep] @ self.emb.params["E"].T  # (kept, V)
         loss, self._dlogits = label_smoothed_cross_entropy(logits, tgt_out[keep], smoothing)
         self._keep = keep
         return loss
@@ -320,12 +355,12 @@ class Transformer:
         if dlogits is None:
             if getattr(self, "_dlogits", None) is None or self._keep is None:
                 raise RuntimeError("Transformer.backward() without dlogits needs loss() first")
-            h = self._h[self._keep]                                   # (kept, d)
-            dE = self._dlogits.T @ h                                  # (V, d): output side
+            h = self._h[self._keep]  # (kept, d)
+            dE = self._dlogits.T @ h  # (V, d): output side
             dh = np.zeros_like(self._h)
             dh[self._keep] = self._dlogits @ E
         else:
-            dE = _sum_to_matrix(dlogits, self._h)
+            dE = sum_to_matrix(dlogits, self._h)
             dh = dlogits @ E
         dy = self.dec_ln.backward(dh)
         dmem = 0
@@ -405,7 +440,7 @@ class Transformer:
         B, S = src.shape
         max_len = self._max_out(S, max_len)
         memory, mask = self.encode(src, lengths)
-        rows = np.repeat(np.arange(B), K)                  # K rows per sentence
+        rows = np.repeat(np.arange(B), K)  # K rows per sentence
         memory, mask = memory[rows], mask[rows]
         caches = self._caches()
 
@@ -423,7 +458,7 @@ class Transformer:
 
 
 def _until_eos(row):
-    return row[:row.index(EOS)] if EOS in row else [t for t in row if t != PAD]
+    return row[: row.index(EOS)] if EOS in row else [t for t in row if t != PAD]
 
 
 def save(model, path, dtype=np.float16, **extra):
@@ -434,17 +469,17 @@ def save(model, path, dtype=np.float16, **extra):
     """
     arrays = {k: a.astype(dtype) for k, a in model.state_dict().items()}
     arrays["config"] = np.array(json.dumps({**model.config, **extra}, sort_keys=True))
-    tmp = f"{path}.tmp.npz"
-    np.savez(tmp, **arrays)
-    os.replace(tmp, path)
+    write_atomic(path, lambda f: np.savez(f, **arrays), mode="wb")
 
 
 def load(path, dtype=np.float32):
     """Read a model written by :func:`save` (``allow_pickle=False``)."""
     with np.load(path, allow_pickle=False) as f:
         config = json.loads(str(f["config"]))
-        kwargs = {k: config[k] for k in ("n_vocab", "d_model", "n_heads", "d_ff", "n_layers",
-                                          "max_len", "seed")}
+        kwargs = {
+            k: config[k]
+            for k in ("n_vocab", "d_model", "n_heads", "d_ff", "n_layers", "max_len", "seed")
+        }
         model = Transformer(**kwargs, dtype=dtype)
         model.load_state_dict({k: f[k] for k in f.files if k != "config"})
     model.config = config

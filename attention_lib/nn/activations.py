@@ -44,8 +44,7 @@ class GELU:
 
     def __init__(self, approximate="none"):
         if approximate not in ("none", "tanh"):
-            raise ValueError(f'approximate must be "none" or "tanh", '
-                             f'got {approximate!r}')
+            raise ValueError(f'approximate must be "none" or "tanh", got {approximate!r}')
         self.approximate = approximate
         self.params, self.grads = {}, {}
         self.x = None

@@ -16,8 +16,15 @@ import numpy as np
 from numpy.random import Generator
 from numpy.typing import ArrayLike, DTypeLike
 
-from .._checks import (as_float_dtype, as_float_input, as_int, as_mask_01, as_rng,
-                       require_forward, require_shape)
+from .._checks import (
+    as_float_dtype,
+    as_float_input,
+    as_int,
+    as_mask_01,
+    as_rng,
+    require_forward,
+    require_shape,
+)
 from ..additive import projected_scores
 from ..softmax import softmax, softmax_backward
 
@@ -65,13 +72,18 @@ class AdditiveAttention:
     ((2, 6), [[0.333, 0.333, 0.333], [0.5, 0.5, 0.0]])
     """
 
-    def __init__(self, d_h: int, d_s: int, d_a: int, rng: Generator,
-                 dtype: DTypeLike = np.float32) -> None:
-        d_h, d_s, d_a = (as_int(n, name, 1) for n, name in ((d_h, "d_h"), (d_s, "d_s"), (d_a, "d_a")))
+    def __init__(
+        self, d_h: int, d_s: int, d_a: int, rng: Generator, dtype: DTypeLike = np.float32
+    ) -> None:
+        d_h, d_s, d_a = (
+            as_int(n, name, 1) for n, name in ((d_h, "d_h"), (d_s, "d_s"), (d_a, "d_a"))
+        )
         dtype, rng = as_float_dtype(dtype), as_rng(rng)
-        self.params = {"U_a": rng.normal(scale=d_h ** -0.5, size=(d_h, d_a)).astype(dtype),
-                       "W_a": rng.normal(scale=d_s ** -0.5, size=(d_s, d_a)).astype(dtype),
-                       "v": rng.normal(scale=d_a ** -0.5, size=d_a).astype(dtype)}
+        self.params = {
+            "U_a": rng.normal(scale=d_h**-0.5, size=(d_h, d_a)).astype(dtype),
+            "W_a": rng.normal(scale=d_s**-0.5, size=(d_s, d_a)).astype(dtype),
+            "v": rng.normal(scale=d_a**-0.5, size=d_a).astype(dtype),
+        }
         self.grads = {k: np.zeros_like(p) for k, p in self.params.items()}
         self.H = None
 
@@ -81,12 +93,14 @@ class AdditiveAttention:
         if H.ndim != 3:
             raise ValueError(f"H must have shape (B, S, d_h), got {H.shape}")
         if H.shape[-1] != self.params["U_a"].shape[0]:
-            raise ValueError(f"H has {H.shape[-1]} features but U_a expects "
-                             f"{self.params['U_a'].shape[0]}: the last axes must match")
+            raise ValueError(
+                f"H has {H.shape[-1]} features but U_a expects "
+                f"{self.params['U_a'].shape[0]}: the last axes must match"
+            )
         if mask is not None:
             mask = as_mask_01(mask, "mask", H.shape[:2], "(B, S)")
         self.H, self.mask = H, mask
-        self.UH = H @ self.params["U_a"]                    # (B, S, d_a)
+        self.UH = H @ self.params["U_a"]  # (B, S, d_a)
         self.zero_grad()
 
     def zero_grad(self) -> None:
@@ -100,12 +114,13 @@ class AdditiveAttention:
         """Context ``c`` ``(B, d_h)`` and weights ``alpha`` ``(B, S)`` for decoder states ``s`` ``(B, d_s)``."""
         require_forward(self.H, self, "step", "set_keys")
         s = as_float_input(s, "s")
-        require_shape(s, "s", (self.H.shape[0], self.params["W_a"].shape[0]),
-                      "(B, d_s), B as in the keys")
+        require_shape(
+            s, "s", (self.H.shape[0], self.params["W_a"].shape[0]), "(B, d_s), B as in the keys"
+        )
         hidden, e = projected_scores(self.UH, s @ self.params["W_a"], self.params["v"])
         if self.mask is not None:
             e = np.where(self.mask, e, -np.inf)
-        alpha = softmax(e, axis=-1)                          # (B, S)
+        alpha = softmax(e, axis=-1)  # (B, S)
         c = np.einsum("bs,bsd->bd", alpha, self.H)
         return c, alpha, (s, hidden, alpha)
 
@@ -119,9 +134,9 @@ class AdditiveAttention:
         self.dH += alpha[:, :, None] * dc[:, None, :]
         de = softmax_backward(d_alpha, alpha)
         self.grads["v"] += np.einsum("bs,bsa->a", de, hidden)
-        d_pre = de[:, :, None] * self.params["v"] * (1 - hidden * hidden)   # (B, S, d_a)
+        d_pre = de[:, :, None] * self.params["v"] * (1 - hidden * hidden)  # (B, S, d_a)
         self.dUH += d_pre
-        d_Ws = d_pre.sum(axis=1)                             # (B, d_a)
+        d_Ws = d_pre.sum(axis=1)  # (B, d_a)
         self.grads["W_a"] += s.T @ d_Ws
         return d_Ws @ self.params["W_a"].T
 

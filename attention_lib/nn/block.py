@@ -23,13 +23,15 @@ class Composite:
 
     @property
     def params(self) -> dict[str, np.ndarray]:
-        return {f"{i}.{k}": a for i, layer in enumerate(self.layers())
-                for k, a in layer.params.items()}
+        return {
+            f"{i}.{k}": a for i, layer in enumerate(self.layers()) for k, a in layer.params.items()
+        }
 
     @property
     def grads(self) -> dict[str, np.ndarray]:
-        return {f"{i}.{k}": a for i, layer in enumerate(self.layers())
-                for k, a in layer.grads.items()}
+        return {
+            f"{i}.{k}": a for i, layer in enumerate(self.layers()) for k, a in layer.grads.items()
+        }
 
 
 class FeedForward(Composite):
@@ -102,8 +104,17 @@ class TransformerBlock(Composite):
     5
     """
 
-    def __init__(self, d_model, n_heads, d_ff, rng, dropout=0.0, causal=True,
-                 rotary=False, attention_only=False):
+    def __init__(
+        self,
+        d_model,
+        n_heads,
+        d_ff,
+        rng,
+        dropout=0.0,
+        causal=True,
+        rotary=False,
+        attention_only=False,
+    ):
         self.ln1 = LayerNorm(d_model)
         self.attn = SelfAttention(d_model, n_heads, rng, dropout, causal, rotary)
         self.drop1 = Dropout(dropout, rng)

@@ -74,6 +74,7 @@ class Dropout:
     def backward(self, grad: np.ndarray) -> np.ndarray:
         require_forward(self.shape, self)
         if np.shape(grad) != self.shape:
-            raise ValueError(f"grad must have the shape of forward's output "
-                             f"{self.shape}, got {np.shape(grad)}")
+            raise ValueError(
+                f"grad must have the shape of forward's output {self.shape}, got {np.shape(grad)}"
+            )
         return grad if self.mask is None else grad * self.mask

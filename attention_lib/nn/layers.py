@@ -63,8 +63,9 @@ class Linear:
         n_in = self.params["W"].shape[0]
         if x.ndim == 0 or x.shape[-1] != n_in:
             got = f"{x.shape[-1]} features" if x.ndim else "no axes (a scalar)"
-            raise ValueError(f"x has {got} but the layer expects {n_in}: "
-                             f"x must have shape (..., {n_in})")
+            raise ValueError(
+                f"x has {got} but the layer expects {n_in}: x must have shape (..., {n_in})"
+            )
         self.x = x
         y = x @ self.params["W"]
         return y + self.params["b"] if "b" in self.params else y
@@ -74,8 +75,9 @@ class Linear:
         grad = as_float_input(grad, "grad")
         want = self.x.shape[:-1] + (self.params["W"].shape[1],)
         if grad.shape != want:
-            raise ValueError(f"grad must have the shape of forward's output {want}, "
-                             f"got {grad.shape}")
+            raise ValueError(
+                f"grad must have the shape of forward's output {want}, got {grad.shape}"
+            )
         self.grads["W"] = sum_to_matrix(self.x, grad)
         if "b" in self.params:
             self.grads["b"] = grad.reshape(-1, grad.shape[-1]).sum(axis=0)
@@ -120,10 +122,10 @@ class Embedding:
     def forward(self, tokens: ArrayLike) -> np.ndarray:
         tokens = as_numeric(tokens, "tokens")
         n = self.params["E"].shape[0]
-        if tokens.dtype.kind not in "iu" or tokens.size and (
-                tokens.min() < 0 or tokens.max() >= n):
-            raise ValueError(f"tokens must be integers in [0, {n}), "
-                             f"the rows of the embedding table")
+        if tokens.dtype.kind not in "iu" or tokens.size and (tokens.min() < 0 or tokens.max() >= n):
+            raise ValueError(
+                f"tokens must be integers in [0, {n}), the rows of the embedding table"
+            )
         self.tokens = tokens
         return self.params["E"][tokens]
 
@@ -132,8 +134,9 @@ class Embedding:
         E = self.params["E"]
         grad = as_float_input(grad, "grad")
         if grad.shape != self.tokens.shape + (E.shape[1],):
-            raise ValueError(f"grad must have the shape of forward's output "
-                             f"{self.tokens.shape + (E.shape[1],)}, got {grad.shape}")
+            raise ValueError(
+                f"grad must have the shape of forward's output "
+                f"{self.tokens.shape + (E.shape[1],)}, got {grad.shape}"
+            )
         self.grads["E"] = np.zeros_like(E)
-        np.add.at(self.grads["E"], self.tokens.reshape(-1),
-                  grad.reshape(-1, E.shape[1]))
+        np.add.at(self.grads["E"], self.tokens.reshape(-1), grad.reshape(-1, E.shape[1]))

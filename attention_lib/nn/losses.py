@@ -47,17 +47,22 @@ def softmax_cross_entropy(logits: ArrayLike, targets: ArrayLike) -> tuple[float,
         raise ValueError(f"logits must have shape (..., C) with C >= 1 classes, got {z.shape}")
     t = as_numeric(targets, "targets")
     if t.dtype.kind not in "iu" or t.shape != z.shape[:-1]:
-        raise ValueError(f"targets must be integers of shape {z.shape[:-1]} "
-                         f"(one class per row of logits), got {t.dtype} {t.shape}")
+        raise ValueError(
+            f"targets must be integers of shape {z.shape[:-1]} "
+            f"(one class per row of logits), got {t.dtype} {t.shape}"
+        )
     if t.size == 0:
-        raise ValueError("there are no targets: the mean loss of zero rows is undefined "
-                         "(NaN); pass at least one row")
+        raise ValueError(
+            "there are no targets: the mean loss of zero rows is undefined "
+            "(NaN); pass at least one row"
+        )
     if t.min() < 0 or t.max() >= z.shape[-1]:
         raise ValueError(f"targets must lie in [0, {z.shape[-1]})")
     log_p = log_softmax(z, axis=-1)
     picked = np.take_along_axis(log_p, t[..., None], axis=-1)
     n = t.size
     grad = np.exp(log_p)
-    np.put_along_axis(grad, t[..., None],
-                      np.take_along_axis(grad, t[..., None], axis=-1) - 1, axis=-1)
+    np.put_along_axis(
+        grad, t[..., None], np.take_along_axis(grad, t[..., None], axis=-1) - 1, axis=-1
+    )
     return float(-picked.sum() / n), grad / n

@@ -95,21 +95,15 @@ def _float_rows(x, name, width, batch=None, ndim=3):
     x = as_numeric(x, name)
     if x.dtype.kind != "f":
         raise TypeError(f"{name} must be a floating-point array, got dtype {x.dtype}")
-    if (
-        x.ndim not in (2, 3)
-        or x.shape[-1] != width
-        or (batch is not None and x.ndim != ndim)
-    ):
+    if x.ndim not in (2, 3) or x.shape[-1] != width or (batch is not None and x.ndim != ndim):
         want = f"(B, T, {width})" if ndim == 3 else f"(T, {width}) like x_q"
         raise ValueError(
-            f"{name} must have shape {want}: (batch, positions, "
-            f"features), got {x.shape}"
+            f"{name} must have shape {want}: (batch, positions, features), got {x.shape}"
         )
     x = x if x.ndim == 3 else x[None]
     if batch is not None and x.shape[0] != batch:
         raise ValueError(
-            f"{name} holds {x.shape[0]} sequences but x_q holds {batch}: "
-            f"the batch sizes must match"
+            f"{name} holds {x.shape[0]} sequences but x_q holds {batch}: the batch sizes must match"
         )
     return x
 
@@ -225,9 +219,7 @@ class MultiHeadAttention:
         if rotary and d_head % 2:
             raise ValueError(f"rotary needs an even head size, got d_head = {d_head}")
         if not (isinstance(rotary_base, (int, float)) and rotary_base > 0):
-            raise ValueError(
-                f"rotary_base must be a positive number, got {rotary_base!r}"
-            )
+            raise ValueError(f"rotary_base must be a positive number, got {rotary_base!r}")
         dtype = np.dtype(dtype)
         if dtype not in (np.float32, np.float64):
             raise TypeError(f"dtype must be float32 or float64, got {dtype}")
@@ -238,9 +230,7 @@ class MultiHeadAttention:
         if not isinstance(rng, np.random.Generator):
             raise TypeError(f"rng must be a numpy.random.Generator, got {rng!r}")
         self.params = {}
-        for name, W in zip(
-            "QKVO", self._draw(rng, d_model, d_kv, H * d_head, H_kv * d_head)
-        ):
+        for name, W in zip("QKVO", self._draw(rng, d_model, d_kv, H * d_head, H_kv * d_head)):
             self.params["W_" + name] = np.ascontiguousarray(W, dtype=dtype)
             if self.bias:
                 self.params["b_" + name] = np.zeros(W.shape[1], dtype)
@@ -275,9 +265,7 @@ class MultiHeadAttention:
         H = as_int(n_heads, "n_heads", 1)
         H_kv = H if n_kv_heads is None else as_int(n_kv_heads, "n_kv_heads", 1)
         names = [n + x for n in ("W_", "b_") for x in "QKVO"]
-        arrays = {
-            k: as_numeric(params[k], f"params[{k!r}]") for k in names if k in params
-        }
+        arrays = {k: as_numeric(params[k], f"params[{k!r}]") for k in names if k in params}
         if (
             set(params) - set(names)
             or not set(names[:4]) <= set(arrays)
@@ -290,8 +278,7 @@ class MultiHeadAttention:
         for k in names[:4]:
             if arrays[k].ndim != 2:
                 raise ValueError(
-                    f"params[{k!r}] must be a matrix (inputs, outputs), got "
-                    f"shape {arrays[k].shape}"
+                    f"params[{k!r}] must be a matrix (inputs, outputs), got shape {arrays[k].shape}"
                 )
         W_Q, W_K, W_V = (arrays["W_" + x] for x in "QKV")
         d_head, d_v = W_Q.shape[-1] // H, W_V.shape[-1] // max(H_kv, 1)
@@ -326,9 +313,7 @@ class MultiHeadAttention:
 
     def _draw(self, rng, d_model, d_kv, q_cols, kv_cols):
         """``W_Q, W_K, W_V, W_O``, each with variance ``1 / fan-in``."""
-        if (
-            d_kv == d_model
-        ):  # one draw: the numbers of the fused W_QKV of earlier versions
+        if d_kv == d_model:  # one draw: the numbers of the fused W_QKV of earlier versions
             W_Q, W_K, W_V = np.split(
                 init_weight(rng, d_model, q_cols + 2 * kv_cols),
                 [q_cols, q_cols + kv_cols],
@@ -394,9 +379,7 @@ class MultiHeadAttention:
                 )
             if mask.dtype.kind == "f":
                 if np.isnan(mask).any() or np.isposinf(mask).any():
-                    raise ValueError(
-                        "attn_mask contains NaN or +inf; use -inf or False to mask"
-                    )
+                    raise ValueError("attn_mask contains NaN or +inf; use -inf or False to mask")
                 mask = float_mask(mask, dtype, scores_bound())
             m = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
             heads = (H_kv, H // H_kv) if m.shape[1] == H else (1, 1)
@@ -462,11 +445,7 @@ class MultiHeadAttention:
         if x_kv is not None and not reuse:
             nd = 2 if self._unbatched else 3
             x_kv = _float_rows(x_kv, "x_kv", p["W_K"].shape[0], B, nd)
-            x_v = (
-                x_kv
-                if x_v is None
-                else _float_rows(x_v, "x_v", p["W_V"].shape[0], B, nd)
-            )
+            x_v = x_kv if x_v is None else _float_rows(x_v, "x_v", p["W_V"].shape[0], B, nd)
             if x_v.shape[1] != x_kv.shape[1]:
                 raise ValueError(
                     f"x_kv has {x_kv.shape[1]} positions but x_v has "
@@ -621,9 +600,7 @@ def _joined(arrays):
     """One view of ``arrays`` side by side if they are consecutive columns of one buffer."""
     first = arrays[0]
     if first.base is None or any(
-        a.base is not first.base
-        or a.strides != first.strides
-        or a.shape[:-1] != first.shape[:-1]
+        a.base is not first.base or a.strides != first.strides or a.shape[:-1] != first.shape[:-1]
         for a in arrays
     ):
         return None
@@ -632,23 +609,15 @@ def _joined(arrays):
         if a.__array_interface__["data"][0] != pointer + start * first.strides[-1]:
             return None
         start += a.shape[-1]
-    return as_strided(
-        first, first.shape[:-1] + (start,), first.strides, writeable=False
-    )
+    return as_strided(first, first.shape[:-1] + (start,), first.strides, writeable=False)
 
 
 def _merge_heads(parts):
     """Per-head gradients ``(B, heads, T, d)`` side by side as ``(B, T, columns)``, one copy."""
     B, _, T, _ = parts[0].shape
-    if (
-        len({d.shape[-1] for d in parts}) > 1
-    ):  # heads of different sizes: no shared buffer
-        return np.concatenate(
-            [d.transpose(0, 2, 1, 3).reshape(B, T, -1) for d in parts], -1
-        )
-    out = np.empty(
-        (B, T, sum(d.shape[1] for d in parts), parts[0].shape[-1]), parts[0].dtype
-    )
+    if len({d.shape[-1] for d in parts}) > 1:  # heads of different sizes: no shared buffer
+        return np.concatenate([d.transpose(0, 2, 1, 3).reshape(B, T, -1) for d in parts], -1)
+    out = np.empty((B, T, sum(d.shape[1] for d in parts), parts[0].shape[-1]), parts[0].dtype)
     start = 0
     for d in parts:
         out[:, :, start : start + d.shape[1]] = d.transpose(0, 2, 1, 3)
@@ -674,8 +643,15 @@ class SelfAttention(MultiHeadAttention):
     ((3, 5, 8), (3, 2, 5, 5))
     """
 
-    def __init__(self, d_model: int, n_heads: int, rng: Generator,
-                 dropout: float = 0.0, causal: bool = True, rotary: bool = False) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        rng: Generator,
+        dropout: float = 0.0,
+        causal: bool = True,
+        rotary: bool = False,
+    ) -> None:
         super().__init__(
             d_model,
             n_heads,
@@ -723,8 +699,13 @@ class Attention(MultiHeadAttention):
             init_weight(rng, self.d_v, d_model),
         )
 
-    def forward(self, x_q: ArrayLike, x_kv: ArrayLike,
-                attn_mask: ArrayLike | None = None, is_causal: bool = False) -> np.ndarray:
+    def forward(
+        self,
+        x_q: ArrayLike,
+        x_kv: ArrayLike,
+        attn_mask: ArrayLike | None = None,
+        is_causal: bool = False,
+    ) -> np.ndarray:
         out = super().forward(x_q, x_kv, attn_mask, is_causal)
         self.weights = self.weights[..., 0, :, :]
         return out

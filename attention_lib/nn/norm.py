@@ -53,13 +53,13 @@ class LayerNorm:
     def forward(self, x: ArrayLike) -> np.ndarray:
         d = self.params["gamma"].shape[0]
         x = as_features(x, d, "LayerNorm", "d")
-        with np.errstate(over="ignore", invalid="ignore"):   # checked on the next line
+        with np.errstate(over="ignore", invalid="ignore"):  # checked on the next line
             centred = x - x.mean(axis=-1, keepdims=True)
             var = (centred**2).mean(axis=-1, keepdims=True)
         if np.isfinite(var).all():
             self.inv_sigma = 1.0 / np.sqrt(var + self.eps)
             self.x_hat = centred * self.inv_sigma
-        else:       # a square overflowed (or x is not finite): see _scaled_moments
+        else:  # a square overflowed (or x is not finite): see _scaled_moments
             self.x_hat, self.inv_sigma = self._scaled_moments(x)
         return self.x_hat * self.params["gamma"] + self.params["beta"]
 
@@ -75,17 +75,18 @@ class LayerNorm:
         infinity still gives NaN. Only used when the direct route overflows,
         so ordinary inputs give exactly the same bits as before.
         """
+
         def row_max(a):
             m = np.max(np.abs(a), axis=-1, keepdims=True)
-            return np.where(m > 0, m, 1).astype(a.dtype)    # a row of zeros stays zeros
+            return np.where(m > 0, m, 1).astype(a.dtype)  # a row of zeros stays zeros
 
         s = row_max(x)
-        with np.errstate(invalid="ignore"):      # inf / inf: NaN, as it should be
+        with np.errstate(invalid="ignore"):  # inf / inf: NaN, as it should be
             xs = x / s
         cs = xs - xs.mean(axis=-1, keepdims=True)
         m = row_max(cs)
         u = cs / m
-        scale = s * m               # sigma = scale * sqrt(mean(u^2) + eps / scale^2)
+        scale = s * m  # sigma = scale * sqrt(mean(u^2) + eps / scale^2)
         return _unit_rms(u, scale, self.eps)
 
     def backward(self, grad: np.ndarray) -> np.ndarray:
@@ -94,8 +95,9 @@ class LayerNorm:
         self.grads["gamma"] = (grad * x_hat).reshape(-1, d).sum(axis=0)
         self.grads["beta"] = grad.reshape(-1, d).sum(axis=0)
         h = grad * self.params["gamma"]
-        return self.inv_sigma * (h - h.mean(axis=-1, keepdims=True)
-                                 - x_hat * (h * x_hat).mean(axis=-1, keepdims=True))
+        return self.inv_sigma * (
+            h - h.mean(axis=-1, keepdims=True) - x_hat * (h * x_hat).mean(axis=-1, keepdims=True)
+        )
 
 
 class RMSNorm:
@@ -147,12 +149,12 @@ class RMSNorm:
     def forward(self, x: ArrayLike) -> np.ndarray:
         d = self.params["gamma"].shape[0]
         x = as_features(x, d, "RMSNorm", "d")
-        with np.errstate(over="ignore", invalid="ignore"):   # checked on the next line
+        with np.errstate(over="ignore", invalid="ignore"):  # checked on the next line
             mean_square = (x * x).mean(axis=-1, keepdims=True)
         if np.isfinite(mean_square).all():
             self.r = 1.0 / np.sqrt(mean_square + self.eps)
             self.x_hat = x * self.r
-        else:       # a square overflowed (or x is not finite): scale the row first
+        else:  # a square overflowed (or x is not finite): scale the row first
             self.x_hat, self.r = self._scaled(x)
         return self.x_hat * self.params["gamma"]
 
@@ -165,7 +167,7 @@ class RMSNorm:
         """
         s = np.max(np.abs(x), axis=-1, keepdims=True)
         s = np.where(s > 0, s, 1).astype(x.dtype)
-        with np.errstate(invalid="ignore"):      # inf / inf: NaN, as it should be
+        with np.errstate(invalid="ignore"):  # inf / inf: NaN, as it should be
             u = x / s
         return _unit_rms(u, s, self.eps)
 

@@ -12,8 +12,7 @@ def _hyper(value, name, low, high=None):
     The ranges are ``torch.optim.Adam``'s, plus finiteness: a NaN or infinite
     step size or decay rate turns every parameter into NaN at the first step.
     """
-    if (isinstance(value, (bool, np.bool_))
-            or not isinstance(value, numbers.Real)):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {value!r}")
     value = float(value)
     allowed = f"0 <= {name} < 1" if high is not None else f"{name} >= 0 and finite"
@@ -76,8 +75,13 @@ class Adam:
            [ 0.1]])
     """
 
-    def __init__(self, layers: Sequence, lr: float = 1e-3,
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+    def __init__(
+        self,
+        layers: Sequence,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ) -> None:
         self.layers = list(layers)
         owner = {}
         for i, layer in enumerate(self.layers):
@@ -87,7 +91,8 @@ class Adam:
                         f"parameter {name!r} of layer {i} ({type(layer).__name__}) is also "
                         f"{owner[id(theta)]}: each step would move it twice. List each "
                         f"layer once (a model's layers() already holds its sub-layers), "
-                        f"as torch.optim refuses a parameter given twice")
+                        f"as torch.optim refuses a parameter given twice"
+                    )
                 owner[id(theta)] = f"parameter {name!r} of layer {i}"
         self.lr = _hyper(lr, "lr", 0.0)
         self.eps = _hyper(eps, "eps", 0.0)
@@ -98,10 +103,8 @@ class Adam:
         self.beta1 = _hyper(beta1, "betas[0]", 0.0, 1.0)
         self.beta2 = _hyper(beta2, "betas[1]", 0.0, 1.0)
         self.t = 0
-        self.m = [{k: np.zeros_like(a) for k, a in layer.params.items()}
-                  for layer in self.layers]
-        self.v = [{k: np.zeros_like(a) for k, a in layer.params.items()}
-                  for layer in self.layers]
+        self.m = [{k: np.zeros_like(a) for k, a in layer.params.items()} for layer in self.layers]
+        self.v = [{k: np.zeros_like(a) for k, a in layer.params.items()} for layer in self.layers]
 
     def step(self) -> None:
         """Update every parameter once from the gradients in ``grads``.
@@ -115,11 +118,13 @@ class Adam:
                 if g is None:
                     raise ValueError(
                         f"layer {i} ({type(layer).__name__}) has no gradient for "
-                        f"parameter {name!r}: call the model's backward() before step()")
+                        f"parameter {name!r}: call the model's backward() before step()"
+                    )
                 if np.shape(g) != theta.shape:
                     raise ValueError(
                         f"layer {i} ({type(layer).__name__}): the gradient of {name!r} has "
-                        f"shape {np.shape(g)} but the parameter has shape {theta.shape}")
+                        f"shape {np.shape(g)} but the parameter has shape {theta.shape}"
+                    )
         self.t += 1
         b1, b2 = self.beta1, self.beta2
         for layer, m, v in zip(self.layers, self.m, self.v):

@@ -23,12 +23,19 @@ import numpy as np
 from numpy.random import Generator
 from numpy.typing import ArrayLike, DTypeLike
 
-from .._checks import (as_float_dtype, as_float_input, as_int, as_mask_01, as_rng,
-                       require_forward, require_shape)
+from .._checks import (
+    as_float_dtype,
+    as_float_input,
+    as_int,
+    as_mask_01,
+    as_rng,
+    require_forward,
+    require_shape,
+)
 
 
 def _sigmoid(x):
-    return 0.5 * (1.0 + np.tanh(0.5 * x))   # no overflow for large |x|
+    return 0.5 * (1.0 + np.tanh(0.5 * x))  # no overflow for large |x|
 
 
 class GRUCell:
@@ -64,14 +71,19 @@ class GRUCell:
     ((2, 3), (4, 12))
     """
 
-    def __init__(self, d_in: int, hidden: int, rng: Generator,
-                 dtype: DTypeLike = np.float32) -> None:
+    def __init__(
+        self, d_in: int, hidden: int, rng: Generator, dtype: DTypeLike = np.float32
+    ) -> None:
         d_in, H = as_int(d_in, "d_in", 1), as_int(hidden, "hidden", 1)
         dtype, rng = as_float_dtype(dtype), as_rng(rng)
         k = 1.0 / np.sqrt(H)
         u = lambda *shape: rng.uniform(-k, k, size=shape).astype(dtype)
-        self.params = {"W_ih": u(d_in, 3 * H), "W_hh": u(H, 3 * H),
-                       "b_ih": u(3 * H), "b_hh": u(3 * H)}
+        self.params = {
+            "W_ih": u(d_in, 3 * H),
+            "W_hh": u(H, 3 * H),
+            "b_ih": u(3 * H),
+            "b_hh": u(3 * H),
+        }
         self.d_in, self.hidden = d_in, H
         self.zero_grad()
 
@@ -86,8 +98,9 @@ class GRUCell:
         """
         return x @ self.params["W_ih"] + self.params["b_ih"]
 
-    def step(self, x: ArrayLike, h: np.ndarray,
-             mask: ArrayLike | None = None) -> tuple[np.ndarray, tuple]:
+    def step(
+        self, x: ArrayLike, h: np.ndarray, mask: ArrayLike | None = None
+    ) -> tuple[np.ndarray, tuple]:
         """One step from input ``x`` ``(B, d_in)`` and state ``h`` ``(B, H)``.
 
         Returns the new state ``(B, H)`` and the cache for :meth:`step_backward`.
@@ -105,19 +118,20 @@ class GRUCell:
         require_shape(h, name, (B, self.hidden), "(B, hidden)")
         return h
 
-    def step_gates(self, gi: np.ndarray, h: np.ndarray,
-                   mask: np.ndarray | None = None) -> tuple[np.ndarray, tuple]:
+    def step_gates(
+        self, gi: np.ndarray, h: np.ndarray, mask: np.ndarray | None = None
+    ) -> tuple[np.ndarray, tuple]:
         """:meth:`step` from precomputed input gates ``gi = x W_ih + b_ih``."""
         H = self.hidden
-        gh = h @ self.params["W_hh"] + self.params["b_hh"]          # (B, 3H)
+        gh = h @ self.params["W_hh"] + self.params["b_hh"]  # (B, 3H)
         r = _sigmoid(gi[:, :H] + gh[:, :H])
-        z = _sigmoid(gi[:, H:2 * H] + gh[:, H:2 * H])
-        n = np.tanh(gi[:, 2 * H:] + r * gh[:, 2 * H:])
+        z = _sigmoid(gi[:, H : 2 * H] + gh[:, H : 2 * H])
+        n = np.tanh(gi[:, 2 * H :] + r * gh[:, 2 * H :])
         h_new = (1 - z) * n + z * h
-        if mask is not None:                        # padding keeps the old state
+        if mask is not None:  # padding keeps the old state
             m = mask[:, None].astype(h.dtype)
             h_new = m * h_new + (1 - m) * h
-        return h_new, (h, r, z, n, gh[:, 2 * H:], mask)
+        return h_new, (h, r, z, n, gh[:, 2 * H :], mask)
 
     def step_backward(self, dh_new: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray]:
         """Backward of :meth:`step`: returns ``(dx, dh)`` and adds to ``grads``."""
@@ -127,8 +141,9 @@ class GRUCell:
         self.grads["b_ih"] += dgi.sum(axis=0)
         return dgi @ self.params["W_ih"].T, dh
 
-    def step_gates_backward(self, dh_new: np.ndarray,
-                            cache: tuple) -> tuple[np.ndarray, np.ndarray]:
+    def step_gates_backward(
+        self, dh_new: np.ndarray, cache: tuple
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Backward of :meth:`step_gates`: returns ``(d gi, dh)``; adds the ``W_hh, b_hh`` grads."""
         h, r, z, n, gh_n, mask = cache
         dh_keep = 0.0
@@ -138,8 +153,8 @@ class GRUCell:
             dh_new = m * dh_new
         dn = dh_new * (1 - z)
         dz = dh_new * (h - n)
-        da_n = dn * (1 - n * n)                     # through tanh
-        da_r = da_n * gh_n * r * (1 - r)            # through r * (h W_hn + b_hn), then sigmoid
+        da_n = dn * (1 - n * n)  # through tanh
+        da_r = da_n * gh_n * r * (1 - r)  # through r * (h W_hn + b_hn), then sigmoid
         da_z = dz * z * (1 - z)
         dgi = np.concatenate([da_r, da_z, da_n], axis=1)
         dgh = np.concatenate([da_r, da_z, da_n * r], axis=1)
@@ -176,27 +191,34 @@ class GRU(GRUCell):
     (2, 5, 3)
     """
 
-    def __init__(self, d_in: int, hidden: int, rng: Generator,
-                 dtype: DTypeLike = np.float32, reverse: bool = False) -> None:
+    def __init__(
+        self,
+        d_in: int,
+        hidden: int,
+        rng: Generator,
+        dtype: DTypeLike = np.float32,
+        reverse: bool = False,
+    ) -> None:
         super().__init__(d_in, hidden, rng, dtype)
         self.reverse = bool(reverse)
         self.caches = None
 
-    def forward(self, x: ArrayLike, mask: ArrayLike | None = None,
-                h0: np.ndarray | None = None) -> np.ndarray:
+    def forward(
+        self, x: ArrayLike, mask: ArrayLike | None = None, h0: np.ndarray | None = None
+    ) -> np.ndarray:
         """States ``(B, T, H)`` for inputs ``x`` ``(B, T, d_in)``; ``mask`` ``(B, T)``."""
         x = as_float_input(x, "x")
         require_shape(x, "x", (None, None, self.d_in), "(B, T, d_in)")
         B, T, _ = x.shape
         if mask is not None:
             mask = as_mask_01(mask, "mask", (B, T), "(B, T)")
-        dtype = np.result_type(x, self.params["W_ih"])     # never the input's integers
+        dtype = np.result_type(x, self.params["W_ih"])  # never the input's integers
         h = np.zeros((B, self.hidden), dtype) if h0 is None else self._check_state(h0, "h0", B)
-        self.caches = None                    # a failed forward leaves nothing to go back through
-        gi = self.input_gates(x)                          # (B, T, 3H), one product
+        self.caches = None  # a failed forward leaves nothing to go back through
+        gi = self.input_gates(x)  # (B, T, 3H), one product
         hs = np.empty((B, T, self.hidden), np.result_type(dtype, h))
         caches = [None] * T
-        for t in (range(T - 1, -1, -1) if self.reverse else range(T)):
+        for t in range(T - 1, -1, -1) if self.reverse else range(T):
             h, caches[t] = self.step_gates(gi[:, t], h, None if mask is None else mask[:, t])
             hs[:, t] = h
         self.x, self.mask, self.caches = x, mask, caches
@@ -209,13 +231,17 @@ class GRU(GRUCell):
         """
         require_forward(self.caches, self)
         dhs = as_float_input(dhs, "dhs")
-        require_shape(dhs, "dhs", (self.x.shape[0], self.x.shape[1], self.hidden),
-                      "(B, T, hidden), the shape of forward's output")
+        require_shape(
+            dhs,
+            "dhs",
+            (self.x.shape[0], self.x.shape[1], self.hidden),
+            "(B, T, hidden), the shape of forward's output",
+        )
         self.zero_grad()
         B, T, _ = dhs.shape
         dgi = np.empty((B, T, 3 * self.hidden), dhs.dtype)
         dh = np.zeros((B, self.hidden), dhs.dtype)
-        for t in (range(T) if self.reverse else range(T - 1, -1, -1)):
+        for t in range(T) if self.reverse else range(T - 1, -1, -1):
             dgi[:, t], dh = self.step_gates_backward(dhs[:, t] + dh, self.caches[t])
         self.dh0 = dh
         x = self.x

@@ -47,8 +47,11 @@ class SwiGLU:
 
     def __init__(self, d_model: int, d_ff: int, rng: Generator) -> None:
         d_model, d_ff = as_int(d_model, "d_model", 1), as_int(d_ff, "d_ff", 1)
-        self.params = {"W1": init_weight(rng, d_model, d_ff), "W3": init_weight(rng, d_model, d_ff),
-                       "W2": init_weight(rng, d_ff, d_model)}
+        self.params = {
+            "W1": init_weight(rng, d_model, d_ff),
+            "W3": init_weight(rng, d_model, d_ff),
+            "W2": init_weight(rng, d_ff, d_model),
+        }
         self.grads = {}
         self.silu = SiLU()
         self.x = None
@@ -72,4 +75,3 @@ class SwiGLU:
         self.grads["W1"] = sum_to_matrix(self.x, da)
         self.grads["W3"] = sum_to_matrix(self.x, du)
         return da @ p["W1"].T + du @ p["W3"].T
-

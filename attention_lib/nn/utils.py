@@ -53,7 +53,8 @@ def clip_grad_norm(layers: Sequence, max_norm: float, error_if_nonfinite: bool =
     (array([[0.6]]), array([0.8]))
     """
     if isinstance(max_norm, (bool, np.bool_)) or not isinstance(
-            max_norm, (int, float, np.integer, np.floating)):
+        max_norm, (int, float, np.integer, np.floating)
+    ):
         raise TypeError(f"max_norm must be a real number, got {max_norm!r}")
     max_norm = float(max_norm)
     if not np.isfinite(max_norm) or max_norm <= 0:
@@ -65,7 +66,8 @@ def clip_grad_norm(layers: Sequence, max_norm: float, error_if_nonfinite: bool =
                 raise ValueError(
                     f"the gradient {name!r} of layer {i} ({type(layer).__name__}) is also "
                     f"{seen[id(g)]}: list each layer once (a model's layers() already "
-                    f"holds its sub-layers)")
+                    f"holds its sub-layers)"
+                )
             seen[id(g)] = f"{name!r} of layer {i}"
             grads.append(g)
     total = float(np.sqrt(sum(float(np.sum(np.square(g, dtype=np.float64))) for g in grads)))
@@ -73,8 +75,9 @@ def clip_grad_norm(layers: Sequence, max_norm: float, error_if_nonfinite: bool =
         if error_if_nonfinite:
             raise FloatingPointError(
                 f"the total norm of the gradients is {total}: some gradient holds NaN "
-                f"or infinity, so clipping cannot bound them")
-        for g in grads:        # PyTorch's default: the NaN (or 0) scale reaches every gradient
+                f"or infinity, so clipping cannot bound them"
+            )
+        for g in grads:  # PyTorch's default: the NaN (or 0) scale reaches every gradient
             with np.errstate(invalid="ignore"):
                 g *= g.dtype.type(max_norm / (total + 1e-6))
         return total

@@ -39,8 +39,7 @@ def glue(name, value, display=True):
     >>> glue("answer", 42, display=False)    # stored for the page, shows nothing
     """
     if not isinstance(name, str) or not name:
-        raise TypeError(f"name must be a non-empty string (the key the prose uses), "
-                        f"got {name!r}")
+        raise TypeError(f"name must be a non-empty string (the key the prose uses), got {name!r}")
     if _myst_nb_glue is not None:
         _myst_nb_glue(name, value, display=display)
         return

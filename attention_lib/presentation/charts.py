@@ -19,15 +19,26 @@ import numpy as np
 
 from .._checks import as_float, as_int, require_finite
 from ..positions import alibi_bias
-from .vega import (FONT_SIZE, GREY, OKABE_ITO_BLUE, OKABE_ITO_ORANGE, altair, finish,
-                   fit_column, heat_map_width, row_softmax, word_axis)
+from .vega import (
+    FONT_SIZE,
+    GREY,
+    OKABE_ITO_BLUE,
+    OKABE_ITO_ORANGE,
+    altair,
+    finish,
+    fit_column,
+    heat_map_width,
+    row_softmax,
+    word_axis,
+)
 
 
 def _matrix(x, name):
     arr = as_float(x, name, np.float64)
     if arr.ndim != 2 or 0 in arr.shape:
-        raise ValueError(f"{name} must be a non-empty 2-D array (queries, keys), "
-                         f"got shape {arr.shape}")
+        raise ValueError(
+            f"{name} must be a non-empty 2-D array (queries, keys), got shape {arr.shape}"
+        )
     require_finite(arr, name)
     return arr
 
@@ -43,16 +54,24 @@ def _temperature_range(bounds):
     try:
         low, high = (float(b) for b in bounds)
     except (TypeError, ValueError):
-        raise ValueError("temperature_range must be two numbers (low, high), "
-                         f"got {bounds!r}") from None
+        raise ValueError(
+            f"temperature_range must be two numbers (low, high), got {bounds!r}"
+        ) from None
     if not 0 < low < high < np.inf:
         raise ValueError(f"temperature_range must satisfy 0 < low < high, got {bounds!r}")
     return low, high
 
 
-def attention_heatmap_chart(scores, query_labels, key_labels, *, temperature=1.0,
-                            temperature_range=(0.05, 3.0), title="Attention weights",
-                            description=None):
+def attention_heatmap_chart(
+    scores,
+    query_labels,
+    key_labels,
+    *,
+    temperature=1.0,
+    temperature_range=(0.05, 3.0),
+    title="Attention weights",
+    description=None,
+):
     """Heat map of softmax weights that the reader can re-temper and re-scale.
 
     The chart stores the raw ``scores``; the browser computes each row's
@@ -116,44 +135,71 @@ def attention_heatmap_chart(scores, query_labels, key_labels, *, temperature=1.0
     keys = _labels(key_labels, S, "key_labels")
     t_low, t_high = _temperature_range(temperature_range)
     if not t_low <= float(temperature) <= t_high:
-        raise ValueError(f"temperature must be in [{t_low:g}, {t_high:g}] "
-                         f"(temperature_range), got {temperature}")
+        raise ValueError(
+            f"temperature must be in [{t_low:g}, {t_high:g}] (temperature_range), got {temperature}"
+        )
     # The browser divides by the temperature in float64; an infinite quotient
     # would make Vega drop the whole row without a word.
     biggest = float(np.abs(s).max())
-    if not np.isfinite(biggest / t_low):       # Python floats: inf, no warning
+    if not np.isfinite(biggest / t_low):  # Python floats: inf, no warning
         raise ValueError(
             f"scores up to {biggest:.3g} divided by the lowest temperature {t_low:g} "
             f"overflow the browser's float64 (largest {np.finfo(np.float64).max:.3g}): "
             f"scale the scores down (softmax weights change with the scale) or "
-            f"raise the low end of temperature_range")
-    rows = [{"qi": i, "ki": j, "query": queries[i], "key": keys[j], "score": round(float(s[i, j]), 6)}
-            for i in range(L) for j in range(S)]
-    temp = alt.param(name="temperature", value=float(temperature), bind=alt.binding_range(
-        min=t_low, max=t_high, step=0.05, name="temperature τ "))
-    scale = alt.param(name="colour_scale", value="0 to 1", bind=alt.binding_radio(
-        options=["0 to 1", "min to max"], name="colour scale "))
+            f"raise the low end of temperature_range"
+        )
+    rows = [
+        {"qi": i, "ki": j, "query": queries[i], "key": keys[j], "score": round(float(s[i, j]), 6)}
+        for i in range(L)
+        for j in range(S)
+    ]
+    temp = alt.param(
+        name="temperature",
+        value=float(temperature),
+        bind=alt.binding_range(min=t_low, max=t_high, step=0.05, name="temperature τ "),
+    )
+    scale = alt.param(
+        name="colour_scale",
+        value="0 to 1",
+        bind=alt.binding_radio(options=["0 to 1", "min to max"], name="colour scale "),
+    )
     step = max(14, min(36, 560 // max(S, 1)))
     base = row_softmax(alt, alt.Chart(), "datum.score / temperature", ["qi"])
-    base = base.encode(x=alt.X("ki:O", axis=word_axis(alt, keys, "key", step)),
-                       y=alt.Y("qi:O", axis=word_axis(alt, queries, "query")))
+    base = base.encode(
+        x=alt.X("ki:O", axis=word_axis(alt, keys, "key", step)),
+        y=alt.Y("qi:O", axis=word_axis(alt, queries, "query")),
+    )
     cells = base.mark_rect().encode(
-        color=alt.Color("weight:Q", title="weight", scale=alt.Scale(
-            scheme="cividis", zero=False, nice=False,
-            domainRaw=alt.ExprRef("colour_scale == '0 to 1' ? [0, 1] : null"))),
-        tooltip=[alt.Tooltip("query:N", title="query word"),
-                 alt.Tooltip("key:N", title="key word"),
-                 alt.Tooltip("weight:Q", format=".4f"),
-                 alt.Tooltip("score:Q", format=".4f")])
-    chart = (alt.layer(cells, data=alt.Data(values=rows)).add_params(temp, scale)
-             .properties(title=title, height=alt.Step(step)))
+        color=alt.Color(
+            "weight:Q",
+            title="weight",
+            scale=alt.Scale(
+                scheme="cividis",
+                zero=False,
+                nice=False,
+                domainRaw=alt.ExprRef("colour_scale == '0 to 1' ? [0, 1] : null"),
+            ),
+        ),
+        tooltip=[
+            alt.Tooltip("query:N", title="query word"),
+            alt.Tooltip("key:N", title="key word"),
+            alt.Tooltip("weight:Q", format=".4f"),
+            alt.Tooltip("score:Q", format=".4f"),
+        ],
+    )
+    chart = (
+        alt.layer(cells, data=alt.Data(values=rows))
+        .add_params(temp, scale)
+        .properties(title=title, height=alt.Step(step))
+    )
     chart = fit_column(chart, heat_map_width(S, step, queries))
     description = description or (
         f"Interactive heat map of attention weights, {L} query words (rows) by {S} key "
         "words (columns), darker for smaller weights. A temperature slider recomputes "
         "each row's softmax of the scores divided by the temperature; a switch sets the "
         "colour scale to 0 to 1 or to the weights' own minimum to maximum. Hover over "
-        "a cell to read its two words, its weight and its score.")
+        "a cell to read its two words, its weight and its score."
+    )
     return finish(chart, description)
 
 
@@ -205,34 +251,55 @@ def saturation_chart(n_keys=8, log2_dk=range(1, 11), *, seed=0, title=None, desc
     alt = altair()
     drawn = saturation_scores(n_keys, log2_dk, seed=seed)
     ps = [d_k.bit_length() - 1 for d_k in drawn]
-    rows = [{"log2_dk": d_k.bit_length() - 1, "d_k": d_k, "key": j, "score": round(float(v), 6)}
-            for d_k, scores in drawn.items() for j, v in enumerate(scores)]
-    dk = alt.param(name="log2_dk", value=ps[len(ps) // 2], bind=alt.binding_range(
-        min=ps[0], max=ps[-1], step=1, name="log2 d_k "))
-    divide = alt.param(name="divide", value=False, bind=alt.binding_checkbox(
-        name="divide by sqrt(d_k) "))
-    base = (alt.Chart(alt.Data(values=rows))
-            .transform_filter("datum.log2_dk == log2_dk")
-            .transform_calculate(used="divide ? datum.score / sqrt(datum.d_k) : datum.score"))
+    rows = [
+        {"log2_dk": d_k.bit_length() - 1, "d_k": d_k, "key": j, "score": round(float(v), 6)}
+        for d_k, scores in drawn.items()
+        for j, v in enumerate(scores)
+    ]
+    dk = alt.param(
+        name="log2_dk",
+        value=ps[len(ps) // 2],
+        bind=alt.binding_range(min=ps[0], max=ps[-1], step=1, name="log2 d_k "),
+    )
+    divide = alt.param(
+        name="divide", value=False, bind=alt.binding_checkbox(name="divide by sqrt(d_k) ")
+    )
+    base = (
+        alt.Chart(alt.Data(values=rows))
+        .transform_filter("datum.log2_dk == log2_dk")
+        .transform_calculate(used="divide ? datum.score / sqrt(datum.d_k) : datum.score")
+    )
     base = row_softmax(alt, base, "datum.used", ["log2_dk"])
-    title = title or alt.Title(alt.ExprRef(
-        "'d_k = ' + pow(2, log2_dk) + (divide ? ': softmax(q·k / sqrt(d_k))' "
-        ": ': softmax(q·k), score variance ' + pow(2, log2_dk))"))
-    chart = base.mark_bar(color=OKABE_ITO_BLUE).encode(
-        x=alt.X("key:O", title="key j", axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("weight:Q", title="weight", scale=alt.Scale(domain=[0, 1])),
-        tooltip=[alt.Tooltip("key:O", title="key j"), alt.Tooltip("d_k:Q", title="d_k"),
-                 alt.Tooltip("score:Q", title="score q·k", format=".3f"),
-                 alt.Tooltip("used:Q", title="score used", format=".3f"),
-                 alt.Tooltip("weight:Q", format=".4f")],
-    ).add_params(dk, divide).properties(title=title, height=220)
-    chart = fit_column(chart, 420 + 80)   # the bars, and the weight axis beside them
+    title = title or alt.Title(
+        alt.ExprRef(
+            "'d_k = ' + pow(2, log2_dk) + (divide ? ': softmax(q·k / sqrt(d_k))' "
+            ": ': softmax(q·k), score variance ' + pow(2, log2_dk))"
+        )
+    )
+    chart = (
+        base.mark_bar(color=OKABE_ITO_BLUE)
+        .encode(
+            x=alt.X("key:O", title="key j", axis=alt.Axis(labelAngle=0)),
+            y=alt.Y("weight:Q", title="weight", scale=alt.Scale(domain=[0, 1])),
+            tooltip=[
+                alt.Tooltip("key:O", title="key j"),
+                alt.Tooltip("d_k:Q", title="d_k"),
+                alt.Tooltip("score:Q", title="score q·k", format=".3f"),
+                alt.Tooltip("used:Q", title="score used", format=".3f"),
+                alt.Tooltip("weight:Q", format=".4f"),
+            ],
+        )
+        .add_params(dk, divide)
+        .properties(title=title, height=220)
+    )
+    chart = fit_column(chart, 420 + 80)  # the bars, and the weight axis beside them
     description = description or (
         f"Interactive bar chart of one query's softmax weights over {n_keys} keys. A "
         "slider sets the key width d_k from "
         f"{2 ** ps[0]} to {2 ** ps[-1]}; the scores q dot k then have variance d_k and "
         "the weights saturate towards a single key. A checkbox divides the scores by "
-        "the square root of d_k, which keeps the weights spread at every width.")
+        "the square root of d_k, which keeps the weights spread at every width."
+    )
     return finish(chart, description)
 
 
@@ -274,8 +341,8 @@ def saturation_scores(n_keys=8, log2_dk=range(1, 11), *, seed=0):
     rng = np.random.default_rng(seed)
     drawn = {}
     for p in ps:
-        q, k = rng.standard_normal(2 ** p), rng.standard_normal((n_keys, 2 ** p))
-        drawn[2 ** p] = k @ q
+        q, k = rng.standard_normal(2**p), rng.standard_normal((n_keys, 2**p))
+        drawn[2**p] = k @ q
     return drawn
 
 
@@ -310,8 +377,16 @@ def mask_explorer_scores(words, *, d=8, seed=0):
 MASK_EXPLORER_MASKS = ("bidirectional", "causal", "padding", "ALiBi")
 
 
-def mask_explorer_chart(words, *, pad_token="<pad>", d=8, seed=0, masks=MASK_EXPLORER_MASKS,
-                        title="Masks and the weights they leave", description=None):
+def mask_explorer_chart(
+    words,
+    *,
+    pad_token="<pad>",
+    d=8,
+    seed=0,
+    masks=MASK_EXPLORER_MASKS,
+    title="Masks and the weights they leave",
+    description=None,
+):
     """Self-attention weights of one sentence under a mask the reader chooses.
 
     Scores are ``X X^T / sqrt(d)`` for random word vectors ``X`` (fixed
@@ -372,47 +447,82 @@ def mask_explorer_chart(words, *, pad_token="<pad>", d=8, seed=0, masks=MASK_EXP
     modes = [masks] if isinstance(masks, str) else list(masks)
     unknown = [m for m in modes if m not in MASK_EXPLORER_MASKS]
     if not modes or unknown or len(set(modes)) < len(modes):
-        raise ValueError(f"masks must name each mask at most once, from "
-                         f"{list(MASK_EXPLORER_MASKS)}, got {modes}")
+        raise ValueError(
+            f"masks must name each mask at most once, from {list(MASK_EXPLORER_MASKS)}, got {modes}"
+        )
     scores = mask_explorer_scores(words, d=d, seed=seed)
-    alibi = alibi_bias(8, L)[0]                          # (L, L), slope 1/2
-    rows = [{"qi": i, "ki": j, "query": words[i], "key": words[j],
-             "score": round(float(scores[i, j]), 6), "real_key": words[j] != pad_token}
-            for i in range(L) for j in range(L)]
+    alibi = alibi_bias(8, L)[0]  # (L, L), slope 1/2
+    rows = [
+        {
+            "qi": i,
+            "ki": j,
+            "query": words[i],
+            "key": words[j],
+            "score": round(float(scores[i, j]), 6),
+            "real_key": words[j] != pad_token,
+        }
+        for i in range(L)
+        for j in range(L)
+    ]
     if "ALiBi" in modes:
         for r in rows:
             r["alibi"] = round(float(alibi[r["qi"], r["ki"]]), 6) if r["ki"] <= r["qi"] else 0.0
-    mode = alt.param(name="mask", value=modes[0],
-                     bind=alt.binding_radio(options=modes, name="mask "))
-    allowed = ("mask == 'causal' || mask == 'ALiBi' ? datum.ki <= datum.qi : "
-               "mask == 'padding' ? datum.real_key : true")
+    mode = alt.param(
+        name="mask", value=modes[0], bind=alt.binding_radio(options=modes, name="mask ")
+    )
+    allowed = (
+        "mask == 'causal' || mask == 'ALiBi' ? datum.ki <= datum.qi : "
+        "mask == 'padding' ? datum.real_key : true"
+    )
     step = max(20, min(40, 480 // L))
-    base = row_softmax(alt, alt.Chart(),
-                        "datum.score + (mask == 'ALiBi' ? datum.alibi : 0)", ["qi"], allowed)
-    base = base.encode(x=alt.X("ki:O", axis=word_axis(alt, words, "key", step)),
-                       y=alt.Y("qi:O", axis=word_axis(alt, words, "query")))
+    base = row_softmax(
+        alt, alt.Chart(), "datum.score + (mask == 'ALiBi' ? datum.alibi : 0)", ["qi"], allowed
+    )
+    base = base.encode(
+        x=alt.X("ki:O", axis=word_axis(alt, words, "key", step)),
+        y=alt.Y("qi:O", axis=word_axis(alt, words, "query")),
+    )
     cells = base.mark_rect().encode(
-        color=alt.condition("datum.allowed", alt.Color(
-            "weight:Q", title="weight", scale=alt.Scale(scheme="cividis", domain=[0, 1])),
-            alt.value("#FFFFFF")),
-        tooltip=[alt.Tooltip("query:N", title="query word"), alt.Tooltip("key:N", title="key word"),
-                 alt.Tooltip("allowed:N", title="allowed"),
-                 alt.Tooltip("weight:Q", format=".4f"), alt.Tooltip("score:Q", format=".4f")])
+        color=alt.condition(
+            "datum.allowed",
+            alt.Color("weight:Q", title="weight", scale=alt.Scale(scheme="cividis", domain=[0, 1])),
+            alt.value("#FFFFFF"),
+        ),
+        tooltip=[
+            alt.Tooltip("query:N", title="query word"),
+            alt.Tooltip("key:N", title="key word"),
+            alt.Tooltip("allowed:N", title="allowed"),
+            alt.Tooltip("weight:Q", format=".4f"),
+            alt.Tooltip("score:Q", format=".4f"),
+        ],
+    )
     crosses = base.transform_filter("!datum.allowed").mark_text(
-        text="×", fontSize=18, color="#555555")
-    chart = (alt.layer(cells, crosses, data=alt.Data(values=rows)).add_params(mode)
-             .properties(title=title, height=alt.Step(step)))
+        text="×", fontSize=18, color="#555555"
+    )
+    chart = (
+        alt.layer(cells, crosses, data=alt.Data(values=rows))
+        .add_params(mode)
+        .properties(title=title, height=alt.Step(step))
+    )
     chart = fit_column(chart, heat_map_width(L, step, words))
     description = description or (
         f"Interactive heat map of self-attention weights for the {L} words "
         f"'{' '.join(words)}', queries as rows and keys as columns. A radio choice of "
         f"mask ({', '.join(modes)}) recomputes each row's softmax over the keys it may "
-        "see; masked cells are white with a cross. Hover over a cell for its weight.")
+        "see; masked cells are white with a cross. Hover over a cell for its weight."
+    )
     return finish(chart, description)
 
 
-def online_softmax_chart(scores=None, block_size=4, *, n=16, seed=0,
-                         title="The online softmax, block by block", description=None):
+def online_softmax_chart(
+    scores=None,
+    block_size=4,
+    *,
+    n=16,
+    seed=0,
+    title="The online softmax, block by block",
+    description=None,
+):
     """Step block by block through the online softmax's running maximum and sum.
 
     The browser processes the first ``t`` blocks of ``scores`` (the slider):
@@ -468,44 +578,76 @@ def online_softmax_chart(scores=None, block_size=4, *, n=16, seed=0,
         raise ValueError(f"block_size must be at most len(scores) = {x.size}, got {block_size}")
     n_blocks = -(-x.size // block_size)
     rows = [{"j": j, "x": round(float(v), 6), "block": j // block_size} for j, v in enumerate(x)]
-    seen = alt.param(name="blocks_seen", value=1, bind=alt.binding_range(
-        min=1, max=n_blocks, step=1, name="blocks seen "))
-    base = (alt.Chart()
-            .transform_calculate(seen="datum.block < blocks_seen")
-            .transform_calculate(kept="datum.seen ? datum.x : null")
-            .transform_joinaggregate(m="max(kept)")
-            .transform_calculate(e="datum.seen ? exp(datum.x - datum.m) : 0")
-            .transform_joinaggregate(l="sum(e)")
-            .transform_calculate(weight="datum.e / datum.l",
-                                 status="datum.seen ? 'seen' : 'not yet seen'"))
-    tooltip = [alt.Tooltip("j:O", title="position j"), alt.Tooltip("block:O"),
-               alt.Tooltip("x:Q", title="score e_j", format=".4f"),
-               alt.Tooltip("weight:Q", title="weight so far", format=".4f")]
+    seen = alt.param(
+        name="blocks_seen",
+        value=1,
+        bind=alt.binding_range(min=1, max=n_blocks, step=1, name="blocks seen "),
+    )
+    base = (
+        alt.Chart()
+        .transform_calculate(seen="datum.block < blocks_seen")
+        .transform_calculate(kept="datum.seen ? datum.x : null")
+        .transform_joinaggregate(m="max(kept)")
+        .transform_calculate(e="datum.seen ? exp(datum.x - datum.m) : 0")
+        .transform_joinaggregate(l="sum(e)")
+        .transform_calculate(
+            weight="datum.e / datum.l", status="datum.seen ? 'seen' : 'not yet seen'"
+        )
+    )
+    tooltip = [
+        alt.Tooltip("j:O", title="position j"),
+        alt.Tooltip("block:O"),
+        alt.Tooltip("x:Q", title="score e_j", format=".4f"),
+        alt.Tooltip("weight:Q", title="weight so far", format=".4f"),
+    ]
     xj = alt.X("j:O", title="position j", axis=alt.Axis(labelAngle=0))
     bars = base.mark_bar().encode(
-        x=xj, y=alt.Y("x:Q", title="score e_j"), tooltip=tooltip,
-        color=alt.Color("status:N", title=None, scale=alt.Scale(
-            domain=["seen", "not yet seen"], range=[OKABE_ITO_BLUE, GREY]),
-            legend=alt.Legend(orient="bottom")))
+        x=xj,
+        y=alt.Y("x:Q", title="score e_j"),
+        tooltip=tooltip,
+        color=alt.Color(
+            "status:N",
+            title=None,
+            scale=alt.Scale(domain=["seen", "not yet seen"], range=[OKABE_ITO_BLUE, GREY]),
+            legend=alt.Legend(orient="bottom"),
+        ),
+    )
     first = base.transform_filter("datum.j == 0")
     rule = first.mark_rule(color=OKABE_ITO_ORANGE, strokeDash=[6, 3], strokeWidth=2).encode(y="m:Q")
-    label = first.mark_text(align="left", baseline="bottom", color="#333333", lineBreak="\n",
-                            fontSize=FONT_SIZE).encode(   # above the plot, clear of the bars
-        x=alt.value(0), y=alt.value(-6), text=alt.Text("label:N")).transform_calculate(
-        # two lines, so that the text fits above a phone's narrow plot
-        label="'running max m = ' + format(datum.m, '.4f') + '\\nrunning sum ℓ = '"
-              " + format(datum.l, '.4f')")
+    label = (
+        first.mark_text(
+            align="left", baseline="bottom", color="#333333", lineBreak="\n", fontSize=FONT_SIZE
+        )
+        .encode(  # above the plot, clear of the bars
+            x=alt.value(0), y=alt.value(-6), text=alt.Text("label:N")
+        )
+        .transform_calculate(
+            # two lines, so that the text fits above a phone's narrow plot
+            label="'running max m = ' + format(datum.m, '.4f') + '\\nrunning sum ℓ = '"
+            " + format(datum.l, '.4f')"
+        )
+    )
     top = alt.layer(bars, rule, label).properties(height=170)
-    weights = base.mark_bar(color=OKABE_ITO_BLUE).encode(
-        x=xj, y=alt.Y("weight:Q", title="exp(e_j − m) / ℓ", scale=alt.Scale(domain=[0, 1])),
-        tooltip=tooltip).properties(height=120)
-    chart = (alt.vconcat(top, weights, data=alt.Data(values=rows)).add_params(seen)
-             .properties(title=alt.Title(title, offset=40)))
-    chart = fit_column(chart, 440, axes=70)   # 440-px panels, their axes to the left
+    weights = (
+        base.mark_bar(color=OKABE_ITO_BLUE)
+        .encode(
+            x=xj,
+            y=alt.Y("weight:Q", title="exp(e_j − m) / ℓ", scale=alt.Scale(domain=[0, 1])),
+            tooltip=tooltip,
+        )
+        .properties(height=120)
+    )
+    chart = (
+        alt.vconcat(top, weights, data=alt.Data(values=rows))
+        .add_params(seen)
+        .properties(title=alt.Title(title, offset=40))
+    )
+    chart = fit_column(chart, 440, axes=70)  # 440-px panels, their axes to the left
     description = description or (
         f"Interactive chart of the online softmax over {x.size} scores in {n_blocks} "
         f"blocks of {block_size}. A slider sets how many blocks have been seen; the top "
         "panel shows the scores, the seen ones in blue, with a dashed line at the running "
         "maximum and the running sum written beside it; the bottom panel shows the "
-        "weights exp(e minus m) over ell so far, which at the last block are the softmax.")
+        "weights exp(e minus m) over ell so far, which at the last block are the softmax."
+    )
     return finish(chart, description)

@@ -25,8 +25,10 @@ def _labels(labels, n, name, what):
     """``labels`` as a list of ``n`` entries, or a ``ValueError`` naming them."""
     labels = list(labels)
     if len(labels) != n:
-        raise ValueError(f"{name} has {len(labels)} entries but the matrix has {n} {what}: "
-                         f"give one label per {what[:-1]}")
+        raise ValueError(
+            f"{name} has {len(labels)} entries but the matrix has {n} {what}: "
+            f"give one label per {what[:-1]}"
+        )
     return labels
 
 
@@ -47,10 +49,21 @@ def _label_axes(ax, shape, row_labels, col_labels, xlabel, ylabel):
         ax.set_ylabel(ylabel)
 
 
-def plot_weights(weights, row_labels=None, col_labels=None, ax=None,
-                 vmin=0.0, vmax=None, cmap="cividis", annotate=False,
-                 fmt="{:.2f}", colorbar=True, xlabel="key", ylabel="query",
-                 figsize=(5, 4)):
+def plot_weights(
+    weights,
+    row_labels=None,
+    col_labels=None,
+    ax=None,
+    vmin=0.0,
+    vmax=None,
+    cmap="cividis",
+    annotate=False,
+    fmt="{:.2f}",
+    colorbar=True,
+    xlabel="key",
+    ylabel="query",
+    figsize=(5, 4),
+):
     """Draw a weight (or score) matrix as a labelled heat map.
 
     Parameters
@@ -87,16 +100,30 @@ def plot_weights(weights, row_labels=None, col_labels=None, ax=None,
     if annotate:
         threshold = (image.norm.vmin + image.norm.vmax) / 2
         for (i, j), value in np.ndenumerate(w):
-            ax.text(j, i, fmt.format(value), ha="center", va="center",
-                    fontsize=8, color="black" if value > threshold else "white")
+            ax.text(
+                j,
+                i,
+                fmt.format(value),
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="black" if value > threshold else "white",
+            )
     if colorbar:
         ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     return ax
 
 
-def plot_mask(mask, row_labels=None, col_labels=None, ax=None, title=None,
-              xlabel="key position j", ylabel="query position i",
-              figsize=(3, 3)):
+def plot_mask(
+    mask,
+    row_labels=None,
+    col_labels=None,
+    ax=None,
+    title=None,
+    xlabel="key position j",
+    ylabel="query position i",
+    figsize=(3, 3),
+):
     """Draw a boolean mask: dark cells may attend, light cells are masked.
 
     Each cell is also marked with a symbol (a filled dot for "may attend"),
@@ -119,8 +146,7 @@ def plot_mask(mask, row_labels=None, col_labels=None, ax=None, title=None,
     """
     m = np.asarray(mask)
     if m.ndim != 2 or m.dtype != bool:
-        raise ValueError(
-            f"mask must be a 2-D boolean array, got {m.dtype} of shape {m.shape}")
+        raise ValueError(f"mask must be a 2-D boolean array, got {m.dtype} of shape {m.shape}")
     ax = _axes(ax, figsize)
     ax.imshow(m, cmap="Greys", vmin=-0.3, vmax=1.3, aspect="equal")
     rows = row_labels if row_labels is not None else range(m.shape[0])
@@ -196,27 +222,46 @@ def mark_cells(ax, cells, style="square", label=None, size=None):
     if style not in _MARKERS:
         raise ValueError(f"style must be one of {', '.join(_MARKERS)}, got {style!r}")
     cells = [tuple(c) for c in cells]
-    if any(len(c) != 2 or not all(isinstance(v, (int, np.integer)) for v in c)
-           for c in cells):
+    if any(len(c) != 2 or not all(isinstance(v, (int, np.integer)) for v in c) for c in cells):
         raise ValueError("cells must be (row, column) pairs of integers")
     shape = _heat_map_shape(ax)
-    outside = [c for c in cells if shape is not None
-               and not (0 <= c[0] < shape[0] and 0 <= c[1] < shape[1])]
+    outside = [
+        c
+        for c in cells
+        if shape is not None and not (0 <= c[0] < shape[0] and 0 <= c[1] < shape[1])
+    ]
     if outside:
-        raise ValueError(f"cells {outside[:3]} lie outside the heat map of shape {shape} "
-                         f"on ax: each cell is (row, column) with 0 <= row < {shape[0]} "
-                         f"and 0 <= column < {shape[1]}")
+        raise ValueError(
+            f"cells {outside[:3]} lie outside the heat map of shape {shape} "
+            f"on ax: each cell is (row, column) with 0 <= row < {shape[0]} "
+            f"and 0 <= column < {shape[1]}"
+        )
     rows = np.array([c[0] for c in cells], dtype=float)
     cols = np.array([c[1] for c in cells], dtype=float)
     default_size = {"square": 150, "dot": 30, "cross": 40}[style]
     outline = [pe.withStroke(linewidth=3, foreground="black")]
     if style == "cross":
-        return ax.scatter(cols, rows, s=size or default_size, marker="x",
-                          color="white", linewidths=1.5, label=label,
-                          path_effects=outline)
-    return ax.scatter(cols, rows, s=size or default_size, marker=_MARKERS[style],
-                      facecolors="none", edgecolors="white", linewidths=1.5,
-                      label=label, path_effects=outline)
+        return ax.scatter(
+            cols,
+            rows,
+            s=size or default_size,
+            marker="x",
+            color="white",
+            linewidths=1.5,
+            label=label,
+            path_effects=outline,
+        )
+    return ax.scatter(
+        cols,
+        rows,
+        s=size or default_size,
+        marker=_MARKERS[style],
+        facecolors="none",
+        edgecolors="white",
+        linewidths=1.5,
+        label=label,
+        path_effects=outline,
+    )
 
 
 def hatch_masked(ax, mask, label="masked"):
@@ -259,17 +304,27 @@ def hatch_masked(ax, mask, label="masked"):
 
     m = np.asarray(mask)
     if m.ndim != 2 or m.dtype != bool:
-        raise ValueError(
-            f"mask must be a 2-D boolean array, got {m.dtype} of shape {m.shape}")
+        raise ValueError(f"mask must be a 2-D boolean array, got {m.dtype} of shape {m.shape}")
     shape = _heat_map_shape(ax)
     if shape is not None and m.shape != shape:
-        raise ValueError(f"mask has shape {m.shape} but the heat map on ax has shape "
-                         f"{shape}: the mask must cover the heat map cell for cell")
+        raise ValueError(
+            f"mask has shape {m.shape} but the heat map on ax has shape "
+            f"{shape}: the mask must cover the heat map cell for cell"
+        )
     count = 0
     for i, j in zip(*np.nonzero(~m)):
-        ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="////",
-                               edgecolor="0.75", linewidth=0,
-                               label=label if count == 0 else None))
+        ax.add_patch(
+            Rectangle(
+                (j - 0.5, i - 0.5),
+                1,
+                1,
+                fill=False,
+                hatch="////",
+                edgecolor="0.75",
+                linewidth=0,
+                label=label if count == 0 else None,
+            )
+        )
         count += 1
     return count
 
@@ -305,7 +360,7 @@ def smallest_font_size(fig):
     from matplotlib.axis import Axis
     from matplotlib.text import Text
 
-    fig.draw_without_rendering()   # tick labels get their text when drawn
+    fig.draw_without_rendering()  # tick labels get their text when drawn
     sizes = []
 
     def walk(artist):
@@ -365,17 +420,19 @@ def use_book_style():
     import matplotlib
     import matplotlib.pyplot as plt  # noqa: F401  (sets up the inline backend first)
 
-    matplotlib.rcParams.update({
-        "figure.dpi": 100,
-        "figure.figsize": (6.4, 3.6),
-        "figure.constrained_layout.use": True,
-        "font.size": 10,
-        "axes.titlesize": 11,
-        "axes.labelsize": 10,
-        "legend.fontsize": 9,
-        "xtick.labelsize": 9,
-        "ytick.labelsize": 9,
-    })
+    matplotlib.rcParams.update(
+        {
+            "figure.dpi": 100,
+            "figure.figsize": (6.4, 3.6),
+            "figure.constrained_layout.use": True,
+            "font.size": 10,
+            "axes.titlesize": 11,
+            "axes.labelsize": 10,
+            "legend.fontsize": 9,
+            "xtick.labelsize": 9,
+            "ytick.labelsize": 9,
+        }
+    )
     try:
         from IPython import get_ipython
     except ImportError:  # pragma: no cover - IPython is always there in the book

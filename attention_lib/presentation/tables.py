@@ -64,24 +64,30 @@ def format_table(rows, headers, formats=None):
         formats = [formats] * n
     formats = list(formats)
     if len(formats) != n:
-        raise ValueError(f"formats has {len(formats)} entries but the table has "
-                         f"{n} columns ({', '.join(headers)})")
+        raise ValueError(
+            f"formats has {len(formats)} entries but the table has "
+            f"{n} columns ({', '.join(headers)})"
+        )
     rows = [list(row) for row in rows]
     for i, row in enumerate(rows):
         if len(row) != n:
-            raise ValueError(f"row {i} has {len(row)} cells but the table has "
-                             f"{n} columns ({', '.join(headers)})")
+            raise ValueError(
+                f"row {i} has {len(row)} cells but the table has {n} columns ({', '.join(headers)})"
+            )
     text = [[_cell(v, f) for v, f in zip(row, formats)] for row in rows]
-    numeric = [all(isinstance(row[j], numbers.Real) or row[j] is None for row in rows)
-               and any(row[j] is not None for row in rows) for j in range(n)]
+    numeric = [
+        all(isinstance(row[j], numbers.Real) or row[j] is None for row in rows)
+        and any(row[j] is not None for row in rows)
+        for j in range(n)
+    ]
     widths = [max([len(headers[j])] + [len(t[j]) for t in text]) for j in range(n)]
 
     def line(cells):
-        return "  ".join(c.rjust(w) if num else c.ljust(w)
-                         for c, w, num in zip(cells, widths, numeric)).rstrip()
+        return "  ".join(
+            c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric)
+        ).rstrip()
 
-    return "\n".join([line(headers), "  ".join("-" * w for w in widths)]
-                     + [line(t) for t in text])
+    return "\n".join([line(headers), "  ".join("-" * w for w in widths)] + [line(t) for t in text])
 
 
 def print_table(rows, headers, formats=None):

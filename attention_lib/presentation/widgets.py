@@ -18,7 +18,10 @@ from pathlib import Path
 #: The models a widget can show, and what kind of widget each gets.
 WIDGETS = {
     "shakespeare": ("generate", "The Shakespeare model of chapter 12, running in your browser"),
-    "stories260k": ("generate", "stories260K, chapter 13's Llama-family model, running in your browser"),
+    "stories260k": (
+        "generate",
+        "stories260K, chapter 13's Llama-family model, running in your browser",
+    ),
     "translator": ("translator", "The English-French Transformer, running in your browser"),
 }
 

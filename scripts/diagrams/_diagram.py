@@ -21,8 +21,13 @@ DEFAULT_OUT = ROOT / "book" / "_static" / "diagrams"
 BLUE, VERMILLION, GREEN = "#0072B2", "#D55E00", "#009E73"
 ORANGE, PURPLE = "#E69F00", "#CC79A7"
 INK, GREY = "#111111", "#555555"
-FILL = {BLUE: "#cfe3f1", VERMILLION: "#f6d5bf", GREEN: "#c4ebdf",
-        ORANGE: "#fbe7bf", PURPLE: "#f2d9e7"}
+FILL = {
+    BLUE: "#cfe3f1",
+    VERMILLION: "#f6d5bf",
+    GREEN: "#c4ebdf",
+    ORANGE: "#fbe7bf",
+    PURPLE: "#f2d9e7",
+}
 
 
 def canvas(width, height):
@@ -44,9 +49,12 @@ def canvas(width, height):
 def write_svg(draw, name, argv=None):
     """Parse ``--out DIR``, call ``draw()`` and write its figure as ``name.svg``."""
     parser = argparse.ArgumentParser(description=f"Draw book/_static/diagrams/{name}.svg.")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help=f"folder to write {name}.svg into "
-                             "(default: book/_static/diagrams)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help=f"folder to write {name}.svg into (default: book/_static/diagrams)",
+    )
     args = parser.parse_args(argv)
     plt.rcParams["svg.hashsalt"] = "attention-from-scratch"
     args.out.mkdir(parents=True, exist_ok=True)
