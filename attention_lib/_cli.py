@@ -1,6 +1,7 @@
-"""What the library's command lines share: argument types and the exit status on a closed pipe."""
+"""What the library's command lines share: argument types, reading UTF-8 input, a closed pipe."""
 
 import argparse
+import os
 
 #: Exit status when the reader of a command's output goes away (``... | head -1``):
 #: 128 + SIGPIPE, what a shell reports for a Unix tool stopped by the pipe.
@@ -33,3 +34,44 @@ def int_at_least(low):
         return value
 
     return parse
+
+
+def read_text(parser, path, stdin, flag=None):
+    """The text of a file, or of ``stdin`` for ``-``, decoded as UTF-8 (a byte-order mark dropped).
+
+    A missing file, a directory or bytes that are not UTF-8 end the command through
+    ``parser.error`` (one line, exit status 2), naming ``flag`` and the file.
+    """
+    name = "standard input" if path == "-" else path
+    label = f"{flag} {path}" if flag else path
+    try:
+        if path == "-":
+            data = stdin.buffer.read() if hasattr(stdin, "buffer") else stdin.read()
+        else:
+            with open(path, "rb") as f:
+                data = f.read()
+    except IsADirectoryError:
+        parser.error(f"{label} is a directory: pass a text file")
+    except OSError as err:
+        parser.error(f"{label}: cannot read it ({err.strerror})")
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8-sig")
+        except UnicodeDecodeError as err:
+            where = f"{flag} {name}" if flag else name
+            parser.error(f"{where}: not UTF-8 text ({err.reason} at byte {err.start})")
+    return data[1:] if data.startswith("\ufeff") else data
+
+
+def closed_pipe(stdout):
+    """After a ``BrokenPipeError``: silence ``stdout`` and return :data:`EXIT_BROKEN_PIPE`.
+
+    The reader has all it wants (``| head``): stop quietly, as Unix tools do. The
+    descriptor is pointed at /dev/null so that Python's own flush at exit does
+    not raise the same error again.
+    """
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())
+    except (AttributeError, OSError, ValueError):  # not a real file
+        pass
+    return EXIT_BROKEN_PIPE

@@ -28,13 +28,12 @@ model runs: a bad one gives a one-line message on standard error and exit status
 
 import argparse
 import math
-import os
 import sys
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ._cli import EXIT_BROKEN_PIPE, int_at_least
+from ._cli import closed_pipe, int_at_least
 from .data.paths import DataFileError
 from .models.pretrained import MODELS, load_pretrained
 
@@ -211,13 +210,7 @@ def _write(parser, args, model, tokenizer, stdout, stderr):
         stdout.write("\n")
         stdout.flush()
     except BrokenPipeError:
-        # The reader has all it wants: stop quietly, as Unix tools do, and
-        # point the descriptor at /dev/null so that the flush at exit is quiet too.
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())
-        except (AttributeError, OSError, ValueError):  # not a real file
-            pass
-        return EXIT_BROKEN_PIPE
+        return closed_pipe(stdout)
     return 0
 
 

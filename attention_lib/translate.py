@@ -115,10 +115,9 @@ def main(argv=None, stdin=None, stdout=None, stderr=None):
     output is closed early (``| head``).
     """
     import argparse
-    import os
     import sys
 
-    from ._cli import EXIT_BROKEN_PIPE
+    from ._cli import closed_pipe, read_text
     from .align.scoring import split_lines
 
     stdin = sys.stdin if stdin is None else stdin
@@ -161,23 +160,7 @@ def main(argv=None, stdin=None, stdout=None, stderr=None):
     args = parser.parse_args(argv)
     if not np.isfinite(args.length_penalty) or args.length_penalty < 0:
         parser.error(f"--length-penalty must be a finite number >= 0, got {args.length_penalty}")
-    name = "standard input" if args.file == "-" else args.file
-    try:
-        if args.file == "-":
-            data = stdin.buffer.read() if hasattr(stdin, "buffer") else stdin.read()
-        else:
-            with open(args.file, "rb") as f:
-                data = f.read()
-    except IsADirectoryError:
-        parser.error(f"{args.file} is a directory: pass a text file")
-    except OSError as err:
-        parser.error(f"{args.file}: cannot read it ({err.strerror})")
-    if isinstance(data, bytes):
-        try:
-            data = data.decode("utf-8-sig")
-        except UnicodeDecodeError as err:
-            parser.error(f"{name}: not UTF-8 text ({err.reason} at byte {err.start})")
-    lines = split_lines(data.lstrip("\ufeff"))
+    lines = split_lines(read_text(parser, args.file, stdin))
     try:
         model, tok = load_model(args.model)
     except (OSError, ValueError) as err:
@@ -200,11 +183,7 @@ def main(argv=None, stdin=None, stdout=None, stderr=None):
             stdout.write("".join(t + "\n" for t in out))
             stdout.flush()
     except BrokenPipeError:
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())
-        except (AttributeError, OSError, ValueError):
-            pass
-        return EXIT_BROKEN_PIPE
+        return closed_pipe(stdout)
     return 0
 
 

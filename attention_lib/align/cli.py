@@ -8,12 +8,11 @@ writing each line as soon as it is decoded.
 """
 
 import argparse
-import os
 import sys
 
 import numpy as np
 
-from .._cli import EXIT_BROKEN_PIPE, int_at_least
+from .._cli import closed_pipe, int_at_least, read_text
 from ..data.paths import DataFileError
 from .attention import DEFAULT_METHOD, DEFAULT_PRIOR, METHODS, Aligner
 from .em_aligner import DEFAULT_ITERATIONS, DEFAULT_TENSION, EMAligner
@@ -32,24 +31,7 @@ MAX_WORD_PAIRS = 4_000_000
 def _read_lines(parser, path, flag, stdin):
     """The lines of a file (or of standard input for ``-``), as UTF-8 text."""
     name = "standard input" if path == "-" else path
-    try:
-        if path == "-":
-            data = stdin.buffer.read() if hasattr(stdin, "buffer") else stdin.read()
-        else:
-            with open(path, "rb") as f:
-                data = f.read()
-    except IsADirectoryError:
-        parser.error(f"{flag} {path} is a directory: pass a text file")
-    except OSError as err:
-        parser.error(f"{flag} {path}: cannot read it ({err.strerror})")
-    if isinstance(data, bytes):
-        try:
-            data = data.decode("utf-8-sig")  # a byte-order mark is not a word
-        except UnicodeDecodeError as err:
-            parser.error(f"{flag} {name}: not UTF-8 text ({err.reason} at byte {err.start})")
-    elif data.startswith("\ufeff"):
-        data = data[1:]
-    lines = split_lines(data)
+    lines = split_lines(read_text(parser, path, stdin, flag))
     if not lines:
         parser.error(f"{flag} {name} is empty: expected one tokenised sentence per line")
     return lines
@@ -160,12 +142,5 @@ def main(argv=None, stdin=None, stdout=None):
             stdout.write(format_pharaoh(links) + "\n")
             stdout.flush()
     except BrokenPipeError:
-        # The reader has all it wants: stop quietly, as Unix tools do. Point
-        # the descriptor at /dev/null so that Python's own flush at exit
-        # does not raise the same error again.
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())
-        except (AttributeError, OSError, ValueError):  # not a real file
-            pass
-        return EXIT_BROKEN_PIPE
+        return closed_pipe(stdout)
     return 0
