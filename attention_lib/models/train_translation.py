@@ -397,32 +397,16 @@ def main(argv=None):
         t0, c0 = time.perf_counter(), time.process_time()
         history = []
 
+        def save():
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            return record(model, name, config, out, history, wall, cpu, len(src), tok)
+
         def snapshot(step, loss):
             if step % args.save_every == 0 and step < config["steps"]:
-                record(
-                    model,
-                    name,
-                    config,
-                    out,
-                    history,
-                    time.perf_counter() - t0,
-                    time.process_time() - c0,
-                    len(src),
-                    tok,
-                )
+                save()
 
         train(model, name, config, config["steps"], src, tgt, callback=snapshot, history=history)
-        entry = record(
-            model,
-            name,
-            config,
-            out,
-            history,
-            time.perf_counter() - t0,
-            time.process_time() - c0,
-            len(src),
-            tok,
-        )
+        entry = save()
         entry["validation_loss_float32"] = validation_loss(model, name, tok)
         entry["validation_loss_float16"] = validation_loss(
             load_checkpoint(name, out / f"{name}.npz"), name, tok
