@@ -38,7 +38,8 @@ function svg(title, text, rows, rowLabels, colLabels, caption) {
   const textH = 24 + lines.length * 18;
   const top = textH + 70;
   const W = Math.max(560, left + cell * colLabels.length + 10);
-  const H = top + cell * rows.length + 30;
+  const captionLines = wrap(caption, 80); // about 500 px of 12-px text: inside the 560-px figure
+  const H = top + cell * rows.length + 14 + captionLines.length * 16;
   const out = [`<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${W} ${H}" width="${W}" role="img" aria-label="${esc(caption)}">`,
     `<title>${esc(caption)}</title>`,
     `<text x="4" y="16" font-family="sans-serif" font-size="14" font-weight="bold">${esc(title)}</text>`];
@@ -56,7 +57,11 @@ function svg(title, text, rows, rowLabels, colLabels, caption) {
       out.push(`<rect x="${left + j * cell}" y="${y}" width="${cell - 1}" height="${cell - 1}" fill="hsl(215,70%,${light}%)"/>`);
     });
   });
-  out.push(`<text x="4" y="${H - 8}" font-family="sans-serif" font-size="12">${esc(caption.slice(0, 110))}</text>`, "</svg>");
+  captionLines.forEach((l, i) => {
+    const y = top + cell * rows.length + 20 + i * 16;
+    out.push(`<text x="4" y="${y}" font-family="sans-serif" font-size="12">${esc(l)}</text>`);
+  });
+  out.push("</svg>");
   return out.join("\n") + "\n";
 }
 
