@@ -3,6 +3,7 @@
 import numbers
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._checks import as_bool, as_int, as_int_array, as_numeric, as_probability, as_rng
 from ..nn.block import Composite, TransformerBlock
@@ -64,17 +65,17 @@ class TinyGPT(Composite):
 
     def __init__(
         self,
-        n_vocab,
-        d_model,
-        n_heads,
-        n_layers,
-        d_ff,
-        max_len,
-        rng,
-        positions="learned",
-        attention_only=False,
-        dropout=0.0,
-    ):
+        n_vocab: int,
+        d_model: int,
+        n_heads: int,
+        n_layers: int,
+        d_ff: int,
+        max_len: int,
+        rng: np.random.Generator,
+        positions: str | None = "learned",
+        attention_only: bool = False,
+        dropout: float = 0.0,
+    ) -> None:
         # Every argument is checked before anything is allocated: a million-token
         # vocabulary's table is 256 MB, not to be drawn for a model that cannot be built.
         if positions not in _POSITIONS:
@@ -118,11 +119,11 @@ class TinyGPT(Composite):
         self.ln_f = LayerNorm(d_model)
         self.head = Linear(d_model, n_vocab, rng)
 
-    def layers(self):
+    def layers(self) -> list:
         first = [self.tok] + ([self.pos] if self.positions == "learned" else [])
         return first + [layer for b in self.blocks for layer in b.layers()] + [self.ln_f, self.head]
 
-    def train(self, mode=True):
+    def train(self, mode: bool = True) -> "TinyGPT":
         """Switch dropout on (``mode=True``) or off; returns the model."""
         mode = as_bool(mode, "mode")
         for block in self.blocks:
@@ -130,11 +131,11 @@ class TinyGPT(Composite):
                 drop.training = mode
         return self
 
-    def new_cache(self):
+    def new_cache(self) -> list[KVCache]:
         """An empty KV cache, one :class:`KVCache` per block, for :meth:`forward`."""
         return [KVCache() for _ in self.blocks]
 
-    def forward(self, tokens, cache=None):
+    def forward(self, tokens: ArrayLike, cache: list[KVCache] | None = None) -> np.ndarray:
         """Logits (B, T, n_vocab) for ``tokens`` (B, T).
 
         With a ``cache`` (from :meth:`new_cache`), ``tokens`` continue the
@@ -159,7 +160,7 @@ class TinyGPT(Composite):
             x = block.forward(x, None if cache is None else cache[i])
         return self.head.forward(self.ln_f.forward(x))  # (B, T, n_vocab)
 
-    def backward(self, dlogits):
+    def backward(self, dlogits: np.ndarray) -> None:
         """Fill ``grads`` of every layer from ``d loss / d logits`` (B, T, n_vocab)."""
         grad = self.ln_f.backward(self.head.backward(dlogits))
         for block in reversed(self.blocks):
@@ -170,14 +171,14 @@ class TinyGPT(Composite):
 
     def generate(
         self,
-        tokens,
-        max_new_tokens,
-        temperature=1.0,
-        top_k=None,
-        rng=None,
-        use_cache=True,
-        top_p=None,
-    ):
+        tokens: ArrayLike,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        rng: np.random.Generator | None = None,
+        use_cache: bool = True,
+        top_p: float | None = None,
+    ) -> np.ndarray:
         """Continue ``tokens`` by ``max_new_tokens`` tokens, one at a time.
 
         Parameters

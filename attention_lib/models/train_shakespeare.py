@@ -58,12 +58,12 @@ CONFIG = {
 }
 
 
-def text_path():
+def text_path() -> Path:
     """``data/shakespeare/input.txt``: Tiny Shakespeare, as char-rnn ships it."""
     return data_dir() / "shakespeare" / "input.txt"
 
 
-def load_text():
+def load_text() -> tuple[list[str], np.ndarray, np.ndarray]:
     """The whole text, its sorted character vocabulary, and the train/validation split.
 
     Returns ``(chars, train_ids, val_ids)``: the first 90% of the characters
@@ -77,20 +77,22 @@ def load_text():
     return chars, ids[:n_train], ids[n_train:]
 
 
-def random_windows(rng, ids, batch, length):
+def random_windows(
+    rng: np.random.Generator, ids: np.ndarray, batch: int, length: int
+) -> tuple[np.ndarray, np.ndarray]:
     """``batch`` windows of ``length + 1`` characters at random offsets: inputs and targets."""
     starts = rng.integers(0, len(ids) - length - 1, size=batch)
     windows = ids[starts[:, None] + np.arange(length + 1)]
     return windows[:, :-1], windows[:, 1:]
 
 
-def mean_loss(model, x, y):
+def mean_loss(model: TinyGPT, x: np.ndarray, y: np.ndarray) -> float:
     logits = model.forward(x)
     loss, _ = softmax_cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
     return loss
 
 
-def validation_loss(model, val_ids, length, batch=32):
+def validation_loss(model: TinyGPT, val_ids: np.ndarray, length: int, batch: int = 32) -> float:
     """Mean loss (nats per character) over the validation text in consecutive windows.
 
     The text is cut into ``len // length`` windows of ``length`` characters
@@ -107,7 +109,7 @@ def validation_loss(model, val_ids, length, batch=32):
     return total / n
 
 
-def learning_rate(step, cfg):
+def learning_rate(step: int, cfg: dict) -> float:
     """Linear warm-up to ``lr``, then a cosine decay to ``min_lr`` at the last step."""
     if step <= cfg["warmup"]:
         return cfg["lr"] * step / cfg["warmup"]
@@ -146,7 +148,7 @@ def _slots(model):
     return slots
 
 
-def named_params(model):
+def named_params(model: TinyGPT) -> dict[str, np.ndarray]:
     """``{name: array}`` for every parameter of a TinyGPT, named by where it sits.
 
     The names are the checkpoint's: each attention layer's ``W_Q, W_K, W_V``
@@ -158,7 +160,7 @@ def named_params(model):
     }
 
 
-def build_model(cfg, n_vocab, rng=None):
+def build_model(cfg: dict, n_vocab: int, rng: np.random.Generator | None = None) -> TinyGPT:
     rng = np.random.default_rng(cfg["seed"]) if rng is None else rng
     model = TinyGPT(
         n_vocab,
@@ -177,13 +179,13 @@ def build_model(cfg, n_vocab, rng=None):
     return model
 
 
-def save_checkpoint(model, cfg, chars, path):
+def save_checkpoint(model: TinyGPT, cfg: dict, chars: list[str], path: Path) -> None:
     arrays = {k: a.astype(np.float16) for k, a in named_params(model).items()}
     arrays["config"] = np.array(json.dumps({**cfg, "n_vocab": len(chars), "chars": "".join(chars)}))
     write_atomic(path, lambda f: np.savez(f, **arrays), mode="wb")
 
 
-def load_checkpoint(path):
+def load_checkpoint(path: str | Path) -> tuple[TinyGPT, list[str]]:
     """A float32 TinyGPT from a checkpoint written by :func:`save_checkpoint`, and its characters."""
     with np.load(path, allow_pickle=False) as f:
         cfg = json.loads(str(f["config"]))
@@ -238,7 +240,7 @@ def train(cfg, log=sys.stdout):
     return model, chars, val_ids, curve, time.perf_counter() - t0
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--out", default=str(data_dir() / "checkpoints" / "shakespeare"), help="output directory"

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import DTypeLike
 from threadpoolctl import threadpool_limits
 
 from ..data.tatoeba import (
@@ -90,11 +91,11 @@ BUCKETS = ((1, 5), (6, 10), (11, 15))
 RETRAIN_TOLERANCE_BLEU = 2.0
 
 
-def checkpoint_dir():
+def checkpoint_dir() -> Path:
     return data_dir() / "checkpoints" / "translation"
 
 
-def build_model(name, n_vocab, config, dtype=np.float32):
+def build_model(name: str, n_vocab: int, config: dict, dtype: DTypeLike = np.float32):
     if name == "transformer":
         from .transformer import Transformer
 
@@ -121,7 +122,9 @@ def build_model(name, n_vocab, config, dtype=np.float32):
     )
 
 
-def encode_pairs(tok, pairs):
+def encode_pairs(
+    tok: Tokenizer, pairs: list[tuple[str, str]]
+) -> tuple[list[list[int]], list[list[int]]]:
     """Source and target id lists of the pairs that fit ``MAX_SRC`` and ``MAX_TGT``."""
     src = tok.encode_batch([en for en, _ in pairs])
     tgt = tok.encode_batch([fr for _, fr in pairs])
@@ -129,7 +132,7 @@ def encode_pairs(tok, pairs):
     return [src[i] for i in keep], [tgt[i] for i in keep]
 
 
-def pad_batch(src, tgt=None):
+def pad_batch(src: list[list[int]], tgt: list[list[int]] | None = None) -> tuple[np.ndarray, ...]:
     """``(src, lengths)`` or ``(src, lengths, tgt_in, tgt_out)`` as padded int arrays."""
     lengths = np.array([len(s) for s in src])
     S = np.zeros((len(src), lengths.max()), np.int64)
@@ -167,7 +170,7 @@ def batches(rng, src, tgt, batch):
             yield pad_batch([src[i] for i in idx], [tgt[i] for i in idx])
 
 
-def learning_rate(step, config):
+def learning_rate(step: int, config: dict) -> float:
     """Linear warm-up to ``lr``, then decay as ``1 / sqrt(step)`` (the paper's schedule, rescaled)."""
     if "warmup" not in config:
         return config["lr"]
@@ -222,7 +225,9 @@ def train(
     return rows
 
 
-def evaluate(model, tok, beam=None, split="test"):
+def evaluate(
+    model, tok: Tokenizer, beam: int | None = None, split: str = "test"
+) -> tuple[dict, list[str]]:
     """Scores on a split: BLEU and chrF (sacreBLEU, multi-reference), overall and by length."""
     import sacrebleu
 
@@ -275,7 +280,7 @@ def save_checkpoint(model, name, path, steps):
     write_atomic(path, lambda f: np.savez(f, **arrays), mode="wb")
 
 
-def load_checkpoint(name, path, dtype=np.float32):
+def load_checkpoint(name: str, path: str | Path, dtype: DTypeLike = np.float32):
     if name == "transformer":
         from .transformer import load
     else:
@@ -283,7 +288,7 @@ def load_checkpoint(name, path, dtype=np.float32):
     return load(path, dtype=dtype)
 
 
-def validation_loss(model, name, tok, n=512):
+def validation_loss(model, name: str, tok: Tokenizer, n: int = 512) -> float:
     """Mean cross-entropy (no smoothing) on the first ``n`` validation pairs."""
     src, tgt = encode_pairs(tok, load_pairs("valid")[:n])
     losses = []
@@ -349,7 +354,7 @@ def record(model, name, config, out, history, wall, cpu, n_pairs, tok):
 FLOAT32_COPY = "/tmp/translation_{name}_float32.npz"
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, choices=sorted(CONFIGS))
     parser.add_argument("--steps", type=int, help="override the configured step count")

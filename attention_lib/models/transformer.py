@@ -25,8 +25,11 @@ every parameter against central differences in float64 and against PyTorch's
 """
 
 import json
+from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from ..data.paths import write_atomic
 from ..masks import padding_mask
@@ -40,7 +43,9 @@ from .decoding import beam_search
 PAD, BOS, EOS = 0, 1, 2
 
 
-def attention_layer(d_model, n_heads, rng, dtype=np.float64):
+def attention_layer(
+    d_model: int, n_heads: int, rng: np.random.Generator, dtype: DTypeLike = np.float64
+) -> MultiHeadAttention:
     """The library's :class:`~attention_lib.nn.MultiHeadAttention`, with this model's initial weights.
 
     ``W_Q, W_K, W_V, W_O`` are drawn one after the other from ``rng`` (variance
@@ -85,7 +90,7 @@ class EncoderLayer(Composite):
             self.ffn
         )
 
-    def forward(self, x, mask):
+    def forward(self, x: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
         x = x + self.self_attn.forward(self.ln1.forward(x), attn_mask=mask)
         return x + self.ffn.forward(self.ln2.forward(x))
 
@@ -111,7 +116,13 @@ class DecoderLayer(Composite):
             ("ln3", self.ln3),
         ] + _ffn_named(self.ffn)
 
-    def forward(self, y, memory, src_mask, caches=None):
+    def forward(
+        self,
+        y: np.ndarray,
+        memory: np.ndarray,
+        src_mask: np.ndarray | None,
+        caches: tuple[KVCache, KVCache] | None = None,
+    ) -> np.ndarray:
         """Three pre-LN sub-layers, each added to its input; ``caches``: two KVCaches."""
         self_cache, cross_cache = (None, None) if caches is None else caches
         # 1. causal self-attention: each French position sees the ones before it
@@ -139,7 +150,9 @@ class SharedEmbedding:
         self.grads = {}
 
 
-def label_smoothed_cross_entropy(logits, targets, smoothing=0.1, ignore=PAD):
+def label_smoothed_cross_entropy(
+    logits: np.ndarray, targets: np.ndarray, smoothing: float = 0.1, ignore: int = PAD
+) -> tuple[float, np.ndarray]:
     """Mean cross-entropy against ``(1 - eps) onehot + eps / V`` over non-padding rows, and its gradient.
 
     The paper's label smoothing (Szegedy et al., 2016), as
@@ -238,7 +251,7 @@ class Transformer:
                 layer.params[k] = a.astype(dtype)
 
     # -- parameters ------------------------------------------------------
-    def named_layers(self):
+    def named_layers(self) -> list[tuple[str, object]]:
         """``(name, layer)`` for every layer with parameters; the names are the checkpoint's."""
         out = [("emb", self.emb)]
         out += [(f"encoder.{i}", layer) for i, layer in enumerate(self.encoder)]
@@ -246,7 +259,7 @@ class Transformer:
         out += [(f"decoder.{i}", layer) for i, layer in enumerate(self.decoder)]
         return out + [("dec_ln", self.dec_ln)]
 
-    def layers(self):
+    def layers(self) -> list:
         """Every layer with parameters (what :class:`~attention_lib.nn.Adam` takes)."""
         return [layer for _, layer in self.named_layers()]
 
@@ -260,13 +273,13 @@ class Transformer:
             )
         return out
 
-    def n_params(self):
+    def n_params(self) -> int:
         return sum(a.size for layer in self.layers() for a in layer.params.values())
 
-    def state_dict(self):
+    def state_dict(self) -> dict[str, np.ndarray]:
         return {f"{n}.{k}": a for n, layer in self.named_layers() for k, a in layer.params.items()}
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: Mapping[str, ArrayLike]) -> None:
         for n, layer in self.named_layers():
             subs = layer.named_layers() if isinstance(layer, Composite) else [(None, layer)]
             for sn, sub in subs:
@@ -281,7 +294,7 @@ class Transformer:
                     sub.params[k] = arr.astype(self.dtype)
 
     # -- forward ---------------------------------------------------------
-    def embed(self, ids, start=0):
+    def embed(self, ids: np.ndarray, start: int = 0) -> np.ndarray:
         """``E[ids] * sqrt(d_model) + PE``: (B, T, d_model) for ids (B, T) at ``start``."""
         T = ids.shape[1]
         if start + T > self.max_len:
@@ -294,7 +307,7 @@ class Transformer:
             + self.pe[start : start + T]
         )
 
-    def encode(self, src, lengths):
+    def encode(self, src: ArrayLike, lengths: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """The memory ``M`` (B, S, d_model) and the source mask (B, 1, 1, S)."""
         src = np.asarray(src)
         lengths = np.asarray(lengths, dtype=np.int64)
@@ -321,15 +334,22 @@ class Transformer:
         self._keep = None
         return self._h
 
-    def decode(self, tgt_in, memory, src_mask):
+    def decode(self, tgt_in: ArrayLike, memory: np.ndarray, src_mask: np.ndarray) -> np.ndarray:
         """Logits (B, T, V) of every next token, with teacher forcing."""
         return self._decode_hidden(tgt_in, memory, src_mask) @ self.emb.params["E"].T
 
-    def forward(self, src, lengths, tgt_in):
+    def forward(self, src: ArrayLike, lengths: ArrayLike, tgt_in: ArrayLike) -> np.ndarray:
         memory, mask = self.encode(src, lengths)
         return self.decode(tgt_in, memory, mask)
 
-    def loss(self, src, lengths, tgt_in, tgt_out, smoothing=0.0):
+    def loss(
+        self,
+        src: ArrayLike,
+        lengths: ArrayLike,
+        tgt_in: ArrayLike,
+        tgt_out: ArrayLike,
+        smoothing: float = 0.0,
+    ) -> float:
         """Mean (label-smoothed) cross-entropy per target token, padding excluded.
 
         Only the non-padding positions go through the output layer: padding
@@ -348,7 +368,7 @@ class Transformer:
         self._keep = keep
         return loss
 
-    def backward(self, dlogits=None):
+    def backward(self, dlogits: np.ndarray | None = None) -> None:
         """Gradients of the last :meth:`loss` (or of ``dlogits``, shape (B, T, V)) for every parameter."""
         E = self.emb.params["E"]
         d = self.d_model
@@ -394,7 +414,9 @@ class Transformer:
         z = logits - logits.max(axis=-1, keepdims=True)
         return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
 
-    def greedy(self, src, lengths, max_len=None, cache=True):
+    def greedy(
+        self, src: ArrayLike, lengths: ArrayLike, max_len: int | None = None, cache: bool = True
+    ) -> list[list[int]]:
         """Batched greedy decoding: each sentence's ids, up to (without) ``<eos>``.
 
         With ``cache=True`` each decoder layer keeps its self-attention keys and
@@ -426,7 +448,14 @@ class Transformer:
         limit = self.max_len - 1
         return min(limit, 2 * S + 10) if max_len is None else min(limit, int(max_len))
 
-    def beam_search(self, src, lengths, beam=4, length_penalty=0.6, max_len=None):
+    def beam_search(
+        self,
+        src: ArrayLike,
+        lengths: ArrayLike,
+        beam: int = 4,
+        length_penalty: float = 0.6,
+        max_len: int | None = None,
+    ) -> list[list[int]]:
         """Beam search, batched over sentences and beams: each sentence's best ids.
 
         Hypotheses are ranked by ``log p(y | x) / lp(y)`` with GNMT's length penalty
@@ -461,7 +490,7 @@ def _until_eos(row):
     return row[: row.index(EOS)] if EOS in row else [t for t in row if t != PAD]
 
 
-def save(model, path, dtype=np.float16, **extra):
+def save(model: Transformer, path: str | Path, dtype: DTypeLike = np.float16, **extra) -> None:
     """Write the parameters (``dtype``, float16 by default) and the config (JSON) to ``.npz``.
 
     The file is written beside ``path`` and renamed into place, so a reader never
@@ -472,7 +501,7 @@ def save(model, path, dtype=np.float16, **extra):
     write_atomic(path, lambda f: np.savez(f, **arrays), mode="wb")
 
 
-def load(path, dtype=np.float32):
+def load(path: str | Path, dtype: DTypeLike = np.float32) -> Transformer:
     """Read a model written by :func:`save` (``allow_pickle=False``)."""
     with np.load(path, allow_pickle=False) as f:
         config = json.loads(str(f["config"]))

@@ -1,6 +1,7 @@
 """Activations: the GELU of GPT-2 and BERT (exact and tanh), and Llama's SiLU."""
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import erf, expit
 
 from .._checks import as_float_input, as_output_grad
@@ -42,14 +43,14 @@ class GELU:
     [-0.004   0.      0.8413  2.996 ]
     """
 
-    def __init__(self, approximate="none"):
+    def __init__(self, approximate: str = "none") -> None:
         if approximate not in ("none", "tanh"):
             raise ValueError(f'approximate must be "none" or "tanh", got {approximate!r}')
         self.approximate = approximate
         self.params, self.grads = {}, {}
         self.x = None
 
-    def forward(self, x):
+    def forward(self, x: ArrayLike) -> np.ndarray:
         x = self.x = as_float_input(x, "x")
         if self.approximate == "tanh":
             self.t = np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * (x * x * x)))
@@ -57,7 +58,7 @@ class GELU:
         self.cdf = 0.5 * (1.0 + erf(x * _SQRT_HALF))
         return x * self.cdf
 
-    def backward(self, grad):
+    def backward(self, grad: ArrayLike) -> np.ndarray:
         grad = as_output_grad(grad, self, None if self.x is None else self.x.shape)
         x = self.x
         if self.approximate == "tanh":
@@ -95,12 +96,12 @@ class SiLU:
         self.params, self.grads = {}, {}
         self.x = self.sigma = None
 
-    def forward(self, x):
+    def forward(self, x: ArrayLike) -> np.ndarray:
         self.x = as_float_input(x, "x")
         self.sigma = expit(self.x)
         return self.x * self.sigma
 
-    def backward(self, grad):
+    def backward(self, grad: ArrayLike) -> np.ndarray:
         grad = as_output_grad(grad, self, None if self.x is None else self.x.shape)
         s = self.sigma
         return grad * (s * (1.0 + self.x * (1.0 - s)))
