@@ -25,6 +25,7 @@ the manifest), not in its bits.
 """
 
 import argparse
+import collections
 import json
 import sys
 import time
@@ -63,6 +64,8 @@ CONFIGS = {
         "betas": [0.9, 0.98],
         "smoothing": 0.1,
         "clip": 1.0,
+        "average": 5,
+        "average_every": 400,
         "seed": 1,
         "data_seed": 101,
         "threads": 1,
@@ -75,6 +78,8 @@ CONFIGS = {
         "steps": 3600,
         "lr": 2e-3,
         "clip": 1.0,
+        "average": 5,
+        "average_every": 400,
         "seed": 2,
         "data_seed": 102,
         "threads": 1,
@@ -401,17 +406,30 @@ def main(argv: list[str] | None = None) -> dict:
         )
         t0, c0 = time.perf_counter(), time.process_time()
         history = []
+        # The checkpoint is the mean of the weights at the last ``average`` multiples of
+        # ``average_every`` steps, as the paper averages its last five checkpoints; the
+        # training itself goes on from the raw weights.
+        kept = collections.deque(maxlen=config.get("average", 1))
+        every = config.get("average_every", 1)
+        averaged = build_model(name, len(tok), config)
 
         def save():
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-            return record(model, name, config, out, history, wall, cpu, len(src), tok)
+            states = list(kept) or [model.state_dict()]
+            averaged.load_state_dict(
+                {k: np.mean([s[k] for s in states], axis=0) for k in states[0]}
+            )
+            return record(averaged, name, config, out, history, wall, cpu, len(src), tok)
 
         def snapshot(step, loss):
+            if step % every == 0:
+                kept.append({k: a.copy() for k, a in model.state_dict().items()})
             if step % args.save_every == 0 and step < config["steps"]:
                 save()
 
         train(model, name, config, config["steps"], src, tgt, callback=snapshot, history=history)
         entry = save()
+        model = averaged
         entry["validation_loss_float32"] = validation_loss(model, name, tok)
         entry["validation_loss_float16"] = validation_loss(
             load_checkpoint(name, out / f"{name}.npz"), name, tok
