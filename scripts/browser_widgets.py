@@ -33,20 +33,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from browser_check import CHROMIUM_FLAGS  # noqa: E402  (scripts/ is on the path: run as a script)
+
 WIDTHS = (1280, 390)
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-    "--hide-scrollbars",
-    "--mute-audio",
-]
 BAD_INPUTS = {
     "empty": "",
     "10,000 characters": "Once upon a time, there was a girl. " * 278,
@@ -211,7 +200,9 @@ def check(site, chromium, shots=None, timeout=60.0):
         problems, timings = [], []
         try:
             with sync_playwright() as pw:
-                browser = pw.chromium.launch(executable_path=chromium, args=FLAGS, timeout=30000)
+                browser = pw.chromium.launch(
+                    executable_path=chromium, args=CHROMIUM_FLAGS, timeout=30000
+                )
                 for width in WIDTHS:
                     ctx = browser.new_context(
                         viewport={"width": width, "height": 900}, has_touch=width < 500
