@@ -28,6 +28,33 @@ def test_the_tanh_form_stays_close_to_the_exact_gelu():
     assert np.max(np.abs(GELU("tanh").forward(x) - GELU().forward(x))) < 1e-3
 
 
+def test_float32_gelu_keeps_float32_accuracy_in_both_tails_and_across_chunks():
+    from scipy.special import ndtr
+
+    # 40,001 values: more than two of the float32 path's cache-sized chunks.
+    x32 = np.linspace(-12, 12, 40_001, dtype=np.float32)
+    x = x32.astype(np.float64)
+    act = GELU()
+    y = act.forward(x32)
+    assert y.dtype == np.float32
+    cdf = act.cdf.astype(np.float64)
+    # Phi itself, relative: 1e-6 where float32 can hold it (a 1 + erf form loses the lower tail).
+    rel = np.abs(cdf - ndtr(x)) / ndtr(x)
+    assert rel[np.abs(x) < 4].max() < 1e-6 and rel[ndtr(x) > 1e-30].max() < 2e-5
+    assert np.allclose(y, x * ndtr(x), rtol=1.2e-6, atol=1e-12)
+    g = np.linspace(-1, 1, x.size)
+    exact = g * (ndtr(x) + x * np.exp(-x * x / 2) / np.sqrt(2 * np.pi))
+    assert np.allclose(act.backward(g.astype(np.float32)), exact, rtol=5e-6, atol=1e-7)
+    # A transposed (non-contiguous) input gives the same values as its contiguous copy.
+    grid = x32[:40_000].reshape(200, 200)
+    assert np.array_equal(GELU().forward(grid.T), GELU().forward(grid.T.copy()))
+    assert np.array_equal(
+        GELU().forward(np.array([np.inf, -np.inf, 0, np.nan], np.float32)),
+        np.array([np.inf, np.nan, 0, np.nan], np.float32),
+        equal_nan=True,
+    )
+
+
 def test_gelu_refuses_an_unknown_approximation():
     with pytest.raises(ValueError, match='approximate must be "none" or "tanh"'):
         GELU("sigmoid")

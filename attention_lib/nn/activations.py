@@ -12,6 +12,68 @@ _SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
 _SQRT_HALF = float(np.sqrt(0.5))
 _INV_SQRT_2PI = float(1.0 / np.sqrt(2.0 * np.pi))
 
+# float32 Phi(x) = 1 - Q(|x|) or Q(|x|), with the upper tail Q(z) = erfc(z / sqrt 2) / 2
+# written as t exp(P(t) - z^2 / 2), t = 1 / (1 + z / (2 sqrt 2)): the Chebyshev fit of
+# Press et al., Numerical Recipes, 2nd ed., section 6.2 (fractional error < 1.2e-7), with
+# ln(1/2) folded into P's constant term. scipy's erf calls a scalar double-precision
+# routine per element, which makes it 30 times slower than np.exp on float32.
+_TAIL_P = tuple(
+    np.float32(c)
+    for c in (
+        -1.26551223 - np.log(2.0),
+        1.00002368,
+        0.37409196,
+        0.09678418,
+        -0.18628806,
+        0.27886807,
+        -1.13520398,
+        1.48851587,
+        -0.82215223,
+        0.17087277,
+    )
+)
+_CHUNK = 1 << 14  # elements per pass: three float32 buffers stay in the L2 cache
+
+
+def _chunks(*arrays):
+    """Matching cache-sized slices of the flattened ``arrays`` (all of one size)."""
+    flat = [a.reshape(-1) for a in arrays]
+    for start in range(0, flat[0].size, _CHUNK):
+        yield [a[start : start + _CHUNK] for a in flat]
+
+
+def _normal_cdf_float32(x: np.ndarray) -> np.ndarray:
+    """``Phi(x)`` for float32 ``x``, elementwise; relative error below 1e-6 for |x| < 4.
+
+    Unlike ``(1 + erf(x / sqrt 2)) / 2`` in float32, small values in the lower tail
+    keep their relative accuracy (no ``1 + erf`` cancellation).
+    """
+    out = np.empty(x.shape, np.float32)  # C order, so that its chunks are views
+    t, p, h = (np.empty(min(x.size, _CHUNK), np.float32) for _ in range(3))
+    one, half = np.float32(1.0), np.float32(0.5)
+    for xs, o in _chunks(x, out):
+        t_, p_, h_ = t[: xs.size], p[: xs.size], h[: xs.size]
+        np.abs(xs, out=t_)
+        t_ *= np.float32(0.5 * _SQRT_HALF)
+        t_ += one
+        np.reciprocal(t_, out=t_)
+        np.multiply(t_, _TAIL_P[-1], out=p_)
+        for c in _TAIL_P[-2:0:-1]:  # Horner's rule
+            p_ += c
+            p_ *= t_
+        p_ += _TAIL_P[0]
+        np.multiply(xs, xs, out=h_)
+        h_ *= half
+        p_ -= h_
+        np.exp(p_, out=p_)
+        p_ *= t_  # Q(|x|)
+        np.multiply(p_, np.float32(-2.0), out=o)
+        o += one
+        np.greater(xs, 0, out=h_, casting="unsafe")  # 1 where x > 0, else 0
+        o *= h_
+        o += p_  # Q(|x|) + [x > 0] (1 - 2 Q(|x|))
+    return out
+
 
 class GELU:
     """Gaussian error linear unit: ``x Phi(x)``, ``Phi`` the normal CDF.
@@ -55,7 +117,10 @@ class GELU:
         if self.approximate == "tanh":
             self.t = np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * (x * x * x)))
             return 0.5 * x * (1.0 + self.t)
-        self.cdf = 0.5 * (1.0 + erf(x * _SQRT_HALF))
+        if x.dtype == np.float32:
+            self.cdf = _normal_cdf_float32(x)
+        else:
+            self.cdf = 0.5 * (1.0 + erf(x * _SQRT_HALF))
         return x * self.cdf
 
     def backward(self, grad: ArrayLike) -> np.ndarray:
@@ -65,8 +130,19 @@ class GELU:
             t = self.t
             du = _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * (x * x))
             return grad * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t**2) * du)
-        pdf = np.exp(-0.5 * (x * x)) * _INV_SQRT_2PI
-        return grad * (self.cdf + x * pdf)
+        if x.dtype != np.float32 or grad.dtype != np.float32:
+            pdf = np.exp(-0.5 * (x * x)) * _INV_SQRT_2PI
+            return grad * (self.cdf + x * pdf)
+        out = np.empty(x.shape, np.float32)
+        for xs, cdf, g, o in _chunks(x, self.cdf, grad, out):  # grad (cdf + x pdf)
+            np.multiply(xs, xs, out=o)
+            o *= np.float32(-0.5)
+            np.exp(o, out=o)
+            o *= xs
+            o *= np.float32(_INV_SQRT_2PI)
+            o += cdf
+            o *= g
+        return out
 
 
 class SiLU:
