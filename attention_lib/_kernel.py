@@ -242,53 +242,6 @@ def attention_weights(q, k, scale, mask=None, normalise=True, check=True):
     return softmax_inplace(scores, normalise=normalise)  # in place: no (L, S) copies
 
 
-#: Scores per block of :func:`attend`: a (512, 512) float32 block is 1 MiB, which
-#: stays in the cache through the softmax's passes and the product with ``v``.
-BLOCK_SCORES = 2**18
-
-
-def attend(q, k, v, scale, mask=None, need_weights=True):
-    """``(weights, context)``: ``P = softmax((q * scale) k^T + mask)`` and ``P v``.
-
-    ``q, k, v`` have shapes (..., L, E), (..., S, E), (..., S, Ev) whose batch axes
-    broadcast. With ``need_weights=False`` the weights are None and the context is
-    ``(unnormalised P) v / total``, which divides (L, Ev) numbers instead of (L, S).
-
-    When the scores are large and there are batch axes, the work goes one block of
-    whole (L, S) matrices at a time (about :data:`BLOCK_SCORES` scores): each block's
-    scores, softmax and product with ``v`` stay in the cache, where one array of all
-    the scores would make each of the softmax's passes a trip to memory. Every
-    matrix is computed by the same calls either way, so the numbers are the same.
-    """
-    L, S = q.shape[-2], k.shape[-2]
-    batch = np.broadcast_shapes(
-        *(a.shape[:-2] for a in (q, k, v)), () if mask is None else mask.shape[:-2]
-    )
-    if not batch or S == 0 or np.prod(batch) * L * S <= 2 * BLOCK_SCORES:
-        P, total = attention_weights(q, k, scale, mask, normalise=need_weights)
-        return (P, P @ v) if need_weights else (None, (P @ v) / total)
-    q, k, v = (np.broadcast_to(a, batch + a.shape[-2:]) for a in (q, k, v))
-    if mask is not None:
-        mask = np.broadcast_to(mask, batch + (L, S))
-    n = max(1, BLOCK_SCORES // (L * S))  # matrices per block, along the last batch axis
-    P = context = None
-    for idx in np.ndindex(batch[:-1]):
-        for j in range(0, batch[-1], n):
-            at = idx + (slice(j, j + n),)
-            Pb, total = attention_weights(
-                q[at], k[at], scale, None if mask is None else mask[at], normalise=need_weights
-            )
-            cb = Pb @ v[at]
-            if context is None:
-                context = np.empty(batch + (L, cb.shape[-1]), cb.dtype)
-                P = np.empty(batch + (L, S), Pb.dtype) if need_weights else None
-            if need_weights:
-                P[at], context[at] = Pb, cb
-            else:
-                np.divide(cb, total, out=context[at])
-    return P, context
-
-
 def attention_backward(d_out, q, k, v, weights, scale, used=None, dropout=None):
     """``dQ, dK, dV`` of ``O = drop(P) V`` from the weights ``P`` of the forward pass.
 

@@ -15,7 +15,7 @@ batch axes ``...``::
 """
 
 from ._checks import as_bool
-from ._kernel import attend, attention_inputs
+from ._kernel import attention_inputs, attention_weights
 
 
 def scaled_dot_product_attention(
@@ -121,5 +121,7 @@ def scaled_dot_product_attention(
     """
     return_weights = as_bool(return_weights, "return_weights")
     q, k, v, mask, scale = attention_inputs(query, key, value, attn_mask, is_causal, scale)
-    weights, out = attend(q, k, v, scale, mask, need_weights=return_weights)
-    return (out, weights) if return_weights else out
+    weights, total = attention_weights(q, k, scale, mask, normalise=return_weights)
+    if return_weights:
+        return weights @ v, weights
+    return (weights @ v) / total

@@ -509,34 +509,3 @@ def test_biases_too_far_apart_for_float32_while_scores_matter_are_refused():
         scaled_dot_product_attention(
             q, k, np.ones((2, 1), np.float32), attn_mask=np.array([[-3.5e38, 0.0]]), scale=1.0
         )
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("mask_kind", [None, "bool", "float", "bool with a batch axis"])
-def test_blocked_attention_gives_the_same_bits_as_one_array_of_scores(
-    monkeypatch, dtype, mask_kind
-):
-    """``attend`` in blocks of (L, S) matrices equals the whole computation, bit for bit."""
-    import attention_lib._kernel as kernel
-
-    rng = np.random.default_rng(0)
-    q, k, v = (rng.normal(size=s).astype(dtype) for s in ((3, 2, 8, 16), (3, 1, 10, 16), (10, 5)))
-    mask = {
-        None: None,
-        "bool": rng.random((8, 10)) > 0.3,
-        "float": np.where(rng.random((8, 10)) > 0.3, 0.0, -np.inf).astype(dtype),
-        "bool with a batch axis": rng.random((4, 1, 1, 8, 10)) > 0.3,
-    }[mask_kind]
-    if mask is not None:
-        mask[..., 0, :] = False  # a row with nothing to attend to
-    scale = dtype(0.25)
-    for need_weights in (True, False):
-        monkeypatch.setattr(kernel, "BLOCK_SCORES", 10**9)
-        whole = kernel.attend(q, k, v, scale, mask, need_weights)
-        monkeypatch.setattr(kernel, "BLOCK_SCORES", 80)  # one (8, 10) matrix a block
-        blocked = kernel.attend(q, k, v, scale, mask, need_weights)
-        for a, b in zip(whole, blocked):
-            assert (a is None) == (b is None)
-            if a is not None:
-                assert a.dtype == b.dtype == dtype and a.shape == b.shape
-                assert np.array_equal(a, b)

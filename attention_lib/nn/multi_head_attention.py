@@ -18,7 +18,7 @@ from numpy.typing import ArrayLike, DTypeLike
 from numpy.lib.stride_tricks import as_strided
 
 from .._checks import as_bool, as_int, as_mask, as_numeric, max_abs, overflow_bound
-from .._kernel import and_causal, attend, attention_backward, attention_weights, float_mask
+from .._kernel import and_causal, attention_backward, attention_weights, float_mask
 from ..positions import rotary_tables, rotate_pairs
 from .dropout import Dropout
 from .layers import init_weight, sum_to_matrix
@@ -496,14 +496,10 @@ class MultiHeadAttention:
         q5 = q.reshape(B, H_kv, G, T, q.shape[-1])  # query heads grouped by key head
         k5, v5 = k[:, :, None], v[:, :, None]
         need_weights = as_bool(need_weights, "need_weights")
+        P, total = attention_weights(q5, k5, scale, mask, normalise=need_weights)
         dropping = self.dropout.training and self.dropout.p > 0
-        if dropping:  # the weights whole: one draw of the dropout mask
-            P, total = attention_weights(q5, k5, scale, mask, normalise=need_weights)
-            used = self.dropout.forward(P)  # (B, H_kv, G, T, S)
-            context = used @ v5 if need_weights else (used @ v5) / total
-        else:
-            P, context = attend(q5, k5, v5, scale, mask, need_weights)
-            used = P
+        used = self.dropout.forward(P) if dropping else P  # (B, H_kv, G, T, S)
+        context = used @ v5 if need_weights else (used @ v5) / total
         context = context.reshape(B, H, T, -1).transpose(0, 2, 1, 3).reshape(B, T, -1)
         self.weights = P.reshape(B, H, T, S) if need_weights else None
         self._why_no_backward = (
