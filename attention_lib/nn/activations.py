@@ -16,21 +16,10 @@ _INV_SQRT_2PI = float(1.0 / np.sqrt(2.0 * np.pi))
 # written as t exp(P(t) - z^2 / 2), t = 1 / (1 + z / (2 sqrt 2)): the Chebyshev fit of
 # Press et al., Numerical Recipes, 2nd ed., section 6.2 (fractional error < 1.2e-7), with
 # ln(1/2) folded into P's constant term. scipy's erf calls a scalar double-precision
-# routine per element, which makes it 30 times slower than np.exp on float32.
-_TAIL_P = tuple(
-    np.float32(c)
-    for c in (
-        -1.26551223 - np.log(2.0),
-        1.00002368,
-        0.37409196,
-        0.09678418,
-        -0.18628806,
-        0.27886807,
-        -1.13520398,
-        1.48851587,
-        -0.82215223,
-        0.17087277,
-    )
+# routine per element, which makes it about 25 times slower than np.exp on float32.
+_TAIL_P = np.float32(
+    [-1.26551223 - np.log(2.0), 1.00002368, 0.37409196, 0.09678418, -0.18628806]
+    + [0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277]
 )
 _CHUNK = 1 << 14  # elements per pass: three float32 buffers stay in the L2 cache
 
