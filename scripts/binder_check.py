@@ -195,14 +195,37 @@ def toc_notebooks(toc_file):
     return notebooks
 
 
-def run(cmd, **kwargs):
-    """Run ``cmd``; on failure print its output and stop with a clear message."""
+#: This machine's Python and Jupyter settings, kept out of a reader's environment.
+LOCAL_SETTINGS = {
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "VIRTUAL_ENV",
+    "PIP_REQUIRE_VIRTUALENV",
+    "JUPYTER_PATH",
+    "JUPYTER_CONFIG_DIR",
+    "JUPYTER_DATA_DIR",
+    "MPLBACKEND",
+    "IPYTHONDIR",
+    "ATTENTION_DATA_DIR",
+}
+
+
+def clean_env(extra=None):
+    """``os.environ`` without :data:`LOCAL_SETTINGS`, no user site, then ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k not in LOCAL_SETTINGS}
+    env.update(PYTHONNOUSERSITE="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    env.update(extra or {})
+    return env
+
+
+def run(cmd, check="binder check", **kwargs):
+    """Run ``cmd``; on failure print its output and stop, naming ``check``, with a clear message."""
     result = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
     if result.returncode != 0:
         sys.stdout.write(result.stdout[-5000:])
         sys.stderr.write(result.stderr[-5000:])
         raise SystemExit(
-            f"binder check: `{' '.join(map(str, cmd))}` failed (exit code {result.returncode})"
+            f"{check}: `{' '.join(map(str, cmd))}` failed (exit code {result.returncode})"
         )
     return result
 
@@ -260,28 +283,13 @@ def main(argv=None):
         venv = args.venv.resolve() if args.venv else tmp / "venv"
         python = venv / "bin" / "python"
         # Nothing from this machine's Python setup may leak into the environment.
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if k
-            not in {
-                "PYTHONPATH",
-                "PYTHONHOME",
-                "VIRTUAL_ENV",
-                "PIP_REQUIRE_VIRTUALENV",
-                "JUPYTER_PATH",
-                "JUPYTER_CONFIG_DIR",
-                "JUPYTER_DATA_DIR",
-                "MPLBACKEND",
+        env = clean_env(
+            {
+                "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+                "VIRTUAL_ENV": str(venv),
+                "JUPYTER_PATH": str(tmp / "jupyter"),
+                "JUPYTER_PREFER_ENV_PATH": "1",
             }
-        }
-        env.update(
-            PYTHONNOUSERSITE="1",
-            PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
-            VIRTUAL_ENV=str(venv),
-            JUPYTER_PATH=str(tmp / "jupyter"),
-            JUPYTER_PREFER_ENV_PATH="1",
-            PIP_DISABLE_PIP_VERSION_CHECK="1",
         )
 
         t0 = time.monotonic()

@@ -54,8 +54,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import binder_check  # noqa: E402
 from binder_check import (
     add_kernel_options,
+    clean_env,
     compare_outputs,
     execute,  # noqa: E402
     kernel_env,
@@ -81,15 +83,8 @@ STARTUP = "import google.colab  # as Colab's kernel does at start-up\n"
 
 
 def run(cmd, **kwargs):
-    """Run ``cmd``; on failure print its output and stop with a clear message."""
-    result = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
-    if result.returncode != 0:
-        sys.stdout.write(result.stdout[-5000:])
-        sys.stderr.write(result.stderr[-5000:])
-        raise SystemExit(
-            f"colab check: `{' '.join(map(str, cmd))}` failed (exit code {result.returncode})"
-        )
-    return result
+    """:func:`binder_check.run`, its failures named "colab check"."""
+    return binder_check.run(cmd, "colab check", **kwargs)
 
 
 def reader_requirements():
@@ -102,29 +97,6 @@ def reader_requirements():
             lines.append(line)
     missing = COLAB_HAS - {re.split(r"[<>=!~\[; ]", l, maxsplit=1)[0].lower() for l in lines}
     return lines + sorted(missing) + EXTRA
-
-
-def clean_env(extra=None):
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k
-        not in {
-            "PYTHONPATH",
-            "PYTHONHOME",
-            "VIRTUAL_ENV",
-            "PIP_REQUIRE_VIRTUALENV",
-            "JUPYTER_PATH",
-            "JUPYTER_CONFIG_DIR",
-            "JUPYTER_DATA_DIR",
-            "MPLBACKEND",
-            "IPYTHONDIR",
-            "ATTENTION_DATA_DIR",
-        }
-    }
-    env.update(PYTHONNOUSERSITE="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
-    env.update(extra or {})
-    return env
 
 
 def ensure_environment(python_for_venv, fresh):
