@@ -38,6 +38,7 @@ from ..nn.layers import init_weight, sum_to_matrix
 from ..nn.multi_head_attention import KVCache, MultiHeadAttention
 from ..nn.norm import LayerNorm
 from ..positions import sinusoidal_positions
+from ..softmax import log_softmax
 from .decoding import beam_search
 
 PAD, BOS, EOS = 0, 1, 2
@@ -410,9 +411,7 @@ class Transformer:
         h = self.embed(y[:, None], start=t)
         for layer, pair in zip(self.decoder, caches):
             h = layer.forward(h, memory, mask, caches=pair)
-        logits = self.dec_ln.forward(h)[:, 0] @ self.emb.params["E"].T
-        z = logits - logits.max(axis=-1, keepdims=True)
-        return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+        return log_softmax(self.dec_ln.forward(h)[:, 0] @ self.emb.params["E"].T)
 
     def greedy(
         self, src: ArrayLike, lengths: ArrayLike, max_len: int | None = None, cache: bool = True
