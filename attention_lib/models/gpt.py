@@ -209,52 +209,42 @@ class TinyGPT(Composite):
         -------
         ndarray of int, the prompt followed by the new tokens (same ndim).
         """
-        # Every argument is checked before the first forward pass.
-        tokens = as_int_array(tokens, "tokens")
-        if tokens.ndim not in (1, 2) or tokens.shape[-1] == 0 or tokens.size == 0:
-            raise ValueError(
-                f"tokens must be a non-empty prompt of shape (T,) or (B, T) "
-                f"with T >= 1, got shape {tokens.shape}: the model needs at "
-                f"least one token to continue"
-            )
-        n_vocab = self.tok.params["E"].shape[0]
-        if tokens.min() < 0 or tokens.max() >= n_vocab:
-            raise ValueError(
-                f"tokens must be integers in [0, {n_vocab}), got {tokens.min()} to {tokens.max()}"
-            )
-        squeeze = tokens.ndim == 1
-        seq = tokens[None] if squeeze else tokens
-        n_new, top_k, top_p = check_generate_args(
-            seq.shape[1], self.max_len, max_new_tokens, temperature, top_k, top_p, rng
-        )
-        use_cache = as_bool(use_cache, "use_cache")
         drops = [d for b in self.blocks for d in b.dropouts()]
         was_training = [d.training for d in drops]
         self.train(False)
         try:
-            cache = self.new_cache() if use_cache else None
-            step = seq  # what the model reads at this step
-            for _ in range(n_new):
-                logits = self.forward(step if use_cache else seq, cache)[:, -1]
-                nxt = pick_next_token(logits, temperature, top_k, top_p, rng)  # (B,)
-                seq = np.concatenate([seq, nxt[:, None]], axis=1)
-                step = nxt[:, None]
+            return generate_tokens(
+                self, tokens, max_new_tokens, temperature, top_k, top_p, rng, use_cache
+            )
         finally:  # dropout as it was, even after an error
             for d, mode in zip(drops, was_training):
                 d.training = mode
-        return seq[0] if squeeze else seq
 
 
-def check_generate_args(prompt_len, max_len, max_new_tokens, temperature, top_k, top_p, rng):
-    """Check the arguments of a model's ``generate`` before its first forward pass.
-
-    Returns ``(max_new_tokens, top_k, top_p)`` as ints and a float; raises
-    ``ValueError`` or ``TypeError`` naming the argument otherwise.
+def generate_tokens(
+    model, tokens, max_new_tokens, temperature, top_k, top_p, rng, use_cache, float64=False
+):
+    """:meth:`TinyGPT.generate`'s loop, for any model with its ``tok``, ``max_len``,
+    ``new_cache`` and ``forward``. Every argument is checked before the first forward
+    pass; ``float64`` samples from float64 logits.
     """
-    n_new = as_int(max_new_tokens, "max_new_tokens")
-    if prompt_len + n_new > max_len:
+    tokens = as_int_array(tokens, "tokens")
+    if tokens.ndim not in (1, 2) or tokens.shape[-1] == 0 or tokens.size == 0:
         raise ValueError(
-            f"prompt ({prompt_len}) + max_new_tokens ({n_new}) exceeds max_len = {max_len}"
+            f"tokens must be a non-empty prompt of shape (T,) or (B, T) "
+            f"with T >= 1, got shape {tokens.shape}: the model needs at "
+            f"least one token to continue"
+        )
+    n_vocab = model.tok.params["E"].shape[0]
+    if tokens.min() < 0 or tokens.max() >= n_vocab:
+        raise ValueError(
+            f"tokens must be integers in [0, {n_vocab}), got {tokens.min()} to {tokens.max()}"
+        )
+    seq = (tokens[None] if tokens.ndim == 1 else tokens).astype(np.int64)
+    n_new = as_int(max_new_tokens, "max_new_tokens")
+    if seq.shape[1] + n_new > model.max_len:
+        raise ValueError(
+            f"prompt ({seq.shape[1]}) + max_new_tokens ({n_new}) exceeds max_len = {model.max_len}"
         )
     if (
         isinstance(temperature, (bool, np.bool_))
@@ -271,7 +261,16 @@ def check_generate_args(prompt_len, max_len, max_new_tokens, temperature, top_k,
         raise ValueError("sampling (temperature > 0) needs rng, a numpy.random.Generator")
     if rng is not None:
         as_rng(rng)
-    return n_new, top_k, top_p
+    use_cache = as_bool(use_cache, "use_cache")
+    cache = model.new_cache() if use_cache else None
+    step = seq  # what the model reads at this step
+    for _ in range(n_new):
+        logits = model.forward(step if use_cache else seq, cache)[:, -1]
+        logits = logits.astype(np.float64) if float64 else logits
+        nxt = pick_next_token(logits, temperature, top_k, top_p, rng)  # (B,)
+        seq = np.concatenate([seq, nxt[:, None]], axis=1)
+        step = nxt[:, None]
+    return seq[0] if tokens.ndim == 1 else seq
 
 
 def pick_next_token(logits, temperature, top_k, top_p, rng):

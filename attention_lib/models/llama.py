@@ -32,7 +32,7 @@ import os
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-from .._checks import as_int, as_int_array, as_numeric
+from .._checks import as_int, as_numeric
 from ..data.gguf import read_gguf
 from ..data.llama_tokenizer import LlamaTokenizer
 from ..data.paths import verified_path
@@ -41,7 +41,7 @@ from ..nn.layers import Embedding, Linear
 from ..nn.multi_head_attention import KVCache, MultiHeadAttention
 from ..nn.norm import RMSNorm
 from ..nn.swiglu import SwiGLU
-from .gpt import check_generate_args, pick_next_token
+from .gpt import generate_tokens
 
 STORIES260K = "stories260k/tinyllamas-stories-260k-f32.gguf"
 STORIES260K_DOC = "stories260k/llama2c_doc_stories260K.md"
@@ -255,55 +255,15 @@ class Llama(Composite):
         rng=None,
         use_cache=True,
     ):
-        """Continue ``tokens`` by ``max_new_tokens`` tokens, one at a time.
+        """Continue ``tokens`` (for Llama starting with ``<s>``, id 1) by ``max_new_tokens`` tokens.
 
-        The same choices as :meth:`attention_lib.TinyGPT.generate`:
-        ``temperature=0`` takes the most likely token (greedy); otherwise the
-        logits are divided by ``temperature``, cut to the ``top_k`` most
-        likely and to the nucleus ``top_p``, and the next token is drawn with
-        ``rng``.
-
-        Parameters
-        ----------
-        tokens : array_like of int, shape (T,) or (B, T)
-            The prompt (for Llama, starting with ``<s>``, id 1).
-        max_new_tokens : int
-        temperature : float, optional
-        top_k : int, optional
-        top_p : float in [0, 1], optional
-        rng : numpy.random.Generator, optional
-            Needed when sampling (``temperature > 0``).
-        use_cache : bool, optional
-            Feed only the newest token and keep earlier keys and values
-            (default True); False runs the whole sequence at every step.
-
-        Returns
-        -------
-        ndarray of int64, the prompt followed by the new tokens (same ndim).
+        As :meth:`attention_lib.TinyGPT.generate` (the same arguments and
+        choices), sampling from float64 logits. Returns an int64 array, the
+        prompt followed by the new tokens (same ndim).
         """
-        tokens = as_int_array(tokens, "tokens")
-        if tokens.ndim not in (1, 2) or tokens.shape[-1] == 0 or tokens.size == 0:
-            raise ValueError(
-                f"tokens must be a non-empty prompt of shape (T,) or (B, T) "
-                f"with T >= 1, got shape {tokens.shape}"
-            )
-        n_vocab = self.tok.params["E"].shape[0]
-        if tokens.min() < 0 or tokens.max() >= n_vocab:
-            raise ValueError(
-                f"tokens must be integers in [0, {n_vocab}), got {tokens.min()} to {tokens.max()}"
-            )
-        seq = (tokens[None] if tokens.ndim == 1 else tokens).astype(np.int64)
-        n_new, top_k, top_p = check_generate_args(
-            seq.shape[1], self.max_len, max_new_tokens, temperature, top_k, top_p, rng
+        return generate_tokens(
+            self, tokens, max_new_tokens, temperature, top_k, top_p, rng, use_cache, float64=True
         )
-        cache = self.new_cache() if use_cache else None
-        step = seq
-        for _ in range(n_new):
-            logits = self.forward(step if use_cache else seq, cache)[:, -1]
-            nxt = pick_next_token(logits.astype(np.float64), temperature, top_k, top_p, rng)
-            seq = np.concatenate([seq, nxt[:, None]], axis=1)
-            step = nxt[:, None]
-        return seq[0] if tokens.ndim == 1 else seq
 
     @classmethod
     def from_gguf(cls, path: str | os.PathLike, dtype: DTypeLike = np.float32) -> Llama:
