@@ -32,11 +32,14 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+from collections.abc import Mapping
+
 from numpy.typing import ArrayLike, DTypeLike
 
 from .._checks import as_float_dtype, as_int, as_int_array
 from ..masks import padding_mask
 from ..nn.additive import AdditiveAttention
+from ..nn.block import Composite
 from ..nn.layers import Embedding, Linear
 from ..nn.losses import softmax_cross_entropy
 from ..nn.recurrent import GRU, GRUCell
@@ -44,7 +47,7 @@ from ..data.paths import write_atomic
 from ..data.toy_translation import BOS, EOS, PAD
 
 
-class RNNencdec:
+class RNNencdec(Composite):
     """An encoder-decoder whose decoder sees the source only through its final states.
 
     Parameters
@@ -162,26 +165,9 @@ class RNNencdec:
         shapes.update({"out.W": (3 * H + e, c["n_tgt"]), "out.b": (c["n_tgt"],)})
         return shapes
 
-    def layers(self) -> list:
-        """Every layer with parameters, each once (what :class:`~attention_lib.nn.Adam` takes)."""
-        layers = [
-            self.src_emb,
-            self.enc_fwd,
-            self.enc_bwd,
-            self.init,
-            self.tgt_emb,
-            self.dec,
-            self.att,
-            self.out,
-        ]
-        return [layer for layer in layers if layer is not None]
-
     def named_layers(self) -> list[tuple[str, object]]:
         names = ["src_emb", "enc_fwd", "enc_bwd", "init", "tgt_emb", "dec", "att", "out"]
         return [(n, getattr(self, n)) for n in names if getattr(self, n) is not None]
-
-    def n_params(self) -> int:
-        return sum(p.size for layer in self.layers() for p in layer.params.values())
 
     # -- encoder ---------------------------------------------------------
     def encode(
@@ -366,52 +352,9 @@ class RNNencdec:
             ids.append(row[: row.index(EOS)] if EOS in row else row)
         return ids, np.stack(weights, axis=1)
 
-    # -- checkpoints -----------------------------------------------------
-    def state_dict(self) -> dict[str, np.ndarray]:
-        """Every parameter as ``{"layer.param": array}`` (what :func:`save` writes)."""
-        return {f"{n}.{k}": v for n, layer in self.named_layers() for k, v in layer.params.items()}
-
-    def load_state_dict(self, state: dict[str, np.ndarray], strict: bool = True) -> None:
-        """Set every parameter from ``state`` (as :meth:`state_dict` gives it).
-
-        As PyTorch's ``strict=True`` (the default): a key the model does not
-        have, or one of its parameters missing from ``state``, is an error,
-        so an RNNsearch's state cannot quietly lose its attention in an
-        RNNencdec. ``strict=False`` loads the keys both have. Every array is
-        checked (shape, real numbers, finite) before any parameter changes.
-        """
-        try:
-            keys = set(state.keys())
-        except AttributeError:
-            raise TypeError(f"state must be a dict of arrays, got {type(state).__name__}") from None
-        params = {f"{n}.{k}": (layer, k) for n, layer in self.named_layers() for k in layer.params}
-        missing, unexpected = sorted(set(params) - keys), sorted(keys - set(params))
-        if strict and (missing or unexpected):
-            raise KeyError(
-                f"state does not fit {type(self).__name__}: "
-                + "; ".join(
-                    f"{what} key(s): {', '.join(names)}"
-                    for what, names in (("missing", missing), ("unexpected", unexpected))
-                    if names
-                )
-            )
-        new = {}
-        for name in sorted(set(params) & keys):
-            layer, k = params[name]
-            arr, want = np.asarray(state[name]), layer.params[k].shape
-            if arr.shape != want:
-                raise ValueError(
-                    f"{name} has shape {arr.shape} in the checkpoint but {want} in the model"
-                )
-            if arr.dtype.kind not in "fiu" or not np.isfinite(arr).all():
-                raise ValueError(
-                    f"{name} must hold finite real numbers, got dtype "
-                    f"{arr.dtype}" + (" with NaN or infinity" if arr.dtype.kind == "f" else "")
-                )
-            new[name] = arr
-        for name, arr in new.items():
-            layer, k = params[name]
-            layer.params[k] = arr.astype(self.dtype)
+    # -- checkpoints: state_dict() and save() write what load_state_dict() and load() read
+    def load_state_dict(self, state: Mapping[str, ArrayLike], strict: bool = True) -> None:
+        super().load_state_dict(state, strict)  # Composite's: all checked, then all set
         self._dlogits = None
 
 

@@ -25,7 +25,6 @@ every parameter against central differences in float64 and against PyTorch's
 """
 
 import json
-from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +32,7 @@ from numpy.typing import ArrayLike, DTypeLike
 
 from ..data.paths import write_atomic
 from ..masks import padding_mask
-from ..nn.block import FeedForward
+from ..nn.block import Composite, FeedForward
 from ..nn.layers import init_weight, sum_to_matrix
 from ..nn.multi_head_attention import KVCache, MultiHeadAttention
 from ..nn.norm import LayerNorm
@@ -58,21 +57,6 @@ def attention_layer(
         att.params[f"W_{name}"] = init_weight(rng, d_model, d_model).astype(dtype)
         att.params[f"b_{name}"] = np.zeros(d_model, dtype)
     return att
-
-
-class Composite:
-    """A layer made of named layers; ``params``/``grads`` are theirs, prefixed."""
-
-    def named_layers(self):
-        raise NotImplementedError
-
-    @property
-    def params(self):
-        return {f"{n}.{k}": a for n, layer in self.named_layers() for k, a in layer.params.items()}
-
-    @property
-    def grads(self):
-        return {f"{n}.{k}": a for n, layer in self.named_layers() for k, a in layer.grads.items()}
 
 
 def _ffn_named(ffn):
@@ -188,7 +172,7 @@ def label_smoothed_cross_entropy(
     return loss, grad
 
 
-class Transformer:
+class Transformer(Composite):
     """The encoder-decoder Transformer with a shared source/target vocabulary.
 
     Parameters
@@ -247,7 +231,7 @@ class Transformer:
         self.dec_ln = LayerNorm(d_model)
         self.dtype, self.d_model, self.max_len = np.dtype(dtype), d_model, max_len
         self.pe = sinusoidal_positions(max_len, d_model).astype(dtype)
-        for layer in self.leaf_layers():
+        for _, layer in self.named_leaves():
             for k, a in layer.params.items():
                 layer.params[k] = a.astype(dtype)
 
@@ -259,40 +243,6 @@ class Transformer:
         out += [("enc_ln", self.enc_ln)]
         out += [(f"decoder.{i}", layer) for i, layer in enumerate(self.decoder)]
         return out + [("dec_ln", self.dec_ln)]
-
-    def layers(self) -> list:
-        """Every layer with parameters (what :class:`~attention_lib.nn.Adam` takes)."""
-        return [layer for _, layer in self.named_layers()]
-
-    def leaf_layers(self):
-        out = []
-        for _, layer in self.named_layers():
-            out += (
-                [sub for _, sub in layer.named_layers()]
-                if isinstance(layer, Composite)
-                else [layer]
-            )
-        return out
-
-    def n_params(self) -> int:
-        return sum(a.size for layer in self.layers() for a in layer.params.values())
-
-    def state_dict(self) -> dict[str, np.ndarray]:
-        return {f"{n}.{k}": a for n, layer in self.named_layers() for k, a in layer.params.items()}
-
-    def load_state_dict(self, state: Mapping[str, ArrayLike]) -> None:
-        for n, layer in self.named_layers():
-            subs = layer.named_layers() if isinstance(layer, Composite) else [(None, layer)]
-            for sn, sub in subs:
-                for k, a in sub.params.items():
-                    key = f"{n}.{k}" if sn is None else f"{n}.{sn}.{k}"
-                    arr = np.asarray(state[key])
-                    if arr.shape != a.shape:
-                        raise ValueError(
-                            f"{key} has shape {arr.shape} in the checkpoint "
-                            f"but {a.shape} in the model"
-                        )
-                    sub.params[k] = arr.astype(self.dtype)
 
     # -- forward ---------------------------------------------------------
     def embed(self, ids: np.ndarray, start: int = 0) -> np.ndarray:

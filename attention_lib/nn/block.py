@@ -1,7 +1,10 @@
 """The feed-forward layer and the Transformer block built from the other layers."""
 
+from collections.abc import Mapping
+
 import numpy as np
 from numpy.random import Generator
+from numpy.typing import ArrayLike
 
 from .activations import GELU
 from .dropout import Dropout
@@ -13,25 +16,83 @@ from .multi_head_attention import KVCache, SelfAttention
 class Composite:
     """A layer made of layers: ``params`` and ``grads`` gather theirs.
 
-    ``params`` maps ``"i.name"`` to parameter ``name`` of the ``i``-th layer in
-    :meth:`layers` (the same arrays, not copies), so :class:`Adam` can take a
-    composite layer like any other.
+    A subclass defines :meth:`layers` or :meth:`named_layers`. ``params`` maps
+    ``"name.k"`` to parameter ``k`` of each named layer (by default its index
+    in :meth:`layers`): the same arrays, not copies, so :class:`Adam` can take
+    a composite layer like any other.
     """
 
     def layers(self) -> list:
-        raise NotImplementedError
+        return [layer for _, layer in self.named_layers()]
+
+    def named_layers(self) -> list:
+        return [(str(i), layer) for i, layer in enumerate(self.layers())]
 
     @property
     def params(self) -> dict[str, np.ndarray]:
-        return {
-            f"{i}.{k}": a for i, layer in enumerate(self.layers()) for k, a in layer.params.items()
-        }
+        return {f"{n}.{k}": a for n, layer in self.named_layers() for k, a in layer.params.items()}
 
     @property
     def grads(self) -> dict[str, np.ndarray]:
-        return {
-            f"{i}.{k}": a for i, layer in enumerate(self.layers()) for k, a in layer.grads.items()
-        }
+        return {f"{n}.{k}": a for n, layer in self.named_layers() for k, a in layer.grads.items()}
+
+    def n_params(self) -> int:
+        """How many numbers the parameters hold."""
+        return sum(a.size for a in self.params.values())
+
+    def named_leaves(self) -> list:
+        """``(name, layer)`` for every layer that holds its own ``params``, through nested composites."""
+        out = []
+        for n, layer in self.named_layers():
+            subs = layer.named_leaves() if isinstance(layer, Composite) else [("", layer)]
+            out += [(f"{n}.{s}" if s else n, sub) for s, sub in subs]
+        return out
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Every parameter as ``{"layer.param": array}``, the arrays themselves (as :attr:`params`)."""
+        return self.params
+
+    def load_state_dict(self, state: Mapping[str, ArrayLike], strict: bool = True) -> None:
+        """Set every parameter from ``state`` (as :meth:`state_dict` gives it), in its dtype.
+
+        As PyTorch's ``strict=True`` (the default): a key the model does not
+        have, or one of its parameters missing from ``state``, is an error,
+        so an RNNsearch's state cannot quietly lose its attention in an
+        RNNencdec. ``strict=False`` loads the keys both have. Every array is
+        checked (shape, real numbers, finite) before any parameter changes.
+        """
+        try:
+            keys = set(state.keys())
+        except AttributeError:
+            raise TypeError(f"state must be a dict of arrays, got {type(state).__name__}") from None
+        params = {f"{n}.{k}": (layer, k) for n, layer in self.named_leaves() for k in layer.params}
+        missing, unexpected = sorted(set(params) - keys), sorted(keys - set(params))
+        if strict and (missing or unexpected):
+            raise KeyError(
+                f"state does not fit {type(self).__name__}: "
+                + "; ".join(
+                    f"{what} key(s): {', '.join(names)}"
+                    for what, names in (("missing", missing), ("unexpected", unexpected))
+                    if names
+                )
+            )
+        new = {}
+        for name in sorted(set(params) & keys):
+            layer, k = params[name]
+            arr, want = np.asarray(state[name]), layer.params[k].shape
+            if arr.shape != want:
+                raise ValueError(
+                    f"{name} has shape {arr.shape} in the checkpoint but {want} in the model"
+                )
+            if arr.dtype.kind not in "fiu" or not np.isfinite(arr).all():
+                raise ValueError(
+                    f"{name} must hold finite real numbers, got dtype "
+                    f"{arr.dtype}" + (" with NaN or infinity" if arr.dtype.kind == "f" else "")
+                )
+            new[name] = arr
+        for name, arr in new.items():
+            layer, k = params[name]
+            layer.params[k] = arr.astype(layer.params[k].dtype)
 
 
 class FeedForward(Composite):
