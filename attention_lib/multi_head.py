@@ -22,20 +22,13 @@ mask conventions, which are the *opposite* of
 
 import numpy as np
 
-from ._checks import as_int, as_numeric, max_abs
+from ._checks import as_bool, as_int, as_numeric, max_abs
 from .masks import causal_mask
 from .nn.multi_head_attention import MultiHeadAttention as _Layer
 
 _FUSED = ("in_proj_weight",)
 _SEPARATE = ("q_proj_weight", "k_proj_weight", "v_proj_weight")
 _BIASES = ("in_proj_bias", "out_proj.bias")
-
-
-def _flag(value, name):
-    """Return ``value`` if it is a bool; raise ``TypeError`` otherwise."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
-    return bool(value)
 
 
 def _as_mask(mask, name, dtype):
@@ -200,7 +193,7 @@ class MultiHeadAttention:
             raise TypeError(f"dtype must be float32 or float64, got {dtype}")
         self.embed_dim, self.num_heads, self.head_dim = E, H, E // H
         self.kdim, self.vdim = kdim, vdim
-        self.bias = _flag(bias, "bias")
+        self.bias = as_bool(bias, "bias")
         self.dtype = dtype
 
         rng = np.random.default_rng(rng)
@@ -527,9 +520,9 @@ class MultiHeadAttention:
             If shapes do not fit the layer or each other (the message names
             the argument), or an input holds NaN.
         """
-        need_weights = _flag(need_weights, "need_weights")
-        average = _flag(average_attn_weights, "average_attn_weights")
-        is_causal = _flag(is_causal, "is_causal")
+        need_weights = as_bool(need_weights, "need_weights")
+        average = as_bool(average_attn_weights, "average_attn_weights")
+        is_causal = as_bool(is_causal, "is_causal")
         self_attention = query is key and key is value and self._packed
         q_in, k_in, v_in, batched = self._inputs(query, key, value)
         N, L, _ = q_in.shape
