@@ -274,6 +274,17 @@ def block_sizes(block_size, query_block_size):
     return block_size, as_int(query_block_size, "query_block_size", minimum=1)
 
 
+def blocks(L, S, query_block_size, block_size, is_causal):
+    """``(rows, [cols, ...])`` for each row of blocks of the ``(L, S)`` scores, as slices.
+
+    Under a causal mask the blocks lying entirely above the diagonal are left out.
+    """
+    for i0 in range(0, L, query_block_size):
+        i1 = min(i0 + query_block_size, L)
+        last = min(S, i1) if is_causal else S  # keys a query of this block may see
+        yield slice(i0, i1), [slice(j, min(j + block_size, S)) for j in range(0, last, block_size)]
+
+
 def mask_block(mask, rows, cols):
     """The part of a mask broadcastable to ``(..., L, S)`` covering rows x cols."""
     if mask.ndim < 2:
@@ -284,3 +295,14 @@ def mask_block(mask, rows, cols):
         rows if mask.shape[-2] != 1 else slice(None),
         cols if mask.shape[-1] != 1 else slice(None),
     ]
+
+
+def masked_block(s, mask, rows, cols, is_causal):
+    """A block of scores with ``mask`` (boolean, or float and added) and the causal mask applied."""
+    if mask is not None:
+        block = mask_block(mask, rows, cols)
+        s = np.where(block, s, -np.inf) if block.dtype.kind == "b" else s + block
+    if is_causal and cols.stop - 1 > rows.start:  # the block crosses the diagonal
+        allowed = np.arange(cols.start, cols.stop) <= np.arange(rows.start, rows.stop)[:, None]
+        s = np.where(allowed, s, -np.inf)
+    return s

@@ -33,7 +33,8 @@ from ._kernel import (
     attention_inputs,
     attention_weights,
     block_sizes,
-    mask_block,
+    blocks,
+    masked_block,
 )
 
 
@@ -232,22 +233,10 @@ def blockwise_attention_backward(
     dQ = np.zeros(batch + q.shape[-2:], dtype=dtype)
     dK = np.zeros(batch + k.shape[-2:], dtype=dtype)
     dV = np.zeros(batch + v.shape[-2:], dtype=dtype)
-    for i0 in range(0, L, query_block_size):
-        i1 = min(i0 + query_block_size, L)
-        rows = slice(i0, i1)
-        for j0 in range(0, S, block_size):
-            if is_causal and j0 > i1 - 1:
-                break  # this block and all after it are masked
-            j1 = min(j0 + block_size, S)
-            cols = slice(j0, j1)
+    for rows, all_cols in blocks(L, S, query_block_size, block_size, is_causal):
+        for cols in all_cols:
             s = qs[..., rows, :] @ np.swapaxes(k[..., cols, :], -1, -2)
-            if mask is not None:
-                block = mask_block(mask, rows, cols)
-                s = np.where(block, s, -np.inf) if block.dtype.kind == "b" else s + block
-            if is_causal and j1 - 1 > i0:  # the block crosses the diagonal
-                allowed = np.arange(j0, j1) <= np.arange(i0, i1)[:, None]
-                s = np.where(allowed, s, -np.inf)
-            P = np.exp(s - lse[..., rows, :])  # (..., bq, bk)
+            P = np.exp(masked_block(s, mask, rows, cols, is_causal) - lse[..., rows, :])
             dV[..., cols, :] += np.swapaxes(P, -1, -2) @ d_out[..., rows, :]
             dS = d_out[..., rows, :] @ np.swapaxes(v[..., cols, :], -1, -2)
             dS -= row[..., rows, :]

@@ -38,6 +38,8 @@ from ._checks import (
 from ._kernel import (
     attention_inputs,
     block_sizes,
+    blocks,
+    masked_block,
     check_masked_scores,
     check_scores,
     mask_block,
@@ -269,33 +271,19 @@ def blockwise_attention(
 
     output = np.empty(batch + (L, Ev), dtype=dtype)
     logsumexp = np.empty(batch + (L,), dtype=dtype)
-    for i0 in range(0, L, query_block_size):
-        i1 = min(i0 + query_block_size, L)
-        rows = slice(i0, i1)
-        m = np.full(batch + (i1 - i0,), -np.inf, dtype=dtype)
-        ell = np.zeros(batch + (i1 - i0,), dtype=dtype)
-        acc = np.zeros(batch + (i1 - i0, Ev), dtype=dtype)
-        for j0 in range(0, S, block_size):
-            if is_causal and j0 > i1 - 1:
-                break  # this block and all after it are masked
-            j1 = min(j0 + block_size, S)
-            cols = slice(j0, j1)
+    for rows, all_cols in blocks(L, S, query_block_size, block_size, is_causal):
+        m = np.full(batch + (rows.stop - rows.start,), -np.inf, dtype=dtype)
+        ell = np.zeros(batch + (rows.stop - rows.start,), dtype=dtype)
+        acc = np.zeros(batch + (rows.stop - rows.start, Ev), dtype=dtype)
+        for cols in all_cols:
             with np.errstate(over="ignore", invalid="ignore"):
                 s = q[..., rows, :] @ k_t[..., :, cols]  # (..., bq, bk)
             if scores_may:
                 check_scores(s, dtype)
-            if mask is not None:
-                block = mask_block(mask, rows, cols)
-                if block.dtype.kind == "b":
-                    s = np.where(block, s, -np.inf)
-                else:
-                    with np.errstate(over="ignore"):
-                        s = s + block
-                    if masked_may:
-                        check_masked_scores(s, block, dtype)
-            if is_causal and j1 - 1 > i0:  # the block crosses the diagonal
-                allowed = np.arange(j0, j1) <= np.arange(i0, i1)[:, None]
-                s = np.where(allowed, s, -np.inf)
+            with np.errstate(over="ignore"):
+                s = masked_block(s, mask, rows, cols, is_causal)
+            if masked_may and mask is not None and mask.dtype.kind == "f":
+                check_masked_scores(s, mask_block(mask, rows, cols), dtype)
             m, ell, acc = _online_softmax_step(m, ell, acc, s, v[..., cols, :])
         empty = ell == 0  # nothing to attend to: output 0
         output[..., rows, :] = acc / np.where(empty, 1, ell)[..., None]
