@@ -6,7 +6,73 @@ from numpy.typing import ArrayLike
 from .._checks import as_features, as_int, as_output_grad
 
 
-class LayerNorm:
+class _RowNorm:
+    """Normalise each row over its last axis: the code LayerNorm and RMSNorm share.
+
+    ``centre`` says whether the row's mean is subtracted first (LayerNorm, with
+    a shift ``beta``) or not (RMSNorm); ``inv`` keeps ``1 / sigma`` (or ``1 / rms``).
+    """
+
+    def __init__(self, d: int, eps: float = 1e-5) -> None:
+        d = as_int(d, "d", 1)
+        if not eps > 0:
+            raise ValueError(f"eps must be positive, got {eps!r}")
+        self.eps = float(eps)
+        self.params = (
+            {"gamma": np.ones(d), "beta": np.zeros(d)} if self.centre else {"gamma": np.ones(d)}
+        )
+        self.grads = {}
+        self.x_hat = self.inv = None
+
+    def forward(self, x: ArrayLike) -> np.ndarray:
+        d = self.params["gamma"].shape[0]
+        x = as_features(x, d, type(self).__name__, "d")
+        with np.errstate(over="ignore", invalid="ignore"):  # checked on the next line
+            c = x - x.mean(axis=-1, keepdims=True) if self.centre else x
+            mean_square = (c * c).mean(axis=-1, keepdims=True)
+        if np.isfinite(mean_square).all():
+            self.inv = 1.0 / np.sqrt(mean_square + self.eps)
+            self.x_hat = c * self.inv
+        else:  # a square overflowed (or x is not finite): see _scaled
+            self.x_hat, self.inv = self._scaled(x)
+        y = self.x_hat * self.params["gamma"]
+        return y + self.params["beta"] if self.centre else y
+
+    def _scaled(self, x):
+        """``x_hat`` and ``1 / sigma`` for rows whose squares overflow.
+
+        A float32 row of values near 2e19 has a finite mean and a finite
+        normalised row, but its squares are infinite, and ``1 / sqrt(inf)``
+        is 0: the layer would return ``beta`` and pass no gradient, hiding
+        the diverging activation. Dividing each row by its largest magnitude
+        first (for LayerNorm twice: before and after centring) keeps every
+        square finite; the result is the same up to rounding, and a row that
+        holds NaN or infinity still gives NaN. Only used when the direct
+        route overflows, so ordinary inputs give exactly the same bits.
+        """
+        scale = _row_max(x)
+        with np.errstate(invalid="ignore"):  # inf / inf: NaN, as it should be
+            u = x / scale
+        if self.centre:
+            u = u - u.mean(axis=-1, keepdims=True)
+            m = _row_max(u)
+            u, scale = u / m, scale * m  # sigma = scale * sqrt(mean(u^2) + eps / scale^2)
+        return _unit_rms(u, scale, self.eps)
+
+    def backward(self, grad: np.ndarray) -> np.ndarray:
+        grad = as_output_grad(grad, self, None if self.x_hat is None else self.x_hat.shape)
+        x_hat, d = self.x_hat, self.x_hat.shape[-1]
+        self.grads["gamma"] = (grad * x_hat).reshape(-1, d).sum(axis=0)
+        if self.centre:
+            self.grads["beta"] = grad.reshape(-1, d).sum(axis=0)
+        h = grad * self.params["gamma"]
+        along = (h * x_hat).mean(axis=-1, keepdims=True)  # the component along x_hat
+        if self.centre:
+            h = h - h.mean(axis=-1, keepdims=True)
+        return self.inv * (h - x_hat * along)
+
+
+class LayerNorm(_RowNorm):
     """Normalise each row to mean 0 and variance 1, then scale and shift.
 
     ``y = gamma * (x - mean(x)) / sqrt(var(x) + eps) + beta``, the mean and
@@ -41,66 +107,10 @@ class LayerNorm:
     [[-1.2247  0.      1.2247]]
     """
 
-    def __init__(self, d: int, eps: float = 1e-5) -> None:
-        d = as_int(d, "d", 1)
-        if not eps > 0:
-            raise ValueError(f"eps must be positive, got {eps!r}")
-        self.eps = float(eps)
-        self.params = {"gamma": np.ones(d), "beta": np.zeros(d)}
-        self.grads = {}
-        self.x_hat = self.inv_sigma = None
-
-    def forward(self, x: ArrayLike) -> np.ndarray:
-        d = self.params["gamma"].shape[0]
-        x = as_features(x, d, "LayerNorm", "d")
-        with np.errstate(over="ignore", invalid="ignore"):  # checked on the next line
-            centred = x - x.mean(axis=-1, keepdims=True)
-            var = (centred**2).mean(axis=-1, keepdims=True)
-        if np.isfinite(var).all():
-            self.inv_sigma = 1.0 / np.sqrt(var + self.eps)
-            self.x_hat = centred * self.inv_sigma
-        else:  # a square overflowed (or x is not finite): see _scaled_moments
-            self.x_hat, self.inv_sigma = self._scaled_moments(x)
-        return self.x_hat * self.params["gamma"] + self.params["beta"]
-
-    def _scaled_moments(self, x):
-        """``x_hat`` and ``1 / sigma`` for rows whose squares overflow.
-
-        A float32 row of values near 2e19 has a finite mean and a finite
-        normalised row, but its squares are infinite, and ``1 / sqrt(inf)``
-        is 0: the layer would return ``beta`` and pass no gradient, hiding
-        the diverging activation. Dividing each row by its largest magnitude
-        first (twice: before and after centring) keeps every square finite;
-        the result is the same up to rounding, and a row that holds NaN or
-        infinity still gives NaN. Only used when the direct route overflows,
-        so ordinary inputs give exactly the same bits as before.
-        """
-
-        def row_max(a):
-            m = np.max(np.abs(a), axis=-1, keepdims=True)
-            return np.where(m > 0, m, 1).astype(a.dtype)  # a row of zeros stays zeros
-
-        s = row_max(x)
-        with np.errstate(invalid="ignore"):  # inf / inf: NaN, as it should be
-            xs = x / s
-        cs = xs - xs.mean(axis=-1, keepdims=True)
-        m = row_max(cs)
-        u = cs / m
-        scale = s * m  # sigma = scale * sqrt(mean(u^2) + eps / scale^2)
-        return _unit_rms(u, scale, self.eps)
-
-    def backward(self, grad: np.ndarray) -> np.ndarray:
-        grad = as_output_grad(grad, self, None if self.x_hat is None else self.x_hat.shape)
-        x_hat, d = self.x_hat, self.x_hat.shape[-1]
-        self.grads["gamma"] = (grad * x_hat).reshape(-1, d).sum(axis=0)
-        self.grads["beta"] = grad.reshape(-1, d).sum(axis=0)
-        h = grad * self.params["gamma"]
-        return self.inv_sigma * (
-            h - h.mean(axis=-1, keepdims=True) - x_hat * (h * x_hat).mean(axis=-1, keepdims=True)
-        )
+    centre = True
 
 
-class RMSNorm:
+class RMSNorm(_RowNorm):
     """Divide each row by its root mean square, then scale: Llama's normalisation.
 
     ``y = gamma * x / sqrt(mean(x^2) + eps)``, the mean over the last axis,
@@ -137,46 +147,13 @@ class RMSNorm:
     [[0.5773 1.1547 1.1547]]
     """
 
-    def __init__(self, d: int, eps: float = 1e-5) -> None:
-        d = as_int(d, "d", 1)
-        if not eps > 0:
-            raise ValueError(f"eps must be positive, got {eps!r}")
-        self.eps = float(eps)
-        self.params = {"gamma": np.ones(d)}
-        self.grads = {}
-        self.x_hat = self.r = None
+    centre = False
 
-    def forward(self, x: ArrayLike) -> np.ndarray:
-        d = self.params["gamma"].shape[0]
-        x = as_features(x, d, "RMSNorm", "d")
-        with np.errstate(over="ignore", invalid="ignore"):  # checked on the next line
-            mean_square = (x * x).mean(axis=-1, keepdims=True)
-        if np.isfinite(mean_square).all():
-            self.r = 1.0 / np.sqrt(mean_square + self.eps)
-            self.x_hat = x * self.r
-        else:  # a square overflowed (or x is not finite): scale the row first
-            self.x_hat, self.r = self._scaled(x)
-        return self.x_hat * self.params["gamma"]
 
-    def _scaled(self, x):
-        """``x_hat`` and ``r`` for rows whose squares overflow, as in LayerNorm.
-
-        Each row is divided by its largest magnitude ``s`` first, so that
-        ``rms(x) = s * sqrt(mean(u^2) + eps / s^2)`` with ``u = x / s`` keeps
-        every square finite; a row holding NaN or infinity still gives NaN.
-        """
-        s = np.max(np.abs(x), axis=-1, keepdims=True)
-        s = np.where(s > 0, s, 1).astype(x.dtype)
-        with np.errstate(invalid="ignore"):  # inf / inf: NaN, as it should be
-            u = x / s
-        return _unit_rms(u, s, self.eps)
-
-    def backward(self, grad: np.ndarray) -> np.ndarray:
-        grad = as_output_grad(grad, self, None if self.x_hat is None else self.x_hat.shape)
-        x_hat, d = self.x_hat, self.x_hat.shape[-1]
-        self.grads["gamma"] = (grad * x_hat).reshape(-1, d).sum(axis=0)
-        h = grad * self.params["gamma"]
-        return self.r * (h - x_hat * (h * x_hat).mean(axis=-1, keepdims=True))
+def _row_max(a):
+    """Each row's largest magnitude (1 for a row of zeros), in ``a``'s dtype."""
+    m = np.max(np.abs(a), axis=-1, keepdims=True)
+    return np.where(m > 0, m, 1).astype(a.dtype)
 
 
 def _unit_rms(u, scale, eps):
