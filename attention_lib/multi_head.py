@@ -26,9 +26,10 @@ from ._checks import as_bool, as_int, as_numeric, max_abs
 from .masks import causal_mask
 from .nn.multi_head_attention import MultiHeadAttention as _Layer
 
-_FUSED = ("in_proj_weight",)
 _SEPARATE = ("q_proj_weight", "k_proj_weight", "v_proj_weight")
 _BIASES = ("in_proj_bias", "out_proj.bias")
+#: The attributes that hold PyTorch's ``out_proj.*`` parameters (a name without a dot).
+_ATTR = {"out_proj.weight": "out_proj_weight", "out_proj.bias": "out_proj_bias"}
 
 
 def _as_mask(mask, name, dtype):
@@ -267,9 +268,8 @@ class MultiHeadAttention:
         {'in_proj_weight': (18, 6), 'in_proj_bias': (18,),
          'out_proj.weight': (6, 6), 'out_proj.bias': (6,)}
         """
-        attr = {"out_proj.weight": "out_proj_weight", "out_proj.bias": "out_proj_bias"}
         return {
-            name: getattr(self, attr.get(name, name)).copy() for name in self._expected_shapes()
+            name: getattr(self, _ATTR.get(name, name)).copy() for name in self._expected_shapes()
         }
 
     @classmethod
@@ -358,10 +358,7 @@ class MultiHeadAttention:
                 )
             if not np.isfinite(arrays[name]).all():
                 raise ValueError(f"state[{name!r}] contains NaN or infinity")
-            attr = {"out_proj.weight": "out_proj_weight", "out_proj.bias": "out_proj_bias"}.get(
-                name, name
-            )
-            setattr(layer, attr, arrays[name].astype(dtype, copy=True))
+            setattr(layer, _ATTR.get(name, name), arrays[name].astype(dtype, copy=True))
         return layer
 
     # -- the forward pass -------------------------------------------------

@@ -90,6 +90,15 @@ class KVCache:
         return self.k, self.v
 
 
+def _check_rotary(rotary, rotary_base, d_head):
+    if rotary not in _ROTARY:
+        raise ValueError(f"rotary must be one of {_ROTARY}, got {rotary!r}")
+    if rotary and d_head % 2:
+        raise ValueError(f"rotary needs an even head size, got d_head = {d_head}")
+    if not (isinstance(rotary_base, (int, float)) and rotary_base > 0):
+        raise ValueError(f"rotary_base must be a positive number, got {rotary_base!r}")
+
+
 def _float_rows(x, name, width, batch=None, ndim=3):
     """``x`` as a (B, T, width) float array (``ndim=2``: (T, width), given a batch axis)."""
     x = as_numeric(x, name)
@@ -214,12 +223,7 @@ class MultiHeadAttention:
             d_head = d_model // H
         d_head = as_int(d_head, "d_head", 1)
         d_kv = d_model if d_kv is None else as_int(d_kv, "d_kv", 1)
-        if rotary not in _ROTARY:
-            raise ValueError(f"rotary must be one of {_ROTARY}, got {rotary!r}")
-        if rotary and d_head % 2:
-            raise ValueError(f"rotary needs an even head size, got d_head = {d_head}")
-        if not (isinstance(rotary_base, (int, float)) and rotary_base > 0):
-            raise ValueError(f"rotary_base must be a positive number, got {rotary_base!r}")
+        _check_rotary(rotary, rotary_base, d_head)
         dtype = np.dtype(dtype)
         if dtype not in (np.float32, np.float64):
             raise TypeError(f"dtype must be float32 or float64, got {dtype}")
@@ -299,13 +303,9 @@ class MultiHeadAttention:
                     f"{n_heads} heads sharing {H_kv} key/value heads need "
                     f"floats of shape {shapes[k]}"
                 )
+        _check_rotary(rotary, rotary_base, d_head)
         layer = cls.__new__(cls)
         layer.n_heads, layer.n_kv_heads, layer.d_head = H, H_kv, d_head
-        if rotary not in _ROTARY or (rotary and d_head % 2):
-            raise ValueError(
-                f"rotary must be one of {_ROTARY} (with an even head size), "
-                f"got {rotary!r} for d_head = {d_head}"
-            )
         layer.rotary, layer.rotary_base = rotary, float(rotary_base)
         layer.bias, layer.dropout = len(arrays) == 8, Dropout(0.0)
         layer.params, layer.grads, layer._saved = arrays, {}, None
