@@ -29,7 +29,7 @@ def test_stories260k_is_the_model_the_file_describes():
         c["tied"],
     ) == (512, 64, 5, 8, 4, 172, 512, True)
     # 292,800 numbers in the file, of which the output layer's 32,768 repeat the embedding
-    assert MODEL.n_params == 292_800 - 512 * 64
+    assert MODEL.n_params() == 292_800 - 512 * 64
     b = MODEL.blocks[0]
     assert b.attn.params["W_Q"].shape == (64, 64) and b.attn.params["W_K"].shape == (64, 32)
     assert b.ffn.params["W1"].shape == (64, 172) and b.ffn.params["W2"].shape == (172, 64)

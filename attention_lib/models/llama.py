@@ -195,11 +195,6 @@ class Llama(Composite):
         tail = [] if self.head is None else [self.head]
         return [self.tok, *(b for block in self.blocks for b in block.layers()), self.norm, *tail]
 
-    @property
-    def n_params(self) -> int:
-        """Number of learned numbers (a tied output layer counted once)."""
-        return sum(a.size for a in self.params.values())
-
     def new_cache(self) -> list[KVCache]:
         """An empty KV cache, one :class:`~attention_lib.nn.KVCache` per block."""
         return [KVCache() for _ in self.blocks]
