@@ -14,7 +14,11 @@ arrays of one floating dtype whose batch axes broadcast, a mask that is
 to the scores.
 """
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from ._checks import (
     as_bool,
@@ -306,3 +310,27 @@ def masked_block(s, mask, rows, cols, is_causal):
         allowed = np.arange(cols.start, cols.stop) <= np.arange(rows.start, rows.stop)[:, None]
         s = np.where(allowed, s, -np.inf)
     return s
+
+
+_THREADS = {}  # the BLAS controller and the thread pool, made on first use
+
+
+def run_in_threads(work, groups):
+    """``work(some_groups)`` on as many Python threads as BLAS has threads.
+
+    The ``groups`` (independent pieces of one computation) are dealt out to
+    ``min(len(groups), BLAS threads)`` workers; while they run, BLAS uses one
+    thread, so every product and every elementwise pass runs on a core of its
+    own. A product on one BLAS thread gives the same bits as on several (the
+    threads share out blocks of the output). With one BLAS thread, or one
+    group, ``work(groups)`` runs here.
+    """
+    if not _THREADS:
+        _THREADS["blas"] = ThreadpoolController().select(user_api="blas")
+        _THREADS["pool"] = ThreadPoolExecutor(os.cpu_count() or 1)
+    blas = _THREADS["blas"]
+    n = min([len(groups)] + [lib.num_threads for lib in blas.lib_controllers])
+    if n < 2 or not blas.lib_controllers:
+        return work(groups)
+    with blas.limit(limits=1):
+        list(_THREADS["pool"].map(work, [groups[i::n] for i in range(n)]))

@@ -23,6 +23,7 @@ mask conventions, which are the *opposite* of
 import numpy as np
 
 from ._checks import as_bool, as_int, as_numeric, max_abs
+from ._kernel import run_in_threads
 from .masks import causal_mask
 from .nn.multi_head_attention import MultiHeadAttention as _Layer
 
@@ -530,32 +531,32 @@ class MultiHeadAttention:
         # The heads are a batch axis of the layer. The sequences are taken a
         # few at a time, so that the scores, (n, H, L, S) for n sequences, stay
         # near _SCORES_PER_STEP elements: bounded memory, and the softmax's
-        # passes over them run in cache.
-        layer, H = self._layer(), self.num_heads
+        # passes over them run in cache. The groups are independent: with
+        # BLAS on several threads they are shared among as many Python threads
+        # (NumPy releases the GIL), each with one BLAS thread, so that the
+        # softmax's passes run on every core too.
+        H = self.num_heads
         step = max(1, _SCORES_PER_STEP // max(1, H * L * S))
+        groups = [slice(n, n + step) for n in range(0, N, step)]
         out = np.empty((N, L, E), dtype=self.dtype)
         weights = None
         if need_weights:
             weights = np.empty((N, L, S) if average else (N, H, L, S), dtype=self.dtype)
-        for n in range(0, N, step):
-            part = slice(n, n + step)
-            if self_attention:
+
+        def attend(parts):
+            layer = self._layer()  # one per thread: a layer keeps its last weights
+            for part in parts:
+                kv = {} if self_attention else {"x_kv": k_in[part], "x_v": v_in[part]}
                 out[part] = layer.forward(
-                    q_in[part], attn_mask=_rows(mask, part), need_weights=need_weights
+                    q_in[part], attn_mask=_rows(mask, part), need_weights=need_weights, **kv
                 )
-            else:
-                out[part] = layer.forward(
-                    q_in[part],
-                    k_in[part],
-                    attn_mask=_rows(mask, part),
-                    x_v=v_in[part],
-                    need_weights=need_weights,
-                )
-            if need_weights and average:  # the mean over heads, written in place
-                np.add.reduce(layer.weights, axis=1, out=weights[part])
-                weights[part] /= H
-            elif need_weights:
-                weights[part] = layer.weights
+                if need_weights and average:  # the mean over heads, written in place
+                    np.add.reduce(layer.weights, axis=1, out=weights[part])
+                    weights[part] /= H
+                elif need_weights:
+                    weights[part] = layer.weights
+
+        run_in_threads(attend, groups)
         if not batched:
             out = out[0]
             weights = None if weights is None else weights[0]
