@@ -11,9 +11,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._checks import as_real
+from .._checks import as_int, as_real
 from ..data.embeddings import load_embeddings, load_vocab, tokenize
-from .attention import grow_diag
+from .attention import combine_directions
 from .em import Model1
 from .em_storage import Similarity
 from .scoring import leave_one_out
@@ -35,14 +35,6 @@ EM_GRID = {
 }
 EM_MAX_ITERATIONS = 10
 SYMMETRISATIONS = ("intersect", "grow-diag")
-
-
-def _check_iterations(n, name="iterations"):
-    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
-        raise TypeError(f"{name} must be a whole number, got {n!r}")
-    if n < 0:
-        raise ValueError(f"{name} must be 0 or more, got {n}")
-    return int(n)
 
 
 class Corpus(NamedTuple):
@@ -98,7 +90,7 @@ class EMAligner:
         null_prob=DEFAULT_NULL_PROB,
         symmetrise="intersect",
     ):
-        self.iterations = _check_iterations(iterations)
+        self.iterations = as_int(iterations, "iterations")
         self.settings = {
             "tension": as_real(prior, "prior"),
             "null_prob": as_real(null_prob, "null_prob", 0.0, 1.0, True),
@@ -163,11 +155,6 @@ class EMAligner:
             corpus.models[d].with_settings(scores[d], **self.settings) for d in ("fr2en", "en2fr")
         )
 
-    def _combine(self, fr2en, en2fr):
-        if self.symmetrise == "intersect":
-            return fr2en & en2fr
-        return grow_diag(fr2en, en2fr)
-
     def iterate(self, english, french, corpus=None):
         """Train step by step, yielding every pair's links after 0, 1, ... iterations.
 
@@ -183,7 +170,8 @@ class EMAligner:
             if k:
                 fr2en.step()
                 en2fr.step()
-            yield [self._combine(a, b) for a, b in zip(fr2en.links(), en2fr.links(swap=True))]
+            both = zip(fr2en.links(), en2fr.links(swap=True))
+            yield [combine_directions(a, b, self.symmetrise) for a, b in both]
 
     def fit(self, english, french):
         """Train both directions on the corpus for ``iterations`` EM iterations.
@@ -218,7 +206,8 @@ class EMAligner:
         if self.models is None:
             raise RuntimeError("call fit(english, french) before align(k)")
         fr2en, en2fr = self.models  # fr2en checks k
-        return self._combine(fr2en.decode(k), {(i, j) for j, i in en2fr.decode(k)})
+        en2fr_links = {(i, j) for j, i in en2fr.decode(k)}
+        return combine_directions(fr2en.decode(k), en2fr_links, self.symmetrise)
 
 
 def tune_em(pairs, grid=None, max_iterations=EM_MAX_ITERATIONS, symmetrise="intersect"):
