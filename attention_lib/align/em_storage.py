@@ -88,12 +88,7 @@ class CellIndex:
         return np.concatenate(([self.n_source], s))[None, :] * width + t[:, None]
 
     def _index_cells(self, src, tgt, chunk=1 << 20):
-        """Number the (source word, target word) pairs that meet in a sentence.
-
-        Cells are numbered in the order of their keys. The distinct keys are
-        collected about a million at a time and merged, so that memory follows
-        the number of distinct cells, not the corpus's total ``n (m + 1)``.
-        """
+        """Number the cells in the order of their keys (see **Cells** above)."""
         width = max(self.n_target, 1)
         unique = np.zeros(0, np.int64)
 
@@ -124,11 +119,7 @@ class CellIndex:
         self.n_cells = len(unique)
 
     def _make_batches(self, src, tgt, max_batch_cells):
-        """Group sentences of similar length into padded arrays for the E-step.
-
-        Each batch holds the cell numbers of its pairs (int32 when they fit:
-        half the memory), padded with the extra cell ``n_cells``.
-        """
+        """Group pairs of similar lengths into padded batches (see **Batches** above)."""
         order = np.lexsort((self.m, self.n))
         order = order[self.n[order] > 0]
         self.batches = []
@@ -167,9 +158,8 @@ class CellIndex:
     def batch_prior(self, log_prior, members, rows, cols):
         """``log_prior(m, n, rows, cols)`` of a batch, each distinct ``(m, n)`` computed once.
 
-        The prior depends only on a pair's lengths (and the batch's padded
-        shape), so a batch stores one ``(rows, cols)`` slab per distinct
-        ``(m, n)`` and which slab each pair uses: :meth:`expand_prior` expands it.
+        Returns the slabs (**Prior slabs** above) and which slab each pair uses,
+        for :meth:`expand_prior`.
         """
         lengths = np.stack((self.m[members], self.n[members]), axis=1)
         distinct, which = np.unique(lengths, axis=0, return_inverse=True)
@@ -214,9 +204,7 @@ class Similarity:
         known = np.flatnonzero((r_en >= 0) & (r_fr >= 0))
         if not len(known):
             return out
-        # One matrix-vector product per English word: its French partners'
-        # vectors, in float64. Only the rows used are converted: a float64 copy
-        # of both embedding tables would cost 240 MB for any corpus.
+        # only the rows used go to float64: a float64 copy of both tables is 240 MB
         order = known[np.argsort(r_en[known], kind="stable")]
         e_sorted = r_en[order]
         starts = np.flatnonzero(np.r_[True, e_sorted[1:] != e_sorted[:-1]])
