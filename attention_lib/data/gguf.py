@@ -272,13 +272,18 @@ class _Reader:
         except UnicodeDecodeError:
             raise self.fail(f"{what} is not valid UTF-8: {raw[:40]!r}", at) from None
 
-    def value(self, vtype, what, depth=0):
+    def value_type(self, what):
+        """The (uint32) value type of ``what``, checked."""
+        vtype = self.unpack("<I", f"the type of {what}")
         if vtype not in VALUE_TYPES:
             raise self.fail(
                 f"{what} has value type {vtype}, which is not a GGUF type "
                 f"(0 to {max(VALUE_TYPES)})",
                 self.pos - 4,
             )
+        return vtype
+
+    def value(self, vtype, what, depth=0):
         name, fmt = VALUE_TYPES[vtype]
         if vtype == STRING:
             return self.string(what), "string"
@@ -295,13 +300,7 @@ class _Reader:
     def array(self, what, depth):
         if depth >= MAX_NESTING:
             raise self.fail(f"{what} nests arrays more than {MAX_NESTING} deep")
-        etype = self.unpack("<I", f"the element type of {what}")
-        if etype not in VALUE_TYPES:
-            raise self.fail(
-                f"{what} is an array of value type {etype}, which is not a "
-                f"GGUF type (0 to {max(VALUE_TYPES)})",
-                self.pos - 4,
-            )
+        etype = self.value_type(f"each element of {what}")
         ename, fmt = VALUE_TYPES[etype]
         if fmt is not None and etype != BOOL:  # numbers: one view of the bytes
             size = struct.calcsize(fmt)
@@ -389,7 +388,7 @@ def _parse(path, buffer):
         key = r.string(f"the key of key-value pair {i}")
         if key in metadata:
             raise r.fail(f"the key {key!r} appears twice")
-        vtype = r.unpack("<I", f"the value type of {key!r}")
+        vtype = r.value_type(f"the value of {key!r}")
         metadata[key], types[key] = r.value(vtype, f"the value of {key!r}")
 
     alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
