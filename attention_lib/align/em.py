@@ -167,10 +167,8 @@ class Model1:
         top = np.full(self.n_source + 1, -np.inf)
         np.maximum.at(top, self.cell_source, scores)
         weights = np.exp(scores - top[self.cell_source])
-        self.t0 = (
-            weights
-            / np.bincount(self.cell_source, weights, minlength=self.n_source + 1)[self.cell_source]
-        )
+        total = np.bincount(self.cell_source, weights, minlength=self.n_source + 1)
+        self.t0 = weights / total[self.cell_source]
         self.t = self.t0.copy()
         self._log_t_cache = None
 

@@ -7,6 +7,7 @@ aligners (:mod:`.attention`). :func:`tune_em` chooses its settings on
 hand-aligned pairs.
 """
 
+import itertools
 from typing import NamedTuple
 
 import numpy as np
@@ -135,14 +136,8 @@ class EMAligner:
             rank[[first_seen[w] for w in types]] = np.arange(len(types))
             ids[lang] = [rank[s] for s in sentences]
             words[lang] = types or [""]
-        return Corpus(
-            ids["en"],
-            ids["fr"],
-            words["en"],
-            words["fr"],
-            Similarity(words["en"], words["fr"], self.vocab, self.vectors),
-            {},
-        )
+        similarity = Similarity(words["en"], words["fr"], self.vocab, self.vectors)
+        return Corpus(ids["en"], ids["fr"], words["en"], words["fr"], similarity, {})
 
     def _models(self, corpus):
         sim, tau = corpus.similarity, self.temperature
@@ -237,14 +232,12 @@ def tune_em(pairs, grid=None, max_iterations=EM_MAX_ITERATIONS, symmetrise="inte
     french = [p.french for p in pairs]
     candidates = {}
     corpus = None
-    for tension in grid["tension"]:
-        for tau in grid["temperature"]:
-            for alpha in grid["pseudo_count"]:
-                for p0 in grid["null_prob"]:
-                    aligner = EMAligner(max_iterations, tension, tau, alpha, p0, symmetrise)
-                    corpus = corpus or aligner.prepare(english, french)
-                    for k, links in enumerate(aligner.iterate(english, french, corpus)):
-                        candidates[(k, tension, tau, alpha, p0)] = links
+    names = ("tension", "temperature", "pseudo_count", "null_prob")  # EMAligner's order
+    for setting in itertools.product(*(grid[name] for name in names)):
+        aligner = EMAligner(max_iterations, *setting, symmetrise)
+        corpus = corpus or aligner.prepare(english, french)
+        for k, links in enumerate(aligner.iterate(english, french, corpus)):
+            candidates[(k, *setting)] = links
     # ties go to fewer iterations, then to the smaller values
     candidates = {key: candidates[key] for key in sorted(candidates)}
     return leave_one_out(candidates, [p.sure for p in pairs], [p.possible for p in pairs])

@@ -129,13 +129,10 @@ class CellIndex:
         start = 0
         while start < len(order):
             stop = start + 1
-            while (
-                stop < len(order)
-                and (stop + 1 - start)
-                * self.n[order[stop]]
-                * (self.m[order[start : stop + 1]].max() + 1)
-                <= max_batch_cells
-            ):
+            while stop < len(order):  # grow the batch while its padded size fits
+                m_max = self.m[order[start : stop + 1]].max()
+                if (stop + 1 - start) * self.n[order[stop]] * (m_max + 1) > max_batch_cells:
+                    break
                 stop += 1
             members = order[start:stop]
             rows, cols = self.n[members].max(), self.m[members].max() + 1
@@ -146,9 +143,8 @@ class CellIndex:
             found[by_key] = np.searchsorted(self._cell_key, keys[by_key])
             start_of = np.cumsum([0] + [self.n[k] * (self.m[k] + 1) for k in members])
             for b, k in enumerate(members):
-                cells[b, : self.n[k], : self.m[k] + 1] = found[
-                    start_of[b] : start_of[b + 1]
-                ].reshape(self.n[k], -1)
+                n, m = self.n[k], self.m[k]
+                cells[b, :n, : m + 1] = found[start_of[b] : start_of[b + 1]].reshape(n, m + 1)
             self.slot_batch[members] = len(self.batches)
             self.slot_row[members] = np.arange(len(members))
             self.batches.append((members, cells))
@@ -187,10 +183,9 @@ class Similarity:
 
     def __init__(self, words_en, words_fr, vocab, vectors):
         self.width = len(words_fr)
-        words = {"en": words_en, "fr": words_fr}
         self.rows = {
-            lang: np.array([vocab[lang].get(w, -1) for w in words[lang]], dtype=np.int64)
-            for lang in ("en", "fr")
+            lang: np.array([vocab[lang].get(w, -1) for w in words], dtype=np.int64)
+            for lang, words in (("en", words_en), ("fr", words_fr))
         }
         # for each English word, the id of the same string in French (or -1)
         fr_id = {w: k for k, w in enumerate(words_fr)}
