@@ -204,11 +204,9 @@ def tune_prior(pairs, method=DEFAULT_METHOD, grid=PRIOR_GRID):
     """
     if method not in ATTENTION_METHODS:
         raise ValueError(f"method must be one of {', '.join(ATTENTION_METHODS)}, got {method!r}")
-    sure = [p.sure for p in pairs]
-    possible = [p.possible for p in pairs]
     links = {}
     for prior in sorted(grid):
         aligner = Aligner(method, prior)
         links[prior] = [aligner.align(p.english, p.french) for p in pairs]
-    tuning = leave_one_out(links, sure, possible)
+    tuning = leave_one_out(links, [p.sure for p in pairs], [p.possible for p in pairs])
     return tuning.best, tuning.scores, tuning.loo

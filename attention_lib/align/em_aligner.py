@@ -124,13 +124,8 @@ class EMAligner:
             first_seen, sentences = {}, []
             for sentence in side:
                 tokens = [w.lower() for w in tokenize(sentence, self.vocab[lang]).words]
-                sentences.append(
-                    np.fromiter(
-                        (first_seen.setdefault(w, len(first_seen)) for w in tokens),
-                        dtype=np.int64,
-                        count=len(tokens),
-                    )
-                )
+                interned = [first_seen.setdefault(w, len(first_seen)) for w in tokens]
+                sentences.append(np.array(interned, dtype=np.int64))
             types = sorted(first_seen)  # ids in code-point order
             rank = np.empty(len(types), dtype=np.int64)
             rank[[first_seen[w] for w in types]] = np.arange(len(types))

@@ -311,11 +311,8 @@ class _Reader:
             self.pos += n * size
             return values, f"array[{ename}]"
         # strings (a length each), bools (checked one by one), arrays (type and count)
-        min_bytes = {
-            STRING: struct.calcsize(self.count),
-            BOOL: 1,
-            ARRAY: 4 + struct.calcsize(self.count),
-        }[etype]
+        c = struct.calcsize(self.count)
+        min_bytes = {STRING: c, BOOL: 1, ARRAY: 4 + c}[etype]
         n = self.counted(f"elements of {what}", min_bytes)
         items = [self.value(etype, f"element {i} of {what}", depth + 1)[0] for i in range(n)]
         if etype == BOOL:
