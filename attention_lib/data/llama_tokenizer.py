@@ -20,12 +20,10 @@ a text and after a space. Encoding is then:
 3. repeatedly merge the adjacent pair whose concatenation is the piece with
    the highest score (the leftmost pair on a tie), until no pair is a piece.
 
-Decoding joins the pieces, turns ``▁`` back into spaces and byte pieces back
-into bytes, and drops the space that the dummy prefix put at the start (and after a
-``<s>``).
-This follows ``encode`` and ``decode`` in llama2.c's ``run.c``
-(https://github.com/karpathy/llama2.c) and gives the same ids as the
-``sentencepiece`` library on the same vocabulary (``tests/test_llama_tokenizer.py``).
+Decoding undoes this (:meth:`LlamaTokenizer.decode`). Both follow ``encode``
+and ``decode`` in llama2.c's ``run.c`` (https://github.com/karpathy/llama2.c)
+and agree with the ``sentencepiece`` library on the same vocabulary
+(``tests/test_llama_tokenizer.py``).
 """
 
 import heapq
