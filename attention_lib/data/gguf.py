@@ -103,11 +103,7 @@ GGML_TYPE_NAMES = {
 
 
 class GGUFError(ValueError):
-    """A file is not a valid GGUF file (or uses a feature this reader lacks).
-
-    The message names the file, the byte offset where reading failed and what
-    was expected there.
-    """
+    """Not a valid GGUF file, or one this reader cannot read: the message says where and why."""
 
 
 class GGUFTensorInfo:
@@ -357,8 +353,7 @@ def read_gguf(path):
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a folder, not a GGUF file")
     with open(path, "rb") as f:
-        size = f.seek(0, 2)
-        if size == 0:
+        if f.seek(0, 2) == 0:
             raise GGUFError(f"{path}: the file is empty, not a GGUF file")
         buffer = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
     return _parse(path, buffer)
