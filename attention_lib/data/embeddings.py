@@ -227,8 +227,7 @@ def tokenize(sentence, vocab):
     Returns
     -------
     Tokens
-        ``words`` (as written, after normalisation), ``ids`` (``-1`` for
-        unknown words) and the boolean ``known`` mask.
+        ``words`` as written (after normalisation), their ``ids`` and ``known``.
 
     Raises
     ------
