@@ -1,10 +1,7 @@
 """The EM word aligner: IBM Model 1 (:mod:`.em`) trained on raw text in both directions.
 
-:class:`EMAligner` tokenises a corpus, numbers its words, starts each
-direction's translation table from the word-vector similarities of chapter 4,
-trains both directions by EM and symmetrises their links like the attention
-aligners (:mod:`.attention`). :func:`tune_em` chooses its settings on
-hand-aligned pairs.
+:class:`EMAligner` numbers a corpus's words and trains it; :func:`tune_em`
+chooses its settings on hand-aligned pairs.
 """
 
 import itertools
@@ -141,9 +138,7 @@ class EMAligner:
             corpus.models["fr2en"] = Model1(corpus.en, corpus.fr, scores["fr2en"], **self.settings)
             corpus.models["en2fr"] = Model1(corpus.fr, corpus.en, scores["en2fr"], **self.settings)
             return corpus.models["fr2en"], corpus.models["en2fr"]
-        return tuple(
-            corpus.models[d].with_settings(scores[d], **self.settings) for d in ("fr2en", "en2fr")
-        )
+        return tuple(corpus.models[d].with_settings(scores[d], **self.settings) for d in scores)
 
     def iterate(self, english, french, corpus=None):
         """Train step by step, yielding every pair's links after 0, 1, ... iterations.

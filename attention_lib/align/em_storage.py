@@ -206,9 +206,8 @@ class Similarity:
         vec_en, vec_fr = self.vectors["en"], self.vectors["fr"]
         for a, b in zip(starts, np.r_[starts[1:], len(order)]):
             cells = order[a:b]
-            out[cells] = vec_fr[r_fr[cells]].astype(np.float64) @ vec_en[e_sorted[a]].astype(
-                np.float64
-            )
+            partners = vec_fr[r_fr[cells]].astype(np.float64)
+            out[cells] = partners @ vec_en[e_sorted[a]].astype(np.float64)
         return out
 
     def __call__(self, en, fr):
