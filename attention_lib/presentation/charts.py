@@ -4,12 +4,9 @@ Each builder returns an Altair (Vega-Lite) chart that carries its own data (a
 few hundred numbers computed here, with fixed seeds) and recomputes what the
 reader asks for with Vega expressions in the browser: a softmax at another
 temperature, another mask, another key width. No kernel and no server is
-involved, so the charts work on the static site.
-
-Altair is imported only inside these functions: the numerical modules of
-``attention_lib`` never need it. The Vega-Lite helpers the builders share are
-in :mod:`.vega`; :func:`~attention_lib.presentation.embed.show` puts a chart on
-a page (:mod:`.embed`, the HTML embedding).
+involved, so the charts work on the static site. The builders share the
+Vega-Lite helpers of :mod:`.vega`; :func:`~attention_lib.presentation.embed.show`
+puts a chart on a page.
 
 How a chapter adds a chart (three cells, what nbval compares, which numbers
 to print) is in CONTRIBUTING.md, "An interactive chart in a chapter".
@@ -62,6 +59,40 @@ def _temperature_range(bounds):
     return low, high
 
 
+def _cell_rows(scores, queries, keys):
+    """A heat map's data: one row per cell, with its indices, its two words and its score."""
+    return [
+        {"qi": i, "ki": j, "query": q, "key": k, "score": round(float(scores[i, j]), 6)}
+        for i, q in enumerate(queries)
+        for j, k in enumerate(keys)
+    ]
+
+
+def _heat_map(alt, value, queries, keys, step, allowed="true"):
+    """Queries as rows, keys as columns, ``weight`` the softmax of ``value`` over each row."""
+    return row_softmax(alt, alt.Chart(), value, ["qi"], allowed).encode(
+        x=alt.X("ki:O", axis=word_axis(alt, keys, "key", step)),
+        y=alt.Y("qi:O", axis=word_axis(alt, queries, "query")),
+    )
+
+
+def _cell_tooltip(alt, *fields):
+    """The tooltip of a heat map's cell: its two words, ``fields``, its weight and score."""
+    words = [alt.Tooltip("query:N", title="query word"), alt.Tooltip("key:N", title="key word")]
+    numbers = [alt.Tooltip("weight:Q", format=".4f"), alt.Tooltip("score:Q", format=".4f")]
+    return words + list(fields) + numbers
+
+
+def _heat_map_chart(alt, layers, rows, params, title, step, row_labels, n_keys):
+    """``layers`` over ``rows`` with their controls, as wide as the column allows."""
+    chart = (
+        alt.layer(*layers, data=alt.Data(values=rows))
+        .add_params(*params)
+        .properties(title=title, height=alt.Step(step))
+    )
+    return fit_column(chart, heat_map_width(n_keys, step, row_labels))
+
+
 def attention_heatmap_chart(
     scores,
     query_labels,
@@ -75,10 +106,8 @@ def attention_heatmap_chart(
     """Heat map of softmax weights that the reader can re-temper and re-scale.
 
     The chart stores the raw ``scores``; the browser computes each row's
-    softmax of ``scores / tau`` (row maximum and sum of exponentials by window
-    transforms), so moving the temperature slider recomputes every weight.
-    The temperature is ``tau``, as on the notation page: weights are
-    ``softmax(scores / tau)``.
+    softmax of ``scores / tau`` at the temperature ``tau`` (notation page),
+    so moving the temperature slider recomputes every weight.
 
     Parameters
     ----------
@@ -148,11 +177,7 @@ def attention_heatmap_chart(
             f"scale the scores down (softmax weights change with the scale) or "
             f"raise the low end of temperature_range"
         )
-    rows = [
-        {"qi": i, "ki": j, "query": queries[i], "key": keys[j], "score": round(float(s[i, j]), 6)}
-        for i in range(L)
-        for j in range(S)
-    ]
+    rows = _cell_rows(s, queries, keys)
     temp = alt.param(
         name="temperature",
         value=float(temperature),
@@ -164,11 +189,7 @@ def attention_heatmap_chart(
         bind=alt.binding_radio(options=["0 to 1", "min to max"], name="colour scale "),
     )
     step = max(14, min(36, 560 // max(S, 1)))
-    base = row_softmax(alt, alt.Chart(), "datum.score / temperature", ["qi"])
-    base = base.encode(
-        x=alt.X("ki:O", axis=word_axis(alt, keys, "key", step)),
-        y=alt.Y("qi:O", axis=word_axis(alt, queries, "query")),
-    )
+    base = _heat_map(alt, "datum.score / temperature", queries, keys, step)
     cells = base.mark_rect().encode(
         color=alt.Color(
             "weight:Q",
@@ -180,19 +201,9 @@ def attention_heatmap_chart(
                 domainRaw=alt.ExprRef("colour_scale == '0 to 1' ? [0, 1] : null"),
             ),
         ),
-        tooltip=[
-            alt.Tooltip("query:N", title="query word"),
-            alt.Tooltip("key:N", title="key word"),
-            alt.Tooltip("weight:Q", format=".4f"),
-            alt.Tooltip("score:Q", format=".4f"),
-        ],
+        tooltip=_cell_tooltip(alt),
     )
-    chart = (
-        alt.layer(cells, data=alt.Data(values=rows))
-        .add_params(temp, scale)
-        .properties(title=title, height=alt.Step(step))
-    )
-    chart = fit_column(chart, heat_map_width(S, step, queries))
+    chart = _heat_map_chart(alt, [cells], rows, [temp, scale], title, step, queries, S)
     description = description or (
         f"Interactive heat map of attention weights, {L} query words (rows) by {S} key "
         "words (columns), darker for smaller weights. A temperature slider recomputes "
@@ -206,20 +217,16 @@ def attention_heatmap_chart(
 def saturation_chart(n_keys=8, log2_dk=range(1, 11), *, seed=0, title=None, description=None):
     """One query's softmax weights as the key width ``d_k`` grows, with and without scaling.
 
-    For each ``d_k = 2**p`` it draws a query ``q`` and ``n_keys`` keys with
-    independent standard-normal components (fixed ``seed``), so each score
-    ``q . k_j`` has variance ``d_k``. The browser shows the softmax of one
-    row of scores for the ``d_k`` the slider selects, divided by
-    ``sqrt(d_k)`` (variance 1) or not (the weights saturate towards one-hot).
+    The chart stores the scores ``q . k_j`` of :func:`saturation_scores`,
+    which have variance ``d_k``. The browser shows the softmax of the row for
+    the ``d_k`` the slider selects, divided by ``sqrt(d_k)`` (variance 1) or
+    not (the weights saturate towards one-hot).
 
     Parameters
     ----------
-    n_keys : int, default 8
-        Number of keys (bars).
-    log2_dk : iterable of int, default 1..10
-        The exponents ``p`` the slider steps through (``d_k = 2**p``, consecutive).
-    seed : int, default 0
-        Seed of ``numpy.random.default_rng``.
+    n_keys, log2_dk, seed
+        The keys (bars), the exponents ``p`` the slider steps through
+        (``d_k = 2**p``) and the seed, as for :func:`saturation_scores`.
     title, description : str, optional
         Title (a live one by default) and text for screen readers.
 
@@ -231,7 +238,7 @@ def saturation_chart(n_keys=8, log2_dk=range(1, 11), *, seed=0, title=None, desc
     Raises
     ------
     ValueError
-        If ``n_keys`` < 2 or ``log2_dk`` is not consecutive integers in [0, 14].
+        As :func:`saturation_scores` does.
 
     Examples
     --------
@@ -314,9 +321,11 @@ def saturation_scores(n_keys=8, log2_dk=range(1, 11), *, seed=0):
     Parameters
     ----------
     n_keys : int, default 8
+        Number of keys, at least 2.
     log2_dk : iterable of int, default 1..10
         Consecutive exponents ``p`` in [0, 14].
     seed : int, default 0
+        Seed of ``numpy.random.default_rng``.
 
     Returns
     -------
@@ -452,20 +461,10 @@ def mask_explorer_chart(
         )
     scores = mask_explorer_scores(words, d=d, seed=seed)
     alibi = alibi_bias(8, L)[0]  # (L, L), slope 1/2
-    rows = [
-        {
-            "qi": i,
-            "ki": j,
-            "query": words[i],
-            "key": words[j],
-            "score": round(float(scores[i, j]), 6),
-            "real_key": words[j] != pad_token,
-        }
-        for i in range(L)
-        for j in range(L)
-    ]
-    if "ALiBi" in modes:
-        for r in rows:
+    rows = _cell_rows(scores, words, words)
+    for r in rows:
+        r["real_key"] = r["key"] != pad_token
+        if "ALiBi" in modes:
             r["alibi"] = round(float(alibi[r["qi"], r["ki"]]), 6) if r["ki"] <= r["qi"] else 0.0
     mode = alt.param(
         name="mask", value=modes[0], bind=alt.binding_radio(options=modes, name="mask ")
@@ -475,36 +474,20 @@ def mask_explorer_chart(
         "mask == 'padding' ? datum.real_key : true"
     )
     step = max(20, min(40, 480 // L))
-    base = row_softmax(
-        alt, alt.Chart(), "datum.score + (mask == 'ALiBi' ? datum.alibi : 0)", ["qi"], allowed
-    )
-    base = base.encode(
-        x=alt.X("ki:O", axis=word_axis(alt, words, "key", step)),
-        y=alt.Y("qi:O", axis=word_axis(alt, words, "query")),
-    )
+    value = "datum.score + (mask == 'ALiBi' ? datum.alibi : 0)"
+    base = _heat_map(alt, value, words, words, step, allowed)
     cells = base.mark_rect().encode(
         color=alt.condition(
             "datum.allowed",
             alt.Color("weight:Q", title="weight", scale=alt.Scale(scheme="cividis", domain=[0, 1])),
             alt.value("#FFFFFF"),
         ),
-        tooltip=[
-            alt.Tooltip("query:N", title="query word"),
-            alt.Tooltip("key:N", title="key word"),
-            alt.Tooltip("allowed:N", title="allowed"),
-            alt.Tooltip("weight:Q", format=".4f"),
-            alt.Tooltip("score:Q", format=".4f"),
-        ],
+        tooltip=_cell_tooltip(alt, alt.Tooltip("allowed:N", title="allowed")),
     )
     crosses = base.transform_filter("!datum.allowed").mark_text(
         text="×", fontSize=18, color="#555555"
     )
-    chart = (
-        alt.layer(cells, crosses, data=alt.Data(values=rows))
-        .add_params(mode)
-        .properties(title=title, height=alt.Step(step))
-    )
-    chart = fit_column(chart, heat_map_width(L, step, words))
+    chart = _heat_map_chart(alt, [cells, crosses], rows, [mode], title, step, words, L)
     description = description or (
         f"Interactive heat map of self-attention weights for the {L} words "
         f"'{' '.join(words)}', queries as rows and keys as columns. A radio choice of "
