@@ -35,11 +35,9 @@ def _labels(labels, n, name, what):
 def _label_axes(ax, shape, row_labels, col_labels, xlabel, ylabel):
     if col_labels is not None:
         col_labels = _labels(col_labels, shape[1], "col_labels", "columns")
-    if row_labels is not None:
-        row_labels = _labels(row_labels, shape[0], "row_labels", "rows")
-    if col_labels is not None:
         ax.set_xticks(np.arange(shape[1]), labels=col_labels, rotation=90)
     if row_labels is not None:
+        row_labels = _labels(row_labels, shape[0], "row_labels", "rows")
         ax.set_yticks(np.arange(shape[0]), labels=row_labels)
     ax.xaxis.tick_top()
     ax.xaxis.set_label_position("top")
@@ -163,7 +161,12 @@ def plot_mask(
     return ax
 
 
-_MARKERS = {"square": "s", "dot": "o", "cross": "x"}
+#: Each style of :func:`mark_cells`: its marker, default area (points squared) and colours.
+_MARKERS = {
+    "square": ("s", 150, {"facecolors": "none", "edgecolors": "white"}),
+    "dot": ("o", 30, {"facecolors": "none", "edgecolors": "white"}),
+    "cross": ("x", 40, {"color": "white"}),
+}
 
 
 def _heat_map_shape(ax):
@@ -238,29 +241,16 @@ def mark_cells(ax, cells, style="square", label=None, size=None):
         )
     rows = np.array([c[0] for c in cells], dtype=float)
     cols = np.array([c[1] for c in cells], dtype=float)
-    default_size = {"square": 150, "dot": 30, "cross": 40}[style]
-    outline = [pe.withStroke(linewidth=3, foreground="black")]
-    if style == "cross":
-        return ax.scatter(
-            cols,
-            rows,
-            s=size or default_size,
-            marker="x",
-            color="white",
-            linewidths=1.5,
-            label=label,
-            path_effects=outline,
-        )
+    marker, default_size, colours = _MARKERS[style]
     return ax.scatter(
         cols,
         rows,
         s=size or default_size,
-        marker=_MARKERS[style],
-        facecolors="none",
-        edgecolors="white",
+        marker=marker,
         linewidths=1.5,
         label=label,
-        path_effects=outline,
+        path_effects=[pe.withStroke(linewidth=3, foreground="black")],
+        **colours,
     )
 
 
@@ -311,8 +301,8 @@ def hatch_masked(ax, mask, label="masked"):
             f"mask has shape {m.shape} but the heat map on ax has shape "
             f"{shape}: the mask must cover the heat map cell for cell"
         )
-    count = 0
-    for i, j in zip(*np.nonzero(~m)):
+    masked = list(zip(*np.nonzero(~m)))
+    for n, (i, j) in enumerate(masked):
         ax.add_patch(
             Rectangle(
                 (j - 0.5, i - 0.5),
@@ -322,11 +312,10 @@ def hatch_masked(ax, mask, label="masked"):
                 hatch="////",
                 edgecolor="0.75",
                 linewidth=0,
-                label=label if count == 0 else None,
+                label=label if n == 0 else None,
             )
         )
-        count += 1
-    return count
+    return len(masked)
 
 
 #: Widest figure, in inches, that fits the book's text column at the
