@@ -98,15 +98,8 @@ def plot_weights(
     if annotate:
         threshold = (image.norm.vmin + image.norm.vmax) / 2
         for (i, j), value in np.ndenumerate(w):
-            ax.text(
-                j,
-                i,
-                fmt.format(value),
-                ha="center",
-                va="center",
-                fontsize=8,
-                color="black" if value > threshold else "white",
-            )
+            colour = "black" if value > threshold else "white"
+            ax.text(j, i, fmt.format(value), ha="center", va="center", fontsize=8, color=colour)
     if colorbar:
         ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     return ax
@@ -302,18 +295,10 @@ def hatch_masked(ax, mask, label="masked"):
             f"{shape}: the mask must cover the heat map cell for cell"
         )
     masked = list(zip(*np.nonzero(~m)))
+    hatching = dict(fill=False, hatch="////", edgecolor="0.75", linewidth=0)
     for n, (i, j) in enumerate(masked):
         ax.add_patch(
-            Rectangle(
-                (j - 0.5, i - 0.5),
-                1,
-                1,
-                fill=False,
-                hatch="////",
-                edgecolor="0.75",
-                linewidth=0,
-                label=label if n == 0 else None,
-            )
+            Rectangle((j - 0.5, i - 0.5), 1, 1, label=label if n == 0 else None, **hatching)
         )
     return len(masked)
 
