@@ -59,6 +59,12 @@ def _temperature_range(bounds):
     return low, high
 
 
+def _slider(alt, name, value, low, high, step, label):
+    """A parameter that the reader sets with a range slider from ``low`` to ``high``."""
+    bind = alt.binding_range(min=low, max=high, step=step, name=label)
+    return alt.param(name=name, value=value, bind=bind)
+
+
 def _cell_rows(scores, queries, keys):
     """A heat map's data: one row per cell, with its indices, its two words and its score."""
     return [
@@ -178,11 +184,7 @@ def attention_heatmap_chart(
             f"raise the low end of temperature_range"
         )
     rows = _cell_rows(s, queries, keys)
-    temp = alt.param(
-        name="temperature",
-        value=float(temperature),
-        bind=alt.binding_range(min=t_low, max=t_high, step=0.05, name="temperature τ "),
-    )
+    temp = _slider(alt, "temperature", float(temperature), t_low, t_high, 0.05, "temperature τ ")
     scale = alt.param(
         name="colour_scale",
         value="0 to 1",
@@ -190,18 +192,10 @@ def attention_heatmap_chart(
     )
     step = max(14, min(36, 560 // max(S, 1)))
     base = _heat_map(alt, "datum.score / temperature", queries, keys, step)
+    domain = alt.ExprRef("colour_scale == '0 to 1' ? [0, 1] : null")  # null: min to max
+    colours = alt.Scale(scheme="cividis", zero=False, nice=False, domainRaw=domain)
     cells = base.mark_rect().encode(
-        color=alt.Color(
-            "weight:Q",
-            title="weight",
-            scale=alt.Scale(
-                scheme="cividis",
-                zero=False,
-                nice=False,
-                domainRaw=alt.ExprRef("colour_scale == '0 to 1' ? [0, 1] : null"),
-            ),
-        ),
-        tooltip=_cell_tooltip(alt),
+        color=alt.Color("weight:Q", title="weight", scale=colours), tooltip=_cell_tooltip(alt)
     )
     chart = _heat_map_chart(alt, [cells], rows, [temp, scale], title, step, queries, S)
     description = description or (
@@ -263,11 +257,7 @@ def saturation_chart(n_keys=8, log2_dk=range(1, 11), *, seed=0, title=None, desc
         for d_k, scores in drawn.items()
         for j, v in enumerate(scores)
     ]
-    dk = alt.param(
-        name="log2_dk",
-        value=ps[len(ps) // 2],
-        bind=alt.binding_range(min=ps[0], max=ps[-1], step=1, name="log2 d_k "),
-    )
+    dk = _slider(alt, "log2_dk", ps[len(ps) // 2], ps[0], ps[-1], 1, "log2 d_k ")
     divide = alt.param(
         name="divide", value=False, bind=alt.binding_checkbox(name="divide by sqrt(d_k) ")
     )
@@ -398,9 +388,9 @@ def mask_explorer_chart(
 ):
     """Self-attention weights of one sentence under a mask the reader chooses.
 
-    Scores are ``X X^T / sqrt(d)`` for random word vectors ``X`` (fixed
-    ``seed``). The reader picks bidirectional (no mask), causal (key ``j <= i``),
-    padding (keys that are ``pad_token`` hidden) or ALiBi
+    The scores are those of :func:`mask_explorer_scores`. The reader picks
+    bidirectional (no mask), causal (key ``j <= i``), padding (keys that are
+    ``pad_token`` hidden) or ALiBi
     (:func:`attention_lib.positions.alibi_bias`, head 0 of 8: causal, plus a
     penalty of 1/2 per position of distance), or only those of them named in
     ``masks``; the browser recomputes the softmax over the allowed keys and
@@ -413,10 +403,8 @@ def mask_explorer_chart(
         one of them not padding).
     pad_token : str, default "<pad>"
         The word that marks padding.
-    d : int, default 8
-        Width of the random word vectors.
-    seed : int, default 0
-        Seed of ``numpy.random.default_rng``.
+    d, seed : int, default 8 and 0
+        Width and seed of the random word vectors (:func:`mask_explorer_scores`).
     masks : sequence of str, default all four
         The masks the reader may choose, in this order, from
         ``"bidirectional"``, ``"causal"``, ``"padding"`` and ``"ALiBi"``; the
@@ -561,11 +549,7 @@ def online_softmax_chart(
         raise ValueError(f"block_size must be at most len(scores) = {x.size}, got {block_size}")
     n_blocks = -(-x.size // block_size)
     rows = [{"j": j, "x": round(float(v), 6), "block": j // block_size} for j, v in enumerate(x)]
-    seen = alt.param(
-        name="blocks_seen",
-        value=1,
-        bind=alt.binding_range(min=1, max=n_blocks, step=1, name="blocks seen "),
-    )
+    seen = _slider(alt, "blocks_seen", 1, 1, n_blocks, 1, "blocks seen ")
     base = (
         alt.Chart()
         .transform_calculate(seen="datum.block < blocks_seen")
@@ -597,19 +581,14 @@ def online_softmax_chart(
     )
     first = base.transform_filter("datum.j == 0")
     rule = first.mark_rule(color=OKABE_ITO_ORANGE, strokeDash=[6, 3], strokeWidth=2).encode(y="m:Q")
-    label = (
-        first.mark_text(
-            align="left", baseline="bottom", color="#333333", lineBreak="\n", fontSize=FONT_SIZE
-        )
-        .encode(  # above the plot, clear of the bars
-            x=alt.value(0), y=alt.value(-6), text=alt.Text("label:N")
-        )
-        .transform_calculate(
-            # two lines, so that the text fits above a phone's narrow plot
-            label="'running max m = ' + format(datum.m, '.4f') + '\\nrunning sum ℓ = '"
-            " + format(datum.l, '.4f')"
-        )
+    # Above the plot, clear of the bars, in two lines that fit a phone's narrow plot
+    label = first.transform_calculate(
+        label="'running max m = ' + format(datum.m, '.4f') + '\\nrunning sum ℓ = '"
+        " + format(datum.l, '.4f')"
+    ).mark_text(
+        align="left", baseline="bottom", color="#333333", lineBreak="\n", fontSize=FONT_SIZE
     )
+    label = label.encode(x=alt.value(0), y=alt.value(-6), text=alt.Text("label:N"))
     top = alt.layer(bars, rule, label).properties(height=170)
     weights = (
         base.mark_bar(color=OKABE_ITO_BLUE)
