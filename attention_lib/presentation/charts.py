@@ -590,15 +590,9 @@ def online_softmax_chart(
     )
     label = label.encode(x=alt.value(0), y=alt.value(-6), text=alt.Text("label:N"))
     top = alt.layer(bars, rule, label).properties(height=170)
-    weights = (
-        base.mark_bar(color=OKABE_ITO_BLUE)
-        .encode(
-            x=xj,
-            y=alt.Y("weight:Q", title="exp(e_j − m) / ℓ", scale=alt.Scale(domain=[0, 1])),
-            tooltip=tooltip,
-        )
-        .properties(height=120)
-    )
+    y_weight = alt.Y("weight:Q", title="exp(e_j − m) / ℓ", scale=alt.Scale(domain=[0, 1]))
+    weights = base.mark_bar(color=OKABE_ITO_BLUE).encode(x=xj, y=y_weight, tooltip=tooltip)
+    weights = weights.properties(height=120)
     chart = (
         alt.vconcat(top, weights, data=alt.Data(values=rows))
         .add_params(seen)

@@ -117,10 +117,8 @@ def chart_html(chart, *, caption=None, description=None, static_path="../_static
 def show(chart, *, caption=None, description=None, static_path="../_static/vendor/"):
     """Display ``chart`` for the static site, JupyterLab and Colab alike.
 
-    Displays a mimebundle with ``text/html`` (:func:`chart_html`: vendored
-    scripts on the site, a CDN elsewhere), ``application/vnd.vegalite.v5+json``
-    (JupyterLab's built-in renderer) and ``text/plain``. Parameters as for
-    :func:`chart_html`.
+    Displays the mimebundle of the module docstring, and ``text/plain``.
+    Parameters as for :func:`chart_html`.
 
     Returns
     -------
@@ -129,15 +127,12 @@ def show(chart, *, caption=None, description=None, static_path="../_static/vendo
     from IPython.display import display
 
     spec = chart.to_dict()
+    page = chart_html(chart, caption=caption, description=description, static_path=static_path)
     lab_spec = dict(spec, **{"$schema": "https://vega.github.io/schema/vega-lite/v5.json"})
-    display(
-        {
-            "text/html": chart_html(
-                chart, caption=caption, description=description, static_path=static_path
-            ),
-            "application/vnd.vegalite.v5+json": lab_spec,
-            "text/plain": "(An interactive chart, shown on the book's web pages and in "
-            f"JupyterLab: {caption or description or spec.get('description', '')})",
-        },
-        raw=True,
-    )
+    bundle = {
+        "text/html": page,
+        "application/vnd.vegalite.v5+json": lab_spec,
+        "text/plain": "(An interactive chart, shown on the book's web pages and in "
+        f"JupyterLab: {caption or description or spec.get('description', '')})",
+    }
+    display(bundle, raw=True)

@@ -375,14 +375,13 @@ def _record_smallest_text(png_formatter):
 def use_book_style():
     """Draw figures as the book prints them: sharp, and sized for its column.
 
-    Sets matplotlib to 100 dots per inch (an inch of figure is 100 CSS
-    pixels on the site), 10-point text, a default size that fits the text
-    column (at most :data:`COLUMN_WIDTH_IN` inches wide) and constrained
-    layout; in a Jupyter kernel, figures are also sent as ``retina`` PNGs
-    (twice the pixels, shown at half size), so they stay sharp on HiDPI
-    screens, and each PNG records the size of its smallest text
-    (:data:`PNG_SMALLEST_TEXT_KEY`, :func:`smallest_font_size`). Call it
-    once, after the imports of a chapter.
+    Sets matplotlib to 100 dots per inch, 10-point text, a default size that
+    fits the text column (at most :data:`COLUMN_WIDTH_IN` inches wide) and
+    constrained layout; in a Jupyter kernel, figures are also sent as
+    ``retina`` PNGs (twice the pixels, shown at half size), so they stay sharp
+    on HiDPI screens, and each PNG records the size of its smallest text
+    (:data:`PNG_SMALLEST_TEXT_KEY`, :func:`smallest_font_size`). Call it once,
+    after the imports of a chapter.
 
     Examples
     --------
