@@ -52,9 +52,8 @@ like fast_align)::
 ``-`` as a file name reads standard input. Files are read as UTF-8 (a
 byte-order mark is dropped) and split into lines at ``\\n`` only (``\\r\\n``
 is accepted), so line ``k`` of the output always belongs to line ``k`` of the
-input; words are normalised by :func:`attention_lib.tokenize`. The input is
-checked first; then each pair's links are written and flushed as soon as the
-pair is aligned (for ``em``, after training, as soon as each pair is decoded).
+input; words are normalised by :func:`attention_lib.tokenize`. When each line
+is written: :mod:`attention_lib.align.cli`.
 """
 
 from .attention import (

@@ -8,6 +8,7 @@ its own. Unknown words are masked out, so they get no weight and no link. See
 
 import numpy as np
 
+from .._checks import as_real
 from ..dot_product import scaled_dot_product_attention
 from ..data.embeddings import embed, load_embeddings, load_vocab, tokenize
 from .scoring import leave_one_out
@@ -97,6 +98,17 @@ def grow_diag(fr2en, en2fr):
     return links
 
 
+def combine_directions(fr2en, en2fr, method):
+    """The links that ``method``, one of :data:`ATTENTION_METHODS`, keeps of both directions'."""
+    if method == "fr2en":
+        return fr2en
+    if method == "en2fr":
+        return en2fr
+    if method == "intersect":
+        return fr2en & en2fr
+    return grow_diag(fr2en, en2fr)
+
+
 def diagonal_links(m, n):
     """The baseline: English word ``i`` to French word ``round(i n / m)``.
 
@@ -140,9 +152,7 @@ class Aligner:
     def __init__(self, method=DEFAULT_METHOD, prior=DEFAULT_PRIOR):
         if method not in METHODS:
             raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-        if not np.isfinite(prior) or prior < 0:
-            raise ValueError(f"prior must be a finite number >= 0, got {prior!r}")
-        self.method, self.prior = method, float(prior)
+        self.method, self.prior = method, as_real(prior, "prior")
         if method != "diagonal":
             self.vocab = {lang: load_vocab(lang) for lang in ("en", "fr")}
             self.vectors = {lang: load_embeddings(lang) for lang in ("en", "fr")}
@@ -152,13 +162,11 @@ class Aligner:
         en = tokenize(english, self.vocab["en"])
         fr = tokenize(french, self.vocab["fr"])
         x_en, x_fr = embed(en, self.vectors["en"]), embed(fr, self.vectors["fr"])
-        need_fr2en = self.method in ("fr2en", "intersect", "grow-diag")
-        need_en2fr = self.method in ("en2fr", "intersect", "grow-diag")
         fr2en = en2fr = set()
-        if need_fr2en and len(en.words) and len(fr.words):
+        if self.method != "en2fr" and len(en.words) and len(fr.words):
             w = cross_attention(x_fr, x_en, fr.known, en.known, self.prior)  # (n, m)
             fr2en = {(i, j) for j, i in _row_argmax_links(w)}
-        if need_en2fr and len(en.words) and len(fr.words):
+        if self.method != "fr2en" and len(en.words) and len(fr.words):
             w = cross_attention(x_en, x_fr, en.known, fr.known, self.prior)  # (m, n)
             en2fr = _row_argmax_links(w)
         return fr2en, en2fr
@@ -172,14 +180,7 @@ class Aligner:
             # the same tokens as the other methods see (tokenize normalises them)
             m, n = len(tokenize(english, {}).words), len(tokenize(french, {}).words)
             return diagonal_links(m, n)
-        fr2en, en2fr = self.directions(english, french)
-        if self.method == "fr2en":
-            return fr2en
-        if self.method == "en2fr":
-            return en2fr
-        if self.method == "intersect":
-            return fr2en & en2fr
-        return grow_diag(fr2en, en2fr)
+        return combine_directions(*self.directions(english, french), self.method)
 
 
 def tune_prior(pairs, method=DEFAULT_METHOD, grid=PRIOR_GRID):
@@ -196,22 +197,16 @@ def tune_prior(pairs, method=DEFAULT_METHOD, grid=PRIOR_GRID):
 
     Returns
     -------
-    best : float
-        The ``lambda`` with the lowest pooled AER on all ``pairs``.
-    scores : dict of float to AlignmentScores
-        Scores on all pairs for every ``lambda`` in ``grid``. The score of
-        ``best`` is optimistic: it was chosen on the data it is scored on.
-    loo : AlignmentScores
-        Leave-one-out estimate: each pair is aligned with the ``lambda``
-        chosen on the *other* pairs, and the results are pooled.
+    best, scores, loo
+        :func:`~attention_lib.align.leave_one_out`'s, the settings being the
+        values of ``lambda``: the best on all pairs, every ``lambda``'s
+        scores, and the leave-one-out estimate.
     """
     if method not in ATTENTION_METHODS:
         raise ValueError(f"method must be one of {', '.join(ATTENTION_METHODS)}, got {method!r}")
-    sure = [p.sure for p in pairs]
-    possible = [p.possible for p in pairs]
     links = {}
     for prior in sorted(grid):
         aligner = Aligner(method, prior)
         links[prior] = [aligner.align(p.english, p.french) for p in pairs]
-    tuning = leave_one_out(links, sure, possible)
+    tuning = leave_one_out(links, [p.sure for p in pairs], [p.possible for p in pairs])
     return tuning.best, tuning.scores, tuning.loo

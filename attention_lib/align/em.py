@@ -54,13 +54,13 @@ from ..softmax import logsumexp, softmax
 from .em_storage import CellIndex
 
 
-def _check_pair_index(k, n_pairs, name="k"):
+def _check_pair_index(k, n_pairs):
     """``k`` as an int in ``[0, n_pairs)``: a sentence pair of the corpus."""
     if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
-        raise TypeError(f"{name} must be a whole number (a pair index), got {k!r}")
+        raise TypeError(f"k must be a whole number (a pair index), got {k!r}")
     if not 0 <= k < n_pairs:
         raise IndexError(
-            f"{name} = {k} is not a pair of this corpus: it has {n_pairs} "
+            f"k = {k} is not a pair of this corpus: it has {n_pairs} "
             f"pairs, numbered 0 to {n_pairs - 1}"
         )
     return int(k)
@@ -74,8 +74,8 @@ class Model1:
     Parameters
     ----------
     source, target : sequence of array_like of int
-        One array of vocabulary ids (``>= 0``) per sentence, the same number
-        of sentences on both sides. Pairs with an empty side get no links.
+        The sentence pairs' word ids, as :class:`.em_storage.CellIndex` takes
+        them (with ``max_batch_cells``). Pairs with an empty side get no links.
     init_scores : callable, optional
         ``init_scores(source_ids, target_ids)`` -> scores of those word pairs
         (float arrays of equal length); the starting table is their softmax
@@ -155,10 +155,9 @@ class Model1:
         return clone
 
     def _start_table(self, init_scores):
-        is_null = self.cell_source == self.n_source
+        words = self.cell_source != self.n_source  # not NULL
         scores = np.zeros(self.n_cells)
-        if init_scores is not None and (~is_null).any():
-            words = ~is_null
+        if init_scores is not None and words.any():
             given = np.asarray(
                 init_scores(self.cell_source[words], self.cell_target[words]), dtype=np.float64
             )
@@ -168,10 +167,8 @@ class Model1:
         top = np.full(self.n_source + 1, -np.inf)
         np.maximum.at(top, self.cell_source, scores)
         weights = np.exp(scores - top[self.cell_source])
-        self.t0 = (
-            weights
-            / np.bincount(self.cell_source, weights, minlength=self.n_source + 1)[self.cell_source]
-        )
+        total = np.bincount(self.cell_source, weights, minlength=self.n_source + 1)
+        self.t0 = weights / total[self.cell_source]
         self.t = self.t0.copy()
         self._log_t_cache = None
 
@@ -279,8 +276,7 @@ class Model1:
             ``i + 1`` source word ``i``. Rows sum to 1. A pair with an empty
             side has no rows: shape ``(0, m + 1)``.
         """
-        k = _check_pair_index(k, len(self.cells.n))
-        scores = self._sentence(k)
+        scores = self._sentence(k)  # checks k
         if scores is None:
             return np.zeros((0, self.cells.m[k] + 1))
         return softmax(scores, axis=-1)

@@ -1,19 +1,17 @@
 """The EM word aligner: IBM Model 1 (:mod:`.em`) trained on raw text in both directions.
 
-:class:`EMAligner` tokenises a corpus, numbers its words, starts each
-direction's translation table from the word-vector similarities of chapter 4,
-trains both directions by EM and symmetrises their links like the attention
-aligners (:mod:`.attention`). :func:`tune_em` chooses its settings on
-hand-aligned pairs.
+:class:`EMAligner` numbers a corpus's words and trains it; :func:`tune_em`
+chooses its settings on hand-aligned pairs.
 """
 
+import itertools
 from typing import NamedTuple
 
 import numpy as np
 
-from .._checks import as_real
+from .._checks import as_int, as_real
 from ..data.embeddings import load_embeddings, load_vocab, tokenize
-from .attention import grow_diag
+from .attention import combine_directions
 from .em import Model1
 from .em_storage import Similarity
 from .scoring import leave_one_out
@@ -35,14 +33,6 @@ EM_GRID = {
 }
 EM_MAX_ITERATIONS = 10
 SYMMETRISATIONS = ("intersect", "grow-diag")
-
-
-def _check_iterations(n, name="iterations"):
-    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
-        raise TypeError(f"{name} must be a whole number, got {n!r}")
-    if n < 0:
-        raise ValueError(f"{name} must be 0 or more, got {n}")
-    return int(n)
 
 
 class Corpus(NamedTuple):
@@ -98,7 +88,7 @@ class EMAligner:
         null_prob=DEFAULT_NULL_PROB,
         symmetrise="intersect",
     ):
-        self.iterations = _check_iterations(iterations)
+        self.iterations = as_int(iterations, "iterations")
         self.settings = {
             "tension": as_real(prior, "prior"),
             "null_prob": as_real(null_prob, "null_prob", 0.0, 1.0, True),
@@ -131,26 +121,15 @@ class EMAligner:
             first_seen, sentences = {}, []
             for sentence in side:
                 tokens = [w.lower() for w in tokenize(sentence, self.vocab[lang]).words]
-                sentences.append(
-                    np.fromiter(
-                        (first_seen.setdefault(w, len(first_seen)) for w in tokens),
-                        dtype=np.int64,
-                        count=len(tokens),
-                    )
-                )
+                interned = [first_seen.setdefault(w, len(first_seen)) for w in tokens]
+                sentences.append(np.array(interned, dtype=np.int64))
             types = sorted(first_seen)  # ids in code-point order
             rank = np.empty(len(types), dtype=np.int64)
             rank[[first_seen[w] for w in types]] = np.arange(len(types))
             ids[lang] = [rank[s] for s in sentences]
             words[lang] = types or [""]
-        return Corpus(
-            ids["en"],
-            ids["fr"],
-            words["en"],
-            words["fr"],
-            Similarity(words["en"], words["fr"], self.vocab, self.vectors),
-            {},
-        )
+        similarity = Similarity(words["en"], words["fr"], self.vocab, self.vectors)
+        return Corpus(ids["en"], ids["fr"], words["en"], words["fr"], similarity, {})
 
     def _models(self, corpus):
         sim, tau = corpus.similarity, self.temperature
@@ -159,14 +138,7 @@ class EMAligner:
             corpus.models["fr2en"] = Model1(corpus.en, corpus.fr, scores["fr2en"], **self.settings)
             corpus.models["en2fr"] = Model1(corpus.fr, corpus.en, scores["en2fr"], **self.settings)
             return corpus.models["fr2en"], corpus.models["en2fr"]
-        return tuple(
-            corpus.models[d].with_settings(scores[d], **self.settings) for d in ("fr2en", "en2fr")
-        )
-
-    def _combine(self, fr2en, en2fr):
-        if self.symmetrise == "intersect":
-            return fr2en & en2fr
-        return grow_diag(fr2en, en2fr)
+        return tuple(corpus.models[d].with_settings(scores[d], **self.settings) for d in scores)
 
     def iterate(self, english, french, corpus=None):
         """Train step by step, yielding every pair's links after 0, 1, ... iterations.
@@ -183,7 +155,8 @@ class EMAligner:
             if k:
                 fr2en.step()
                 en2fr.step()
-            yield [self._combine(a, b) for a, b in zip(fr2en.links(), en2fr.links(swap=True))]
+            both = zip(fr2en.links(), en2fr.links(swap=True))
+            yield [combine_directions(a, b, self.symmetrise) for a, b in both]
 
     def fit(self, english, french):
         """Train both directions on the corpus for ``iterations`` EM iterations.
@@ -218,7 +191,8 @@ class EMAligner:
         if self.models is None:
             raise RuntimeError("call fit(english, french) before align(k)")
         fr2en, en2fr = self.models  # fr2en checks k
-        return self._combine(fr2en.decode(k), {(i, j) for j, i in en2fr.decode(k)})
+        en2fr_links = {(i, j) for j, i in en2fr.decode(k)}
+        return combine_directions(fr2en.decode(k), en2fr_links, self.symmetrise)
 
 
 def tune_em(pairs, grid=None, max_iterations=EM_MAX_ITERATIONS, symmetrise="intersect"):
@@ -248,14 +222,12 @@ def tune_em(pairs, grid=None, max_iterations=EM_MAX_ITERATIONS, symmetrise="inte
     french = [p.french for p in pairs]
     candidates = {}
     corpus = None
-    for tension in grid["tension"]:
-        for tau in grid["temperature"]:
-            for alpha in grid["pseudo_count"]:
-                for p0 in grid["null_prob"]:
-                    aligner = EMAligner(max_iterations, tension, tau, alpha, p0, symmetrise)
-                    corpus = corpus or aligner.prepare(english, french)
-                    for k, links in enumerate(aligner.iterate(english, french, corpus)):
-                        candidates[(k, tension, tau, alpha, p0)] = links
+    names = ("tension", "temperature", "pseudo_count", "null_prob")  # EMAligner's order
+    for setting in itertools.product(*(grid[name] for name in names)):
+        aligner = EMAligner(max_iterations, *setting, symmetrise)
+        corpus = corpus or aligner.prepare(english, french)
+        for k, links in enumerate(aligner.iterate(english, french, corpus)):
+            candidates[(k, *setting)] = links
     # ties go to fewer iterations, then to the smaller values
     candidates = {key: candidates[key] for key in sorted(candidates)}
     return leave_one_out(candidates, [p.sure for p in pairs], [p.possible for p in pairs])

@@ -88,12 +88,7 @@ class CellIndex:
         return np.concatenate(([self.n_source], s))[None, :] * width + t[:, None]
 
     def _index_cells(self, src, tgt, chunk=1 << 20):
-        """Number the (source word, target word) pairs that meet in a sentence.
-
-        Cells are numbered in the order of their keys. The distinct keys are
-        collected about a million at a time and merged, so that memory follows
-        the number of distinct cells, not the corpus's total ``n (m + 1)``.
-        """
+        """Number the cells in the order of their keys (see **Cells** above)."""
         width = max(self.n_target, 1)
         unique = np.zeros(0, np.int64)
 
@@ -124,11 +119,7 @@ class CellIndex:
         self.n_cells = len(unique)
 
     def _make_batches(self, src, tgt, max_batch_cells):
-        """Group sentences of similar length into padded arrays for the E-step.
-
-        Each batch holds the cell numbers of its pairs (int32 when they fit:
-        half the memory), padded with the extra cell ``n_cells``.
-        """
+        """Group pairs of similar lengths into padded batches (see **Batches** above)."""
         order = np.lexsort((self.m, self.n))
         order = order[self.n[order] > 0]
         self.batches = []
@@ -138,13 +129,10 @@ class CellIndex:
         start = 0
         while start < len(order):
             stop = start + 1
-            while (
-                stop < len(order)
-                and (stop + 1 - start)
-                * self.n[order[stop]]
-                * (self.m[order[start : stop + 1]].max() + 1)
-                <= max_batch_cells
-            ):
+            while stop < len(order):  # grow the batch while its padded size fits
+                m_max = self.m[order[start : stop + 1]].max()
+                if (stop + 1 - start) * self.n[order[stop]] * (m_max + 1) > max_batch_cells:
+                    break
                 stop += 1
             members = order[start:stop]
             rows, cols = self.n[members].max(), self.m[members].max() + 1
@@ -155,9 +143,8 @@ class CellIndex:
             found[by_key] = np.searchsorted(self._cell_key, keys[by_key])
             start_of = np.cumsum([0] + [self.n[k] * (self.m[k] + 1) for k in members])
             for b, k in enumerate(members):
-                cells[b, : self.n[k], : self.m[k] + 1] = found[
-                    start_of[b] : start_of[b + 1]
-                ].reshape(self.n[k], -1)
+                n, m = self.n[k], self.m[k]
+                cells[b, :n, : m + 1] = found[start_of[b] : start_of[b + 1]].reshape(n, m + 1)
             self.slot_batch[members] = len(self.batches)
             self.slot_row[members] = np.arange(len(members))
             self.batches.append((members, cells))
@@ -167,9 +154,8 @@ class CellIndex:
     def batch_prior(self, log_prior, members, rows, cols):
         """``log_prior(m, n, rows, cols)`` of a batch, each distinct ``(m, n)`` computed once.
 
-        The prior depends only on a pair's lengths (and the batch's padded
-        shape), so a batch stores one ``(rows, cols)`` slab per distinct
-        ``(m, n)`` and which slab each pair uses: :meth:`expand_prior` expands it.
+        Returns the slabs (**Prior slabs** above) and which slab each pair uses,
+        for :meth:`expand_prior`.
         """
         lengths = np.stack((self.m[members], self.n[members]), axis=1)
         distinct, which = np.unique(lengths, axis=0, return_inverse=True)
@@ -197,10 +183,9 @@ class Similarity:
 
     def __init__(self, words_en, words_fr, vocab, vectors):
         self.width = len(words_fr)
-        words = {"en": words_en, "fr": words_fr}
         self.rows = {
-            lang: np.array([vocab[lang].get(w, -1) for w in words[lang]], dtype=np.int64)
-            for lang in ("en", "fr")
+            lang: np.array([vocab[lang].get(w, -1) for w in words], dtype=np.int64)
+            for lang, words in (("en", words_en), ("fr", words_fr))
         }
         # for each English word, the id of the same string in French (or -1)
         fr_id = {w: k for k, w in enumerate(words_fr)}
@@ -214,18 +199,15 @@ class Similarity:
         known = np.flatnonzero((r_en >= 0) & (r_fr >= 0))
         if not len(known):
             return out
-        # One matrix-vector product per English word: its French partners'
-        # vectors, in float64. Only the rows used are converted: a float64 copy
-        # of both embedding tables would cost 240 MB for any corpus.
+        # only the rows used go to float64: a float64 copy of both tables is 240 MB
         order = known[np.argsort(r_en[known], kind="stable")]
         e_sorted = r_en[order]
         starts = np.flatnonzero(np.r_[True, e_sorted[1:] != e_sorted[:-1]])
         vec_en, vec_fr = self.vectors["en"], self.vectors["fr"]
         for a, b in zip(starts, np.r_[starts[1:], len(order)]):
             cells = order[a:b]
-            out[cells] = vec_fr[r_fr[cells]].astype(np.float64) @ vec_en[e_sorted[a]].astype(
-                np.float64
-            )
+            partners = vec_fr[r_fr[cells]].astype(np.float64)
+            out[cells] = partners @ vec_en[e_sorted[a]].astype(np.float64)
         return out
 
     def __call__(self, en, fr):

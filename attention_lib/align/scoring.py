@@ -176,10 +176,8 @@ def alignment_scores(predicted, sure, possible):
     Returns
     -------
     AlignmentScores
-        ``precision = |A&P|/|A|``, ``recall = |A&S|/|S|``,
-        ``aer = 1 - (|A&S| + |A&P|)/(|A| + |S|)``, counts summed over all
-        pairs (Och & Ney 2003). Precision is NaN if nothing was predicted,
-        recall NaN if there are no Sure links.
+        From the counts summed over all pairs (the formulas of :mod:`attention_lib.align`).
+        Precision is NaN if nothing was predicted, recall NaN if there are no Sure links.
 
     Examples
     --------

@@ -4,16 +4,10 @@ Chapter 4 compares English and French words by the dot product of their
 vectors, which means something only if both languages share one vector space.
 ``data/`` holds such vectors (built by ``data/build_embeddings.py``, see
 ``data/README.md``): 300 numbers per word, rows of unit length, French rotated
-into the English space. This module loads them and turns a sentence into:
-
-* ``tokenize``: whitespace tokens (after Unicode normalisation: NFC, format
-  characters such as U+FEFF and U+200B removed) looked up lower-cased in a
-  vocabulary, with a boolean ``known`` mask;
-* ``embed``: the ``(n, 300)`` matrix of their vectors.
-
-An unknown word gets a row of zeros, and a zero key would still receive
-attention weight (its score is 0, not ``-inf``). So ``known`` is returned
-alongside: pass it as the attention mask so unknown words get no weight.
+into the English space. This module loads them and turns a sentence into
+tokens with a boolean ``known`` mask (:func:`tokenize`) and the ``(n, 300)``
+matrix of their vectors (:func:`embed`). An unknown word's row of zeros would
+still get attention weight: pass ``known`` as the attention mask.
 
 Each file is checked against ``data/MANIFEST.json`` (:mod:`.paths`) and its
 structure when it is loaded, else a ``DataFileError`` names it.
@@ -233,8 +227,7 @@ def tokenize(sentence, vocab):
     Returns
     -------
     Tokens
-        ``words`` (as written, after normalisation), ``ids`` (``-1`` for
-        unknown words) and the boolean ``known`` mask.
+        ``words`` as written (after normalisation), their ``ids`` and ``known``.
 
     Raises
     ------

@@ -103,11 +103,7 @@ GGML_TYPE_NAMES = {
 
 
 class GGUFError(ValueError):
-    """A file is not a valid GGUF file (or uses a feature this reader lacks).
-
-    The message names the file, the byte offset where reading failed and what
-    was expected there.
-    """
+    """Not a valid GGUF file, or one this reader cannot read: the message says where and why."""
 
 
 class GGUFTensorInfo:
@@ -272,13 +268,18 @@ class _Reader:
         except UnicodeDecodeError:
             raise self.fail(f"{what} is not valid UTF-8: {raw[:40]!r}", at) from None
 
-    def value(self, vtype, what, depth=0):
+    def value_type(self, what):
+        """The (uint32) value type of ``what``, checked."""
+        vtype = self.unpack("<I", f"the type of {what}")
         if vtype not in VALUE_TYPES:
             raise self.fail(
                 f"{what} has value type {vtype}, which is not a GGUF type "
                 f"(0 to {max(VALUE_TYPES)})",
                 self.pos - 4,
             )
+        return vtype
+
+    def value(self, vtype, what, depth=0):
         name, fmt = VALUE_TYPES[vtype]
         if vtype == STRING:
             return self.string(what), "string"
@@ -295,13 +296,7 @@ class _Reader:
     def array(self, what, depth):
         if depth >= MAX_NESTING:
             raise self.fail(f"{what} nests arrays more than {MAX_NESTING} deep")
-        etype = self.unpack("<I", f"the element type of {what}")
-        if etype not in VALUE_TYPES:
-            raise self.fail(
-                f"{what} is an array of value type {etype}, which is not a "
-                f"GGUF type (0 to {max(VALUE_TYPES)})",
-                self.pos - 4,
-            )
+        etype = self.value_type(f"each element of {what}")
         ename, fmt = VALUE_TYPES[etype]
         if fmt is not None and etype != BOOL:  # numbers: one view of the bytes
             size = struct.calcsize(fmt)
@@ -312,11 +307,8 @@ class _Reader:
             self.pos += n * size
             return values, f"array[{ename}]"
         # strings (a length each), bools (checked one by one), arrays (type and count)
-        min_bytes = {
-            STRING: struct.calcsize(self.count),
-            BOOL: 1,
-            ARRAY: 4 + struct.calcsize(self.count),
-        }[etype]
+        c = struct.calcsize(self.count)
+        min_bytes = {STRING: c, BOOL: 1, ARRAY: 4 + c}[etype]
         n = self.counted(f"elements of {what}", min_bytes)
         items = [self.value(etype, f"element {i} of {what}", depth + 1)[0] for i in range(n)]
         if etype == BOOL:
@@ -361,8 +353,7 @@ def read_gguf(path):
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a folder, not a GGUF file")
     with open(path, "rb") as f:
-        size = f.seek(0, 2)
-        if size == 0:
+        if f.seek(0, 2) == 0:
             raise GGUFError(f"{path}: the file is empty, not a GGUF file")
         buffer = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
     return _parse(path, buffer)
@@ -389,7 +380,7 @@ def _parse(path, buffer):
         key = r.string(f"the key of key-value pair {i}")
         if key in metadata:
             raise r.fail(f"the key {key!r} appears twice")
-        vtype = r.unpack("<I", f"the value type of {key!r}")
+        vtype = r.value_type(f"the value of {key!r}")
         metadata[key], types[key] = r.value(vtype, f"the value of {key!r}")
 
     alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)

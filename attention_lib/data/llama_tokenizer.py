@@ -20,12 +20,10 @@ a text and after a space. Encoding is then:
 3. repeatedly merge the adjacent pair whose concatenation is the piece with
    the highest score (the leftmost pair on a tie), until no pair is a piece.
 
-Decoding joins the pieces, turns ``▁`` back into spaces and byte pieces back
-into bytes, and drops the space that the dummy prefix put at the start (and after a
-``<s>``).
-This follows ``encode`` and ``decode`` in llama2.c's ``run.c``
-(https://github.com/karpathy/llama2.c) and gives the same ids as the
-``sentencepiece`` library on the same vocabulary (``tests/test_llama_tokenizer.py``).
+Decoding undoes this (:meth:`LlamaTokenizer.decode`). Both follow ``encode``
+and ``decode`` in llama2.c's ``run.c`` (https://github.com/karpathy/llama2.c)
+and agree with the ``sentencepiece`` library on the same vocabulary
+(``tests/test_llama_tokenizer.py``).
 """
 
 import heapq
@@ -37,6 +35,13 @@ SPACE = "\u2581"  # ▁, SentencePiece's visible space
 _BYTE_PIECE = re.compile(r"<0x([0-9A-F]{2})>")
 # SentencePiece's piece types, as GGUF's tokenizer.ggml.token_type stores them
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+
+
+def _type_of(piece):
+    """A piece's type when the vocabulary does not say: control, byte or normal."""
+    if piece in ("<unk>", "<s>", "</s>"):
+        return CONTROL
+    return BYTE if _BYTE_PIECE.fullmatch(piece) else NORMAL
 
 
 class LlamaTokenizer:
@@ -72,25 +77,16 @@ class LlamaTokenizer:
 
     def __init__(self, pieces, scores, types=None, bos_id=1, eos_id=2):
         pieces = [str(p) for p in pieces]
-        scores = np.asarray(scores, dtype=np.float64)
-        if scores.shape != (len(pieces),):
-            raise ValueError(
-                f"scores must have one value per piece ({len(pieces)}), got shape {scores.shape}"
-            )
         if types is None:
-            types = [
-                CONTROL
-                if p in ("<unk>", "<s>", "</s>")
-                else BYTE
-                if _BYTE_PIECE.fullmatch(p)
-                else NORMAL
-                for p in pieces
-            ]
+            types = [_type_of(p) for p in pieces]
+        scores = np.asarray(scores, dtype=np.float64)
         types = np.asarray(types, dtype=np.int64)
-        if types.shape != (len(pieces),):
-            raise ValueError(
-                f"types must have one value per piece ({len(pieces)}), got shape {types.shape}"
-            )
+        for name, values in (("scores", scores), ("types", types)):
+            if values.shape != (len(pieces),):
+                raise ValueError(
+                    f"{name} must have one value per piece ({len(pieces)}), "
+                    f"got shape {values.shape}"
+                )
         for name, i in (("bos_id", bos_id), ("eos_id", eos_id)):
             if not 0 <= i < len(pieces):
                 raise ValueError(f"{name} must be a piece id (0 to {len(pieces) - 1}), got {i}")
@@ -98,11 +94,8 @@ class LlamaTokenizer:
         self.bos_id, self.eos_id = int(bos_id), int(eos_id)
         # the pieces that text can be written in and merged into
         self._id = {p: i for i, p in enumerate(pieces) if types[i] in (NORMAL, USER_DEFINED)}
-        self._byte_id = {}
-        for i, p in enumerate(pieces):
-            match = _BYTE_PIECE.fullmatch(p)
-            if types[i] == BYTE and match:
-                self._byte_id[int(match.group(1), 16)] = i
+        matches = [(i, _BYTE_PIECE.fullmatch(p)) for i, p in enumerate(pieces) if types[i] == BYTE]
+        self._byte_id = {int(match.group(1), 16): i for i, match in matches if match}
         missing = sorted(set(range(256)) - set(self._byte_id))
         if missing:
             raise ValueError(
@@ -229,9 +222,9 @@ class LlamaTokenizer:
         space at the start of the first piece, or of the piece after a ``<s>``,
         is dropped (it is the dummy prefix), so ``decode(encode(text)) == text``
         as in SentencePiece. To see what a model added after a prompt, decode
-        the whole sequence and cut off the decoded prompt. Byte pieces are joined as bytes before they are read
-        as UTF-8, so a character split into bytes comes back whole; bytes that
-        are not valid UTF-8 become U+FFFD.
+        the whole sequence and cut off the decoded prompt. Byte pieces are
+        joined as bytes before they are read as UTF-8, so a character split
+        into bytes comes back whole; bytes that are not valid UTF-8 become U+FFFD.
 
         Parameters
         ----------

@@ -25,14 +25,9 @@ def glue(name, value, display=True):
         What to show: a number, a string, a figure, ...
     display : bool, optional
         Also show the value in the cell's output (myst-nb's default). With
-        ``display=False`` the value is only stored for the prose.
-
-    Notes
-    -----
-    With myst-nb installed (the book's build), this is ``myst_nb.glue``.
-    Without it the value cannot reach the prose, so it is shown where the
-    call is, when ``display`` is true: through ``IPython.display`` in a
-    notebook, else with ``print``.
+        ``display=False`` the value is only stored for the prose. Without
+        myst-nb (see the module docstring) the value cannot reach the prose
+        and is only shown, when ``display`` is true.
 
     Examples
     --------

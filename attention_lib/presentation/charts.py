@@ -4,12 +4,9 @@ Each builder returns an Altair (Vega-Lite) chart that carries its own data (a
 few hundred numbers computed here, with fixed seeds) and recomputes what the
 reader asks for with Vega expressions in the browser: a softmax at another
 temperature, another mask, another key width. No kernel and no server is
-involved, so the charts work on the static site.
-
-Altair is imported only inside these functions: the numerical modules of
-``attention_lib`` never need it. The Vega-Lite helpers the builders share are
-in :mod:`.vega`; :func:`~attention_lib.presentation.embed.show` puts a chart on
-a page (:mod:`.embed`, the HTML embedding).
+involved, so the charts work on the static site. The builders share the
+Vega-Lite helpers of :mod:`.vega`; :func:`~attention_lib.presentation.embed.show`
+puts a chart on a page.
 
 How a chapter adds a chart (three cells, what nbval compares, which numbers
 to print) is in CONTRIBUTING.md, "An interactive chart in a chapter".
@@ -62,6 +59,46 @@ def _temperature_range(bounds):
     return low, high
 
 
+def _slider(alt, name, value, low, high, step, label):
+    """A parameter that the reader sets with a range slider from ``low`` to ``high``."""
+    bind = alt.binding_range(min=low, max=high, step=step, name=label)
+    return alt.param(name=name, value=value, bind=bind)
+
+
+def _cell_rows(scores, queries, keys):
+    """A heat map's data: one row per cell, with its indices, its two words and its score."""
+    return [
+        {"qi": i, "ki": j, "query": q, "key": k, "score": round(float(scores[i, j]), 6)}
+        for i, q in enumerate(queries)
+        for j, k in enumerate(keys)
+    ]
+
+
+def _heat_map(alt, value, queries, keys, step, allowed="true"):
+    """Queries as rows, keys as columns, ``weight`` the softmax of ``value`` over each row."""
+    return row_softmax(alt, alt.Chart(), value, ["qi"], allowed).encode(
+        x=alt.X("ki:O", axis=word_axis(alt, keys, "key", step)),
+        y=alt.Y("qi:O", axis=word_axis(alt, queries, "query")),
+    )
+
+
+def _cell_tooltip(alt, *fields):
+    """The tooltip of a heat map's cell: its two words, ``fields``, its weight and score."""
+    words = [alt.Tooltip("query:N", title="query word"), alt.Tooltip("key:N", title="key word")]
+    numbers = [alt.Tooltip("weight:Q", format=".4f"), alt.Tooltip("score:Q", format=".4f")]
+    return words + list(fields) + numbers
+
+
+def _heat_map_chart(alt, layers, rows, params, title, step, row_labels, n_keys):
+    """``layers`` over ``rows`` with their controls, as wide as the column allows."""
+    chart = (
+        alt.layer(*layers, data=alt.Data(values=rows))
+        .add_params(*params)
+        .properties(title=title, height=alt.Step(step))
+    )
+    return fit_column(chart, heat_map_width(n_keys, step, row_labels))
+
+
 def attention_heatmap_chart(
     scores,
     query_labels,
@@ -75,10 +112,8 @@ def attention_heatmap_chart(
     """Heat map of softmax weights that the reader can re-temper and re-scale.
 
     The chart stores the raw ``scores``; the browser computes each row's
-    softmax of ``scores / tau`` (row maximum and sum of exponentials by window
-    transforms), so moving the temperature slider recomputes every weight.
-    The temperature is ``tau``, as on the notation page: weights are
-    ``softmax(scores / tau)``.
+    softmax of ``scores / tau`` at the temperature ``tau`` (notation page),
+    so moving the temperature slider recomputes every weight.
 
     Parameters
     ----------
@@ -148,51 +183,21 @@ def attention_heatmap_chart(
             f"scale the scores down (softmax weights change with the scale) or "
             f"raise the low end of temperature_range"
         )
-    rows = [
-        {"qi": i, "ki": j, "query": queries[i], "key": keys[j], "score": round(float(s[i, j]), 6)}
-        for i in range(L)
-        for j in range(S)
-    ]
-    temp = alt.param(
-        name="temperature",
-        value=float(temperature),
-        bind=alt.binding_range(min=t_low, max=t_high, step=0.05, name="temperature τ "),
-    )
+    rows = _cell_rows(s, queries, keys)
+    temp = _slider(alt, "temperature", float(temperature), t_low, t_high, 0.05, "temperature τ ")
     scale = alt.param(
         name="colour_scale",
         value="0 to 1",
         bind=alt.binding_radio(options=["0 to 1", "min to max"], name="colour scale "),
     )
     step = max(14, min(36, 560 // max(S, 1)))
-    base = row_softmax(alt, alt.Chart(), "datum.score / temperature", ["qi"])
-    base = base.encode(
-        x=alt.X("ki:O", axis=word_axis(alt, keys, "key", step)),
-        y=alt.Y("qi:O", axis=word_axis(alt, queries, "query")),
-    )
+    base = _heat_map(alt, "datum.score / temperature", queries, keys, step)
+    domain = alt.ExprRef("colour_scale == '0 to 1' ? [0, 1] : null")  # null: min to max
+    colours = alt.Scale(scheme="cividis", zero=False, nice=False, domainRaw=domain)
     cells = base.mark_rect().encode(
-        color=alt.Color(
-            "weight:Q",
-            title="weight",
-            scale=alt.Scale(
-                scheme="cividis",
-                zero=False,
-                nice=False,
-                domainRaw=alt.ExprRef("colour_scale == '0 to 1' ? [0, 1] : null"),
-            ),
-        ),
-        tooltip=[
-            alt.Tooltip("query:N", title="query word"),
-            alt.Tooltip("key:N", title="key word"),
-            alt.Tooltip("weight:Q", format=".4f"),
-            alt.Tooltip("score:Q", format=".4f"),
-        ],
+        color=alt.Color("weight:Q", title="weight", scale=colours), tooltip=_cell_tooltip(alt)
     )
-    chart = (
-        alt.layer(cells, data=alt.Data(values=rows))
-        .add_params(temp, scale)
-        .properties(title=title, height=alt.Step(step))
-    )
-    chart = fit_column(chart, heat_map_width(S, step, queries))
+    chart = _heat_map_chart(alt, [cells], rows, [temp, scale], title, step, queries, S)
     description = description or (
         f"Interactive heat map of attention weights, {L} query words (rows) by {S} key "
         "words (columns), darker for smaller weights. A temperature slider recomputes "
@@ -206,20 +211,16 @@ def attention_heatmap_chart(
 def saturation_chart(n_keys=8, log2_dk=range(1, 11), *, seed=0, title=None, description=None):
     """One query's softmax weights as the key width ``d_k`` grows, with and without scaling.
 
-    For each ``d_k = 2**p`` it draws a query ``q`` and ``n_keys`` keys with
-    independent standard-normal components (fixed ``seed``), so each score
-    ``q . k_j`` has variance ``d_k``. The browser shows the softmax of one
-    row of scores for the ``d_k`` the slider selects, divided by
-    ``sqrt(d_k)`` (variance 1) or not (the weights saturate towards one-hot).
+    The chart stores the scores ``q . k_j`` of :func:`saturation_scores`,
+    which have variance ``d_k``. The browser shows the softmax of the row for
+    the ``d_k`` the slider selects, divided by ``sqrt(d_k)`` (variance 1) or
+    not (the weights saturate towards one-hot).
 
     Parameters
     ----------
-    n_keys : int, default 8
-        Number of keys (bars).
-    log2_dk : iterable of int, default 1..10
-        The exponents ``p`` the slider steps through (``d_k = 2**p``, consecutive).
-    seed : int, default 0
-        Seed of ``numpy.random.default_rng``.
+    n_keys, log2_dk, seed
+        The keys (bars), the exponents ``p`` the slider steps through
+        (``d_k = 2**p``) and the seed, as for :func:`saturation_scores`.
     title, description : str, optional
         Title (a live one by default) and text for screen readers.
 
@@ -231,7 +232,7 @@ def saturation_chart(n_keys=8, log2_dk=range(1, 11), *, seed=0, title=None, desc
     Raises
     ------
     ValueError
-        If ``n_keys`` < 2 or ``log2_dk`` is not consecutive integers in [0, 14].
+        As :func:`saturation_scores` does.
 
     Examples
     --------
@@ -256,11 +257,7 @@ def saturation_chart(n_keys=8, log2_dk=range(1, 11), *, seed=0, title=None, desc
         for d_k, scores in drawn.items()
         for j, v in enumerate(scores)
     ]
-    dk = alt.param(
-        name="log2_dk",
-        value=ps[len(ps) // 2],
-        bind=alt.binding_range(min=ps[0], max=ps[-1], step=1, name="log2 d_k "),
-    )
+    dk = _slider(alt, "log2_dk", ps[len(ps) // 2], ps[0], ps[-1], 1, "log2 d_k ")
     divide = alt.param(
         name="divide", value=False, bind=alt.binding_checkbox(name="divide by sqrt(d_k) ")
     )
@@ -314,9 +311,11 @@ def saturation_scores(n_keys=8, log2_dk=range(1, 11), *, seed=0):
     Parameters
     ----------
     n_keys : int, default 8
+        Number of keys, at least 2.
     log2_dk : iterable of int, default 1..10
         Consecutive exponents ``p`` in [0, 14].
     seed : int, default 0
+        Seed of ``numpy.random.default_rng``.
 
     Returns
     -------
@@ -389,9 +388,9 @@ def mask_explorer_chart(
 ):
     """Self-attention weights of one sentence under a mask the reader chooses.
 
-    Scores are ``X X^T / sqrt(d)`` for random word vectors ``X`` (fixed
-    ``seed``). The reader picks bidirectional (no mask), causal (key ``j <= i``),
-    padding (keys that are ``pad_token`` hidden) or ALiBi
+    The scores are those of :func:`mask_explorer_scores`. The reader picks
+    bidirectional (no mask), causal (key ``j <= i``), padding (keys that are
+    ``pad_token`` hidden) or ALiBi
     (:func:`attention_lib.positions.alibi_bias`, head 0 of 8: causal, plus a
     penalty of 1/2 per position of distance), or only those of them named in
     ``masks``; the browser recomputes the softmax over the allowed keys and
@@ -404,10 +403,8 @@ def mask_explorer_chart(
         one of them not padding).
     pad_token : str, default "<pad>"
         The word that marks padding.
-    d : int, default 8
-        Width of the random word vectors.
-    seed : int, default 0
-        Seed of ``numpy.random.default_rng``.
+    d, seed : int, default 8 and 0
+        Width and seed of the random word vectors (:func:`mask_explorer_scores`).
     masks : sequence of str, default all four
         The masks the reader may choose, in this order, from
         ``"bidirectional"``, ``"causal"``, ``"padding"`` and ``"ALiBi"``; the
@@ -452,20 +449,10 @@ def mask_explorer_chart(
         )
     scores = mask_explorer_scores(words, d=d, seed=seed)
     alibi = alibi_bias(8, L)[0]  # (L, L), slope 1/2
-    rows = [
-        {
-            "qi": i,
-            "ki": j,
-            "query": words[i],
-            "key": words[j],
-            "score": round(float(scores[i, j]), 6),
-            "real_key": words[j] != pad_token,
-        }
-        for i in range(L)
-        for j in range(L)
-    ]
-    if "ALiBi" in modes:
-        for r in rows:
+    rows = _cell_rows(scores, words, words)
+    for r in rows:
+        r["real_key"] = r["key"] != pad_token
+        if "ALiBi" in modes:
             r["alibi"] = round(float(alibi[r["qi"], r["ki"]]), 6) if r["ki"] <= r["qi"] else 0.0
     mode = alt.param(
         name="mask", value=modes[0], bind=alt.binding_radio(options=modes, name="mask ")
@@ -475,36 +462,20 @@ def mask_explorer_chart(
         "mask == 'padding' ? datum.real_key : true"
     )
     step = max(20, min(40, 480 // L))
-    base = row_softmax(
-        alt, alt.Chart(), "datum.score + (mask == 'ALiBi' ? datum.alibi : 0)", ["qi"], allowed
-    )
-    base = base.encode(
-        x=alt.X("ki:O", axis=word_axis(alt, words, "key", step)),
-        y=alt.Y("qi:O", axis=word_axis(alt, words, "query")),
-    )
+    value = "datum.score + (mask == 'ALiBi' ? datum.alibi : 0)"
+    base = _heat_map(alt, value, words, words, step, allowed)
     cells = base.mark_rect().encode(
         color=alt.condition(
             "datum.allowed",
             alt.Color("weight:Q", title="weight", scale=alt.Scale(scheme="cividis", domain=[0, 1])),
             alt.value("#FFFFFF"),
         ),
-        tooltip=[
-            alt.Tooltip("query:N", title="query word"),
-            alt.Tooltip("key:N", title="key word"),
-            alt.Tooltip("allowed:N", title="allowed"),
-            alt.Tooltip("weight:Q", format=".4f"),
-            alt.Tooltip("score:Q", format=".4f"),
-        ],
+        tooltip=_cell_tooltip(alt, alt.Tooltip("allowed:N", title="allowed")),
     )
     crosses = base.transform_filter("!datum.allowed").mark_text(
         text="×", fontSize=18, color="#555555"
     )
-    chart = (
-        alt.layer(cells, crosses, data=alt.Data(values=rows))
-        .add_params(mode)
-        .properties(title=title, height=alt.Step(step))
-    )
-    chart = fit_column(chart, heat_map_width(L, step, words))
+    chart = _heat_map_chart(alt, [cells, crosses], rows, [mode], title, step, words, L)
     description = description or (
         f"Interactive heat map of self-attention weights for the {L} words "
         f"'{' '.join(words)}', queries as rows and keys as columns. A radio choice of "
@@ -578,11 +549,7 @@ def online_softmax_chart(
         raise ValueError(f"block_size must be at most len(scores) = {x.size}, got {block_size}")
     n_blocks = -(-x.size // block_size)
     rows = [{"j": j, "x": round(float(v), 6), "block": j // block_size} for j, v in enumerate(x)]
-    seen = alt.param(
-        name="blocks_seen",
-        value=1,
-        bind=alt.binding_range(min=1, max=n_blocks, step=1, name="blocks seen "),
-    )
+    seen = _slider(alt, "blocks_seen", 1, 1, n_blocks, 1, "blocks seen ")
     base = (
         alt.Chart()
         .transform_calculate(seen="datum.block < blocks_seen")
@@ -614,29 +581,18 @@ def online_softmax_chart(
     )
     first = base.transform_filter("datum.j == 0")
     rule = first.mark_rule(color=OKABE_ITO_ORANGE, strokeDash=[6, 3], strokeWidth=2).encode(y="m:Q")
-    label = (
-        first.mark_text(
-            align="left", baseline="bottom", color="#333333", lineBreak="\n", fontSize=FONT_SIZE
-        )
-        .encode(  # above the plot, clear of the bars
-            x=alt.value(0), y=alt.value(-6), text=alt.Text("label:N")
-        )
-        .transform_calculate(
-            # two lines, so that the text fits above a phone's narrow plot
-            label="'running max m = ' + format(datum.m, '.4f') + '\\nrunning sum ℓ = '"
-            " + format(datum.l, '.4f')"
-        )
+    # Above the plot, clear of the bars, in two lines that fit a phone's narrow plot
+    label = first.transform_calculate(
+        label="'running max m = ' + format(datum.m, '.4f') + '\\nrunning sum ℓ = '"
+        " + format(datum.l, '.4f')"
+    ).mark_text(
+        align="left", baseline="bottom", color="#333333", lineBreak="\n", fontSize=FONT_SIZE
     )
+    label = label.encode(x=alt.value(0), y=alt.value(-6), text=alt.Text("label:N"))
     top = alt.layer(bars, rule, label).properties(height=170)
-    weights = (
-        base.mark_bar(color=OKABE_ITO_BLUE)
-        .encode(
-            x=xj,
-            y=alt.Y("weight:Q", title="exp(e_j − m) / ℓ", scale=alt.Scale(domain=[0, 1])),
-            tooltip=tooltip,
-        )
-        .properties(height=120)
-    )
+    y_weight = alt.Y("weight:Q", title="exp(e_j − m) / ℓ", scale=alt.Scale(domain=[0, 1]))
+    weights = base.mark_bar(color=OKABE_ITO_BLUE).encode(x=xj, y=y_weight, tooltip=tooltip)
+    weights = weights.properties(height=120)
     chart = (
         alt.vconcat(top, weights, data=alt.Data(values=rows))
         .add_params(seen)

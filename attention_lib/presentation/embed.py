@@ -2,20 +2,16 @@
 
 :func:`show` displays a chart as a mimebundle with two representations:
 
-* ``text/html``: a container (``role="figure"``, an ``aria-label`` and a
-  text description for screen readers, a ``<noscript>`` note) and a script
-  that loads Vega, Vega-Lite and vega-embed from the site's own
-  ``_static/vendor/`` (relative to the page: ``../_static/vendor/`` for pages
-  in ``book/``; ``scripts/vendor-vega.sh`` vendors them). Jupyter Book picks
-  this one (``_config.yml``: ``nb_mime_priority_overrides``), so the static
-  site needs no network. Where those files do not exist (JupyterLab on
-  Binder, Colab) the script loads the same pinned versions from a CDN.
+* ``text/html``: an accessible container and a script (``chart_loader.js``,
+  beside this module) that loads Vega, Vega-Lite and vega-embed from the
+  site's own ``_static/vendor/`` (``scripts/vendor-vega.sh`` vendors them), so
+  the static site needs no network: Jupyter Book picks this one
+  (``_config.yml``: ``nb_mime_priority_overrides``). Where those files do not
+  exist (JupyterLab on Binder, Colab) the script loads the same pinned
+  versions from a CDN.
 * ``application/vnd.vegalite.v5+json``: the spec itself, for JupyterLab's
   built-in Vega extension (Vega-Lite 5: the specs use nothing that only
   Vega-Lite 6 has, and render unchanged with Vega-Lite 5.23).
-
-The script that loads Vega and draws the chart is ``chart_loader.js``, beside
-this module (package data).
 """
 
 import functools
@@ -81,11 +77,8 @@ def chart_html(chart, *, caption=None, description=None, static_path="../_static
     text = json.dumps(spec, sort_keys=True, separators=(",", ":"))
     chart_id = "attention-chart-" + hashlib.sha256(text.encode()).hexdigest()[:12]
     description = description or spec.get("description", "An interactive chart.")
-    label = (
-        caption
-        or (spec.get("title") if isinstance(spec.get("title"), str) else None)
-        or "Interactive chart"
-    )
+    title = spec.get("title")
+    label = caption or (title if isinstance(title, str) else None) or "Interactive chart"
     names = ["vega", "vega-lite", "vega-embed"]
     local = [f"{static_path}{n}.min.js" for n in names]
     cdn = [f"https://cdn.jsdelivr.net/npm/{n}@{VENDOR_VERSIONS[n]}/build/{n}.min.js" for n in names]
@@ -124,10 +117,8 @@ def chart_html(chart, *, caption=None, description=None, static_path="../_static
 def show(chart, *, caption=None, description=None, static_path="../_static/vendor/"):
     """Display ``chart`` for the static site, JupyterLab and Colab alike.
 
-    Displays a mimebundle with ``text/html`` (:func:`chart_html`: vendored
-    scripts on the site, a CDN elsewhere), ``application/vnd.vegalite.v5+json``
-    (JupyterLab's built-in renderer) and ``text/plain``. Parameters as for
-    :func:`chart_html`.
+    Displays the mimebundle of the module docstring, and ``text/plain``.
+    Parameters as for :func:`chart_html`.
 
     Returns
     -------
@@ -136,15 +127,12 @@ def show(chart, *, caption=None, description=None, static_path="../_static/vendo
     from IPython.display import display
 
     spec = chart.to_dict()
+    page = chart_html(chart, caption=caption, description=description, static_path=static_path)
     lab_spec = dict(spec, **{"$schema": "https://vega.github.io/schema/vega-lite/v5.json"})
-    display(
-        {
-            "text/html": chart_html(
-                chart, caption=caption, description=description, static_path=static_path
-            ),
-            "application/vnd.vegalite.v5+json": lab_spec,
-            "text/plain": "(An interactive chart, shown on the book's web pages and in "
-            f"JupyterLab: {caption or description or spec.get('description', '')})",
-        },
-        raw=True,
-    )
+    bundle = {
+        "text/html": page,
+        "application/vnd.vegalite.v5+json": lab_spec,
+        "text/plain": "(An interactive chart, shown on the book's web pages and in "
+        f"JupyterLab: {caption or description or spec.get('description', '')})",
+    }
+    display(bundle, raw=True)

@@ -35,11 +35,9 @@ def _labels(labels, n, name, what):
 def _label_axes(ax, shape, row_labels, col_labels, xlabel, ylabel):
     if col_labels is not None:
         col_labels = _labels(col_labels, shape[1], "col_labels", "columns")
-    if row_labels is not None:
-        row_labels = _labels(row_labels, shape[0], "row_labels", "rows")
-    if col_labels is not None:
         ax.set_xticks(np.arange(shape[1]), labels=col_labels, rotation=90)
     if row_labels is not None:
+        row_labels = _labels(row_labels, shape[0], "row_labels", "rows")
         ax.set_yticks(np.arange(shape[0]), labels=row_labels)
     ax.xaxis.tick_top()
     ax.xaxis.set_label_position("top")
@@ -100,15 +98,8 @@ def plot_weights(
     if annotate:
         threshold = (image.norm.vmin + image.norm.vmax) / 2
         for (i, j), value in np.ndenumerate(w):
-            ax.text(
-                j,
-                i,
-                fmt.format(value),
-                ha="center",
-                va="center",
-                fontsize=8,
-                color="black" if value > threshold else "white",
-            )
+            colour = "black" if value > threshold else "white"
+            ax.text(j, i, fmt.format(value), ha="center", va="center", fontsize=8, color=colour)
     if colorbar:
         ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     return ax
@@ -163,7 +154,12 @@ def plot_mask(
     return ax
 
 
-_MARKERS = {"square": "s", "dot": "o", "cross": "x"}
+#: Each style of :func:`mark_cells`: its marker, default area (points squared) and colours.
+_MARKERS = {
+    "square": ("s", 150, {"facecolors": "none", "edgecolors": "white"}),
+    "dot": ("o", 30, {"facecolors": "none", "edgecolors": "white"}),
+    "cross": ("x", 40, {"color": "white"}),
+}
 
 
 def _heat_map_shape(ax):
@@ -238,29 +234,16 @@ def mark_cells(ax, cells, style="square", label=None, size=None):
         )
     rows = np.array([c[0] for c in cells], dtype=float)
     cols = np.array([c[1] for c in cells], dtype=float)
-    default_size = {"square": 150, "dot": 30, "cross": 40}[style]
-    outline = [pe.withStroke(linewidth=3, foreground="black")]
-    if style == "cross":
-        return ax.scatter(
-            cols,
-            rows,
-            s=size or default_size,
-            marker="x",
-            color="white",
-            linewidths=1.5,
-            label=label,
-            path_effects=outline,
-        )
+    marker, default_size, colours = _MARKERS[style]
     return ax.scatter(
         cols,
         rows,
         s=size or default_size,
-        marker=_MARKERS[style],
-        facecolors="none",
-        edgecolors="white",
+        marker=marker,
         linewidths=1.5,
         label=label,
-        path_effects=outline,
+        path_effects=[pe.withStroke(linewidth=3, foreground="black")],
+        **colours,
     )
 
 
@@ -311,22 +294,13 @@ def hatch_masked(ax, mask, label="masked"):
             f"mask has shape {m.shape} but the heat map on ax has shape "
             f"{shape}: the mask must cover the heat map cell for cell"
         )
-    count = 0
-    for i, j in zip(*np.nonzero(~m)):
+    masked = list(zip(*np.nonzero(~m)))
+    hatching = dict(fill=False, hatch="////", edgecolor="0.75", linewidth=0)
+    for n, (i, j) in enumerate(masked):
         ax.add_patch(
-            Rectangle(
-                (j - 0.5, i - 0.5),
-                1,
-                1,
-                fill=False,
-                hatch="////",
-                edgecolor="0.75",
-                linewidth=0,
-                label=label if count == 0 else None,
-            )
+            Rectangle((j - 0.5, i - 0.5), 1, 1, label=label if n == 0 else None, **hatching)
         )
-        count += 1
-    return count
+    return len(masked)
 
 
 #: Widest figure, in inches, that fits the book's text column at the
@@ -401,14 +375,13 @@ def _record_smallest_text(png_formatter):
 def use_book_style():
     """Draw figures as the book prints them: sharp, and sized for its column.
 
-    Sets matplotlib to 100 dots per inch (an inch of figure is 100 CSS
-    pixels on the site), 10-point text, a default size that fits the text
-    column (at most :data:`COLUMN_WIDTH_IN` inches wide) and constrained
-    layout; in a Jupyter kernel, figures are also sent as ``retina`` PNGs
-    (twice the pixels, shown at half size), so they stay sharp on HiDPI
-    screens, and each PNG records the size of its smallest text
-    (:data:`PNG_SMALLEST_TEXT_KEY`, :func:`smallest_font_size`). Call it
-    once, after the imports of a chapter.
+    Sets matplotlib to 100 dots per inch, 10-point text, a default size that
+    fits the text column (at most :data:`COLUMN_WIDTH_IN` inches wide) and
+    constrained layout; in a Jupyter kernel, figures are also sent as
+    ``retina`` PNGs (twice the pixels, shown at half size), so they stay sharp
+    on HiDPI screens, and each PNG records the size of its smallest text
+    (:data:`PNG_SMALLEST_TEXT_KEY`, :func:`smallest_font_size`). Call it once,
+    after the imports of a chapter.
 
     Examples
     --------

@@ -63,17 +63,13 @@ def format_table(rows, headers, formats=None):
     if formats is None or isinstance(formats, str):
         formats = [formats] * n
     formats = list(formats)
+    columns = f"the table has {n} columns ({', '.join(headers)})"
     if len(formats) != n:
-        raise ValueError(
-            f"formats has {len(formats)} entries but the table has "
-            f"{n} columns ({', '.join(headers)})"
-        )
+        raise ValueError(f"formats has {len(formats)} entries but {columns}")
     rows = [list(row) for row in rows]
     for i, row in enumerate(rows):
         if len(row) != n:
-            raise ValueError(
-                f"row {i} has {len(row)} cells but the table has {n} columns ({', '.join(headers)})"
-            )
+            raise ValueError(f"row {i} has {len(row)} cells but {columns}")
     text = [[_cell(v, f) for v, f in zip(row, formats)] for row in rows]
     numeric = [
         all(isinstance(row[j], numbers.Real) or row[j] is None for row in rows)

@@ -38,10 +38,8 @@ def word_axis(alt, labels, title, step=None):
     column (``step`` px, less a small gap) its labels are turned by 45 degrees
     so that neighbours do not overprint each other.
     """
-    angle = 0
-    if title == "key" and step is not None:
-        widest = max(len(w) for w in labels) * LABEL_CHAR_WIDTH
-        angle = 0 if widest <= step - 4 else -45
+    widest = max(len(w) for w in labels) * LABEL_CHAR_WIDTH
+    angle = -45 if title == "key" and step is not None and widest > step - 4 else 0
     return alt.Axis(
         title=title,
         labelExpr=f"{json.dumps(labels)}[datum.value]",
