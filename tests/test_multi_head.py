@@ -595,3 +595,54 @@ def test_finite_float64_biases_on_a_float32_layer_stay_biases_not_masks():
     assert_array_equal(w, [[1.0, 0.0]])  # was [0, 0]: every key masked
     _, w = layer(x, y, y, key_padding_mask=np.array([-2e39, -1e39]))
     assert_array_equal(w, [[0.0, 1.0]])
+
+
+def test_groups_of_sequences_share_the_cores_and_give_the_same_bits(monkeypatch):
+    """With BLAS on two threads the groups run on two Python threads: the same bits as on one."""
+    import threading
+
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    import attention_lib._kernel as kernel
+    import attention_lib.multi_head as multi_head
+
+    rng = np.random.default_rng(3)
+    layer = MultiHeadAttention(16, 4, rng=4, dtype=np.float32)
+    layer.in_proj_bias[:] = rng.normal(size=48)
+    x = rng.normal(size=(6, 10, 16)).astype(np.float32)
+    monkeypatch.setattr(multi_head, "_SCORES_PER_STEP", 1)  # one sequence per group
+    with threadpool_limits(limits=1, user_api="blas"):
+        one = layer(x, x, x, average_attn_weights=False)
+    seen, real_run = set(), kernel.run_in_threads
+
+    def spy(work, groups):
+        def recorded(parts):
+            blas = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+            seen.add((threading.get_ident(), max(blas)))
+            return work(parts)
+
+        return real_run(recorded, groups)
+
+    monkeypatch.setattr(multi_head, "run_in_threads", spy)
+    with threadpool_limits(limits=2, user_api="blas"):
+        two = layer(x, x, x, average_attn_weights=False)
+        after = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+    assert len({ident for ident, _ in seen}) == 2  # two workers
+    assert {blas for _, blas in seen} == {1}  # each with one BLAS thread
+    assert after and set(after) == {2}  # and BLAS's threads given back
+    assert_array_equal(two[0], one[0])
+    assert_array_equal(two[1], one[1])
+
+
+def test_an_error_in_a_worker_reaches_the_caller():
+    from threadpoolctl import threadpool_limits
+
+    from attention_lib._kernel import run_in_threads
+
+    def work(parts):
+        if 3 in parts:
+            raise ValueError("group 3 failed")
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        with pytest.raises(ValueError, match="group 3 failed"):
+            run_in_threads(work, [0, 1, 2, 3])
