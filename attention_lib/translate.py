@@ -117,7 +117,7 @@ def main(argv=None, stdin=None, stdout=None, stderr=None):
     import argparse
     import sys
 
-    from ._cli import closed_pipe, read_text
+    from ._cli import read_text, write_flushed
     from .align.scoring import split_lines
 
     stdin = sys.stdin if stdin is None else stdin
@@ -174,17 +174,14 @@ def main(argv=None, stdin=None, stdout=None, stderr=None):
                 f"{MAX_SOURCE_TOKENS}\n"
             )
     beam = args.beam if args.beam > 1 else None
-    try:
+
+    def translated():
         for start in range(0, len(lines), CHUNK):
             chunk = lines[start : start + CHUNK]
-            out = translate_sentences(
-                model, tok, chunk, beam=beam, length_penalty=args.length_penalty
-            )
-            stdout.write("".join(t + "\n" for t in out))
-            stdout.flush()
-    except BrokenPipeError:
-        return closed_pipe(stdout)
-    return 0
+            out = translate_sentences(model, tok, chunk, beam, args.length_penalty)
+            yield "".join(t + "\n" for t in out)
+
+    return write_flushed(stdout, translated())
 
 
 if __name__ == "__main__":
