@@ -74,7 +74,7 @@ def load_model(name, directory=None, dtype=np.float32):
 
     from .data.paths import sha256
     from .data.tatoeba import Tokenizer, tatoeba_dir
-    from .models.train_translation import checkpoint_dir
+    from .models.train_translation import checkpoint_dir, load_checkpoint
 
     if name not in MODELS:
         raise ValueError(f"model must be one of {', '.join(MODELS)}, got {name!r}")
@@ -93,11 +93,7 @@ def load_model(name, directory=None, dtype=np.float32):
     ):
         if sha256(file) != expected:
             raise ValueError(f"{file} does not match the sha256 in {directory / 'manifest.json'}")
-    if name == "transformer":
-        from .models.transformer import load
-    else:
-        from .models.seq2seq import load
-    return load(path, dtype=dtype), Tokenizer.load()
+    return load_checkpoint(name, path, dtype), Tokenizer.load()
 
 
 # -- command line ------------------------------------------------------------
