@@ -35,7 +35,7 @@ import numpy as np
 from numpy.random import Generator
 from numpy.typing import DTypeLike
 
-from .._cli import EXIT_BROKEN_PIPE, int_at_least
+from .._cli import EXIT_BROKEN_PIPE, closed_pipe, int_at_least  # noqa: F401 (main returns it)
 from ..data.paths import data_dir, sha256, write_atomic
 from ..nn import Adam, clip_grad_norm
 from ..data.toy_translation import encode_batch, make_pair, source_vocab, target_vocab
@@ -175,9 +175,6 @@ def read_manifest(path: str | os.PathLike) -> dict:
     return manifest
 
 
-#: Exit status when the reader of our output goes away (``... | head``), as
-#: :mod:`attention_lib.align` does: 128 + SIGPIPE.
-
 _PROG = "python -m attention_lib.models.train_seq2seq"
 _TEST_SEED = 2015
 
@@ -294,13 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with threadpool_limits(1, "blas"):
             _train_runs(Path(args.out), args.runs, args.test_per_bucket, old)
     except BrokenPipeError:
-        # The reader has all it wants: stop quietly, as attention_lib.align does,
-        # pointing stdout at /dev/null so that Python's flush at exit is quiet too.
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except (AttributeError, OSError, ValueError):
-            pass
-        return EXIT_BROKEN_PIPE
+        return closed_pipe(sys.stdout)
     return 0
 
 
@@ -323,32 +314,16 @@ def _train_runs(out, runs, test_per_bucket, old):
     )
     for name in runs:
         model_name, lo, hi, steps, seed = RUNS[name]
-        model = MODELS[model_name](
-            len(src_vocab),
-            len(tgt_vocab),
-            CONFIG["emb"],
-            CONFIG["hidden"],
-            CONFIG["attn"],
-            seed=seed,
-        )
+        sizes = {k: CONFIG[k] for k in ("emb", "hidden", "attn")}
+        model = MODELS[model_name](len(src_vocab), len(tgt_vocab), **sizes, seed=seed)
         print(
             f"== {name}: {model_name}, {model.n_params()} parameters, "
             f"sentences of {lo}-{hi} words, {steps} steps",
             flush=True,
         )
         t0 = time.process_time()
-        losses = train(
-            model,
-            steps,
-            lo,
-            hi,
-            seed=seed + 100,
-            batch=CONFIG["batch"],
-            lr=CONFIG["lr"],
-            clip=CONFIG["clip"],
-            length_spread=CONFIG["length_spread"],
-            log=sys.stdout,
-        )
+        settings = {k: CONFIG[k] for k in ("batch", "lr", "clip", "length_spread")}
+        losses = train(model, steps, lo, hi, seed=seed + 100, log=sys.stdout, **settings)
         cpu = time.process_time() - t0
         path = save(model, out / f"{name}.npz", train_words=[lo, hi], steps=steps)
         result = evaluate(load(path, dtype=np.float64), tests, src_vocab, tgt_vocab)
