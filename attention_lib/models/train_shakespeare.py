@@ -33,6 +33,7 @@ from threadpoolctl import threadpool_limits
 from ..data.paths import data_dir, sha256, write_atomic
 from ..nn import Adam, clip_grad_norm, softmax_cross_entropy
 from .gpt import TinyGPT
+from .pretrained import shakespeare_dir
 
 #: The model and its training. Sizes as nanoGPT's small CPU models; the step
 #: count is what fits the 45-minute budget on the project's 2-core machine
@@ -219,14 +220,11 @@ def train(cfg, log=sys.stdout):
         recent.append(loss)
         if step % cfg["eval_every"] == 0 or step == cfg["steps"]:
             model.train(False)
-            val = np.mean(
-                [
-                    mean_loss(
-                        model, *random_windows(eval_rng, val_ids, cfg["batch"], cfg["max_len"])
-                    )
-                    for _ in range(cfg["eval_batches"])
-                ]
+            windows = (
+                random_windows(eval_rng, val_ids, cfg["batch"], cfg["max_len"])
+                for _ in range(cfg["eval_batches"])
             )
+            val = np.mean([mean_loss(model, x, y) for x, y in windows])
             curve["step"].append(step)
             curve["train"].append(round(float(np.mean(recent)), 4))
             curve["val"].append(round(float(val), 4))
@@ -242,9 +240,7 @@ def train(cfg, log=sys.stdout):
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--out", default=str(data_dir() / "checkpoints" / "shakespeare"), help="output directory"
-    )
+    parser.add_argument("--out", default=str(shakespeare_dir()), help="output directory")
     parser.add_argument("--threads", type=int, default=2, help="BLAS threads (default 2)")
     args = parser.parse_args(argv)
     out = Path(args.out)
