@@ -19,14 +19,13 @@ MAX_SOURCE_TOKENS = 48
 
 def translate_ids(model, src_ids, beam=None, length_penalty=0.6, batch=64):
     """Output ids for each list of source ids (each non-empty), batched by length."""
+    from .models.train_translation import pad_batch
+
     order = np.argsort([len(s) for s in src_ids], kind="stable")
     out = [None] * len(src_ids)
     for start in range(0, len(order), batch):
         idx = order[start : start + batch]
-        lengths = np.array([len(src_ids[i]) for i in idx])
-        src = np.zeros((len(idx), lengths.max()), np.int64)
-        for b, i in enumerate(idx):
-            src[b, : lengths[b]] = src_ids[i]
+        src, lengths = pad_batch([src_ids[i] for i in idx])
         if beam is not None and beam > 1 and hasattr(model, "beam_search"):
             ids = model.beam_search(src, lengths, beam=beam, length_penalty=length_penalty)
         elif beam is not None and beam > 1:
