@@ -299,10 +299,9 @@ def _train_runs(out, runs, test_per_bucket, old):
     """Train ``runs`` into ``out``, merging each into the manifest as soon as it is saved."""
     src_vocab, tgt_vocab = source_vocab(), target_vocab()
     tests = make_test_sets(test_per_bucket, _TEST_SEED)
-    manifest = (
-        old
-        if old is not None
-        else {
+    manifest = old
+    if manifest is None:
+        manifest = {
             "command": "",
             "evaluation_dtype": "float64",
             "config": CONFIG,
@@ -311,7 +310,6 @@ def _train_runs(out, runs, test_per_bucket, old):
             "numpy": np.__version__,
             "models": {},
         }
-    )
     for name in runs:
         model_name, lo, hi, steps, seed = RUNS[name]
         sizes = {k: CONFIG[k] for k in ("emb", "hidden", "attn")}
