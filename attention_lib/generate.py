@@ -191,16 +191,14 @@ def _write(parser, args, model, tokenizer, stdout, stderr):
 
 
 def _texts(tokenizer, prompt, prompt_ids, pieces):
-    """The prompt, then the text each piece of new tokens adds, then a newline.
-
-    The whole text is decoded each time and only what is new is given: a
-    tokenizer may join tokens (a leading space, the bytes of one character).
-    """
+    """The prompt, then the text each piece of new tokens adds, then a newline."""
     so_far = tokenizer.decode(prompt_ids)
     ids = list(prompt_ids)
     yield prompt
     for new in pieces:
         ids.extend(int(i) for i in new)
+        # Decode the whole text and give what is new: a tokenizer may
+        # join tokens (a leading space, the bytes of one character).
         text = tokenizer.decode(ids)
         if text.startswith(so_far):
             yield text[len(so_far) :]

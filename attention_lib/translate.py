@@ -7,6 +7,8 @@ Library use::
     translate_sentences(model, tok, ["I am cold.", "Where is the station?"])
 """
 
+import sys
+
 import numpy as np
 
 from ._cli import int_at_least
@@ -110,7 +112,6 @@ def main(argv=None, stdin=None, stdout=None, stderr=None):
     output is closed early (``| head``).
     """
     import argparse
-    import sys
 
     from ._cli import read_text, write_flushed
     from .align.scoring import split_lines
@@ -180,6 +181,4 @@ def main(argv=None, stdin=None, stdout=None, stderr=None):
 
 
 if __name__ == "__main__":
-    import sys
-
     sys.exit(main())

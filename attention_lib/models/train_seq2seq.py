@@ -217,12 +217,8 @@ def _parse(parser, argv):
             old = read_manifest(manifest_path)
         except (OSError, ValueError) as err:
             parser.error(f"cannot merge into --out {out}: {err}; move it away first")
-        made_with = {
-            "config": old.get("config"),
-            "test_per_bucket": old.get("test_per_bucket"),
-            "test_seed": old.get("test_seed"),
-        }
         now = {"config": CONFIG, "test_per_bucket": args.test_per_bucket, "test_seed": _TEST_SEED}
+        made_with = {k: old.get(k) for k in now}
         if made_with != now:
             parser.error(
                 f"--out {out} holds checkpoints made with other settings "

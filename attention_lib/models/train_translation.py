@@ -195,18 +195,11 @@ def train(
         tokens += int(lengths.sum() + (tout != PAD).sum())
         if step % log_every == 0 or step == steps:
             wall = time.perf_counter() - t0
-            rows.append(
-                {
-                    "step": step,
-                    "loss": round(float(np.mean(losses[-log_every:])), 4),
-                    "tokens": tokens,
-                    "wall_s": round(wall, 1),
-                }
-            )
+            mean = round(float(np.mean(losses[-log_every:])), 4)
+            rows.append({"step": step, "loss": mean, "tokens": tokens, "wall_s": round(wall, 1)})
             if log is not None:
                 print(
-                    f"step {step:5d}  loss {rows[-1]['loss']:.4f}  "
-                    f"{tokens / wall:7.0f} tokens/s  {wall:7.1f}s",
+                    f"step {step:5d}  loss {mean:.4f}  {tokens / wall:7.0f} tokens/s  {wall:7.1f}s",
                     file=log,
                     flush=True,
                 )
@@ -291,7 +284,7 @@ def validation_loss(model, name: str, tok: Tokenizer, n: int = 512) -> float:
 
 
 def evaluate_checkpoint(name, out, tok, entry):
-    """Greedy (and, for the Transformer, beam) scores of the saved checkpoint, into ``entry``."""
+    """Greedy and beam scores of the saved checkpoint, into ``entry``."""
     model = load_checkpoint(name, out / f"{name}.npz")
     t1 = time.perf_counter()
     table, hyps = evaluate(model, tok)
