@@ -1,4 +1,4 @@
-"""What the library's command lines share: argument types, reading UTF-8 input, a closed pipe."""
+"""What the library's command lines share: argument types, reading UTF-8 input, writing output."""
 
 import argparse
 import os
@@ -75,3 +75,17 @@ def closed_pipe(stdout):
     except (AttributeError, OSError, ValueError):  # not a real file
         pass
     return EXIT_BROKEN_PIPE
+
+
+def write_flushed(stdout, pieces):
+    """Write each of ``pieces`` to ``stdout`` and flush it; return the exit status.
+
+    0 once all is written; :func:`closed_pipe`'s status if the reader goes away.
+    """
+    try:
+        for piece in pieces:
+            stdout.write(piece)
+            stdout.flush()
+    except BrokenPipeError:
+        return closed_pipe(stdout)
+    return 0

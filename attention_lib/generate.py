@@ -33,7 +33,7 @@ import sys
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ._cli import closed_pipe, int_at_least
+from ._cli import int_at_least, write_flushed
 from .data.paths import DataFileError
 from .models.pretrained import MODELS, load_pretrained
 
@@ -42,32 +42,25 @@ from .models.pretrained import MODELS, load_pretrained
 CHUNK = 32
 
 
-def _number(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
-    return value
+def _number(what, ok):
+    """An ``argparse`` type: a finite float for which ``ok(value)``, else "must be ``what``"."""
+
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
+        return value
+
+    return parse
 
 
-def _temperature(text):
-    value = _number(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(
-            f"must be >= 0 (0 is greedy, 1 the model's own distribution), got {text!r}"
-        )
-    return value
-
-
-def _top_p(text):
-    value = _number(text)
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(
-            f"must be a probability in (0, 1] (1 keeps every token), got {text!r}"
-        )
-    return value
+_temperature = _number(">= 0 (0 is greedy, 1 the model's own distribution)", lambda t: t >= 0)
+_top_p = _number("a probability in (0, 1] (1 keeps every token)", lambda p: 0 < p <= 1)
 
 
 def build_parser():
@@ -191,27 +184,26 @@ def _write(parser, args, model, tokenizer, stdout, stderr):
             file=stderr,
         )
     rng = np.random.default_rng(args.seed)
+    pieces = continue_text(
+        model, context, args.max_new_tokens, args.temperature, args.top_k, args.top_p, rng
+    )
+    return write_flushed(stdout, _texts(tokenizer, args.prompt, prompt_ids, pieces))
+
+
+def _texts(tokenizer, prompt, prompt_ids, pieces):
+    """The prompt, then the text each piece of new tokens adds, then a newline."""
     so_far = tokenizer.decode(prompt_ids)
     ids = list(prompt_ids)
-    try:
-        stdout.write(args.prompt)
-        stdout.flush()
-        for new in continue_text(
-            model, context, args.max_new_tokens, args.temperature, args.top_k, args.top_p, rng
-        ):
-            ids.extend(int(i) for i in new)
-            # Decode the whole text and print what is new: a tokenizer may
-            # join tokens (a leading space, the bytes of one character).
-            text = tokenizer.decode(ids)
-            if text.startswith(so_far):
-                stdout.write(text[len(so_far) :])
-                so_far = text
-            stdout.flush()
-        stdout.write("\n")
-        stdout.flush()
-    except BrokenPipeError:
-        return closed_pipe(stdout)
-    return 0
+    yield prompt
+    for new in pieces:
+        ids.extend(int(i) for i in new)
+        # Decode the whole text and give what is new: a tokenizer may
+        # join tokens (a leading space, the bytes of one character).
+        text = tokenizer.decode(ids)
+        if text.startswith(so_far):
+            yield text[len(so_far) :]
+            so_far = text
+    yield "\n"
 
 
 if __name__ == "__main__":

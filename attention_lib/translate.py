@@ -7,6 +7,8 @@ Library use::
     translate_sentences(model, tok, ["I am cold.", "Where is the station?"])
 """
 
+import sys
+
 import numpy as np
 
 from ._cli import int_at_least
@@ -19,14 +21,13 @@ MAX_SOURCE_TOKENS = 48
 
 def translate_ids(model, src_ids, beam=None, length_penalty=0.6, batch=64):
     """Output ids for each list of source ids (each non-empty), batched by length."""
+    from .models.train_translation import pad_batch
+
     order = np.argsort([len(s) for s in src_ids], kind="stable")
     out = [None] * len(src_ids)
     for start in range(0, len(order), batch):
         idx = order[start : start + batch]
-        lengths = np.array([len(src_ids[i]) for i in idx])
-        src = np.zeros((len(idx), lengths.max()), np.int64)
-        for b, i in enumerate(idx):
-            src[b, : lengths[b]] = src_ids[i]
+        src, lengths = pad_batch([src_ids[i] for i in idx])
         if beam is not None and beam > 1 and hasattr(model, "beam_search"):
             ids = model.beam_search(src, lengths, beam=beam, length_penalty=length_penalty)
         elif beam is not None and beam > 1:
@@ -74,7 +75,7 @@ def load_model(name, directory=None, dtype=np.float32):
 
     from .data.paths import sha256
     from .data.tatoeba import Tokenizer, tatoeba_dir
-    from .models.train_translation import checkpoint_dir
+    from .models.train_translation import checkpoint_dir, load_checkpoint
 
     if name not in MODELS:
         raise ValueError(f"model must be one of {', '.join(MODELS)}, got {name!r}")
@@ -93,11 +94,7 @@ def load_model(name, directory=None, dtype=np.float32):
     ):
         if sha256(file) != expected:
             raise ValueError(f"{file} does not match the sha256 in {directory / 'manifest.json'}")
-    if name == "transformer":
-        from .models.transformer import load
-    else:
-        from .models.seq2seq import load
-    return load(path, dtype=dtype), Tokenizer.load()
+    return load_checkpoint(name, path, dtype), Tokenizer.load()
 
 
 # -- command line ------------------------------------------------------------
@@ -115,9 +112,8 @@ def main(argv=None, stdin=None, stdout=None, stderr=None):
     output is closed early (``| head``).
     """
     import argparse
-    import sys
 
-    from ._cli import closed_pipe, read_text
+    from ._cli import read_text, write_flushed
     from .align.scoring import split_lines
 
     stdin = sys.stdin if stdin is None else stdin
@@ -174,20 +170,15 @@ def main(argv=None, stdin=None, stdout=None, stderr=None):
                 f"{MAX_SOURCE_TOKENS}\n"
             )
     beam = args.beam if args.beam > 1 else None
-    try:
+
+    def translated():
         for start in range(0, len(lines), CHUNK):
             chunk = lines[start : start + CHUNK]
-            out = translate_sentences(
-                model, tok, chunk, beam=beam, length_penalty=args.length_penalty
-            )
-            stdout.write("".join(t + "\n" for t in out))
-            stdout.flush()
-    except BrokenPipeError:
-        return closed_pipe(stdout)
-    return 0
+            out = translate_sentences(model, tok, chunk, beam, args.length_penalty)
+            yield "".join(t + "\n" for t in out)
+
+    return write_flushed(stdout, translated())
 
 
 if __name__ == "__main__":
-    import sys
-
     sys.exit(main())

@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 
-from .._cli import closed_pipe, int_at_least, read_text
+from .._cli import int_at_least, read_text, write_flushed
 from ..data.paths import DataFileError
 from .attention import DEFAULT_METHOD, DEFAULT_PRIOR, METHODS, Aligner
 from .em_aligner import DEFAULT_ITERATIONS, DEFAULT_TENSION, EMAligner
@@ -137,10 +137,4 @@ def main(argv=None, stdin=None, stdout=None):
             aligned = (aligner.align(en, fr) for en, fr in zip(english, french))
     except DataFileError as err:
         parser.exit(1, f"{parser.prog}: error: {err}\n")
-    try:
-        for links in aligned:
-            stdout.write(format_pharaoh(links) + "\n")
-            stdout.flush()
-    except BrokenPipeError:
-        return closed_pipe(stdout)
-    return 0
+    return write_flushed(stdout, (format_pharaoh(links) + "\n" for links in aligned))

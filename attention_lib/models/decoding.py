@@ -46,6 +46,7 @@ def beam_search(
     for t in range(max_len):
         logp = step(seqs[:, -1], t)  # (B K, V)
         V = logp.shape[1]
+        lp = length_penalty_gnmt(t + 1, length_penalty)  # of a hypothesis that ends now
         cand = (scores[:, None] + logp).reshape(B, K * V)
         top = np.argsort(-cand, axis=1, kind="stable")[:, : 2 * K]
         rows, toks, new_scores = [], [], []
@@ -56,12 +57,7 @@ def beam_search(
                 if not (active[b] and np.isfinite(sc)):
                     break
                 if tok == EOS:
-                    finished[b].append(
-                        (
-                            sc / length_penalty_gnmt(t + 1, length_penalty),
-                            seqs[b * K + k, 1:].tolist(),
-                        )
-                    )
+                    finished[b].append((sc / lp, seqs[b * K + k, 1:].tolist()))
                     continue
                 rows.append(b * K + k)
                 toks.append(tok)
@@ -69,11 +65,10 @@ def beam_search(
                 kept += 1
                 if kept == K:
                     break
-            while kept < K:  # dead slots
-                rows.append(b * K)
-                toks.append(PAD)
-                new_scores.append(-np.inf)
-                kept += 1
+            dead = K - kept  # slots no live hypothesis fills
+            rows += [b * K] * dead
+            toks += [PAD] * dead
+            new_scores += [-np.inf] * dead
             if active[b] and len(finished[b]) >= K:
                 best_live = max(new_scores[-K:]) / length_penalty_gnmt(max_len, length_penalty)
                 worst_kept = sorted(s for s, _ in finished[b])[-K]

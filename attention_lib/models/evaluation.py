@@ -185,7 +185,6 @@ def evaluate(
             "all": alignment_error_rate(all_pairs, all_weights),
             "content": alignment_error_rate(all_pairs, all_weights, CONTENT_CLASSES),
         }
-
         for c in WORD_CLASSES:
             aer[c] = alignment_error_rate(all_pairs, all_weights, (c,))
         result["aer"] = {k: round(v, 4) for k, v in aer.items()}

@@ -10,10 +10,7 @@ Two models ship with the repository:
   llama2.c, with its SentencePiece-style tokenizer (read from the model's GGUF file by
   :func:`attention_lib.models.llama.load_stories260k`).
 
-Either way the pair has the same interface: ``tokenizer.encode(text)`` gives an integer
-array, ``tokenizer.decode(ids)`` a string; ``model.forward(ids)`` maps (B, T) ids to
-(B, T, V) logits, ``model.max_len`` is the context length, and
-``model.generate(tokens, max_new_tokens, temperature, top_k, top_p, rng)`` writes.
+Either way the pair has the same interface (see :func:`load_pretrained`'s Returns).
 """
 
 from __future__ import annotations
@@ -167,7 +164,8 @@ def load_pretrained(name: str, path: str | os.PathLike | None = None) -> tuple:
         ``tokenizer.encode(str)`` gives an int array (stories260k's adds the
         start token, as llama2.c does), ``tokenizer.decode(ids)`` a str;
         ``model.forward(ids)`` maps (B, T) ids to (B, T, V) logits;
-        ``model.max_len`` is the context length; ``model.generate`` writes.
+        ``model.max_len`` is the context length; ``model.generate(tokens,
+        max_new_tokens, temperature, top_k, top_p, rng)`` writes.
 
     Examples
     --------

@@ -35,7 +35,7 @@ import numpy as np
 from numpy.random import Generator
 from numpy.typing import DTypeLike
 
-from .._cli import EXIT_BROKEN_PIPE, int_at_least
+from .._cli import EXIT_BROKEN_PIPE, closed_pipe, int_at_least  # noqa: F401 (main returns it)
 from ..data.paths import data_dir, sha256, write_atomic
 from ..nn import Adam, clip_grad_norm
 from ..data.toy_translation import encode_batch, make_pair, source_vocab, target_vocab
@@ -175,9 +175,6 @@ def read_manifest(path: str | os.PathLike) -> dict:
     return manifest
 
 
-#: Exit status when the reader of our output goes away (``... | head``), as
-#: :mod:`attention_lib.align` does: 128 + SIGPIPE.
-
 _PROG = "python -m attention_lib.models.train_seq2seq"
 _TEST_SEED = 2015
 
@@ -220,12 +217,8 @@ def _parse(parser, argv):
             old = read_manifest(manifest_path)
         except (OSError, ValueError) as err:
             parser.error(f"cannot merge into --out {out}: {err}; move it away first")
-        made_with = {
-            "config": old.get("config"),
-            "test_per_bucket": old.get("test_per_bucket"),
-            "test_seed": old.get("test_seed"),
-        }
         now = {"config": CONFIG, "test_per_bucket": args.test_per_bucket, "test_seed": _TEST_SEED}
+        made_with = {k: old.get(k) for k in now}
         if made_with != now:
             parser.error(
                 f"--out {out} holds checkpoints made with other settings "
@@ -294,13 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with threadpool_limits(1, "blas"):
             _train_runs(Path(args.out), args.runs, args.test_per_bucket, old)
     except BrokenPipeError:
-        # The reader has all it wants: stop quietly, as attention_lib.align does,
-        # pointing stdout at /dev/null so that Python's flush at exit is quiet too.
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except (AttributeError, OSError, ValueError):
-            pass
-        return EXIT_BROKEN_PIPE
+        return closed_pipe(sys.stdout)
     return 0
 
 
@@ -308,10 +295,9 @@ def _train_runs(out, runs, test_per_bucket, old):
     """Train ``runs`` into ``out``, merging each into the manifest as soon as it is saved."""
     src_vocab, tgt_vocab = source_vocab(), target_vocab()
     tests = make_test_sets(test_per_bucket, _TEST_SEED)
-    manifest = (
-        old
-        if old is not None
-        else {
+    manifest = old
+    if manifest is None:
+        manifest = {
             "command": "",
             "evaluation_dtype": "float64",
             "config": CONFIG,
@@ -320,35 +306,18 @@ def _train_runs(out, runs, test_per_bucket, old):
             "numpy": np.__version__,
             "models": {},
         }
-    )
     for name in runs:
         model_name, lo, hi, steps, seed = RUNS[name]
-        model = MODELS[model_name](
-            len(src_vocab),
-            len(tgt_vocab),
-            CONFIG["emb"],
-            CONFIG["hidden"],
-            CONFIG["attn"],
-            seed=seed,
-        )
+        sizes = {k: CONFIG[k] for k in ("emb", "hidden", "attn")}
+        model = MODELS[model_name](len(src_vocab), len(tgt_vocab), **sizes, seed=seed)
         print(
             f"== {name}: {model_name}, {model.n_params()} parameters, "
             f"sentences of {lo}-{hi} words, {steps} steps",
             flush=True,
         )
         t0 = time.process_time()
-        losses = train(
-            model,
-            steps,
-            lo,
-            hi,
-            seed=seed + 100,
-            batch=CONFIG["batch"],
-            lr=CONFIG["lr"],
-            clip=CONFIG["clip"],
-            length_spread=CONFIG["length_spread"],
-            log=sys.stdout,
-        )
+        settings = {k: CONFIG[k] for k in ("batch", "lr", "clip", "length_spread")}
+        losses = train(model, steps, lo, hi, seed=seed + 100, log=sys.stdout, **settings)
         cpu = time.process_time() - t0
         path = save(model, out / f"{name}.npz", train_words=[lo, hi], steps=steps)
         result = evaluate(load(path, dtype=np.float64), tests, src_vocab, tgt_vocab)

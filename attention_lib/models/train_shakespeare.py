@@ -33,6 +33,7 @@ from threadpoolctl import threadpool_limits
 from ..data.paths import data_dir, sha256, write_atomic
 from ..nn import Adam, clip_grad_norm, softmax_cross_entropy
 from .gpt import TinyGPT
+from .pretrained import shakespeare_dir
 
 #: The model and its training. Sizes as nanoGPT's small CPU models; the step
 #: count is what fits the 45-minute budget on the project's 2-core machine
@@ -124,27 +125,21 @@ _FUSED = {"W_QKV": ("W_Q", "W_K", "W_V"), "b_QKV": ("b_Q", "b_K", "b_V")}
 
 def _slots(model):
     """``{name in the file: [arrays of the model it holds, side by side]}``."""
-    slots = {}
-    for name, layer in [("tok", model.tok)] + (
-        [("pos", model.pos)] if hasattr(model, "pos") else []
-    ):
-        for k, a in layer.params.items():
-            slots[f"{name}.{k}"] = [a]
+    layers = [("tok", model.tok)] + ([("pos", model.pos)] if hasattr(model, "pos") else [])
     for i, block in enumerate(model.blocks):
         parts = [("ln1", block.ln1), ("attn", block.attn)]
         if not block.attention_only:
             parts += [("ln2", block.ln2), ("ffn.fc1", block.ffn.fc1), ("ffn.fc2", block.ffn.fc2)]
-        for name, layer in parts:
-            params = {k: [a] for k, a in layer.params.items()}
-            if name == "attn":
-                for k, names in _FUSED.items():
-                    if names[0] in params:
-                        params[k] = [params.pop(n)[0] for n in names]
-            for k, arrays in params.items():
-                slots[f"blocks.{i}.{name}.{k}"] = arrays
-    for name, layer in [("ln_f", model.ln_f), ("head", model.head)]:
-        for k, a in layer.params.items():
-            slots[f"{name}.{k}"] = [a]
+        layers += [(f"blocks.{i}.{name}", layer) for name, layer in parts]
+    slots = {}
+    for name, layer in layers + [("ln_f", model.ln_f), ("head", model.head)]:
+        params = {k: [a] for k, a in layer.params.items()}
+        if name.endswith(".attn"):
+            for k, names in _FUSED.items():
+                if names[0] in params:
+                    params[k] = [params.pop(n)[0] for n in names]
+        for k, arrays in params.items():
+            slots[f"{name}.{k}"] = arrays
     return slots
 
 
@@ -162,17 +157,8 @@ def named_params(model: TinyGPT) -> dict[str, np.ndarray]:
 
 def build_model(cfg: dict, n_vocab: int, rng: np.random.Generator | None = None) -> TinyGPT:
     rng = np.random.default_rng(cfg["seed"]) if rng is None else rng
-    model = TinyGPT(
-        n_vocab,
-        cfg["d_model"],
-        cfg["n_heads"],
-        cfg["n_layers"],
-        cfg["d_ff"],
-        cfg["max_len"],
-        rng,
-        positions=cfg["positions"],
-        dropout=cfg["dropout"],
-    )
+    keys = ("d_model", "n_heads", "n_layers", "d_ff", "max_len", "positions", "dropout")
+    model = TinyGPT(n_vocab, rng=rng, **{k: cfg[k] for k in keys})
     for layer in model.layers():
         for k in layer.params:
             layer.params[k] = layer.params[k].astype(np.float32)
@@ -219,14 +205,11 @@ def train(cfg, log=sys.stdout):
         recent.append(loss)
         if step % cfg["eval_every"] == 0 or step == cfg["steps"]:
             model.train(False)
-            val = np.mean(
-                [
-                    mean_loss(
-                        model, *random_windows(eval_rng, val_ids, cfg["batch"], cfg["max_len"])
-                    )
-                    for _ in range(cfg["eval_batches"])
-                ]
+            windows = (
+                random_windows(eval_rng, val_ids, cfg["batch"], cfg["max_len"])
+                for _ in range(cfg["eval_batches"])
             )
+            val = np.mean([mean_loss(model, x, y) for x, y in windows])
             curve["step"].append(step)
             curve["train"].append(round(float(np.mean(recent)), 4))
             curve["val"].append(round(float(val), 4))
@@ -242,9 +225,7 @@ def train(cfg, log=sys.stdout):
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--out", default=str(data_dir() / "checkpoints" / "shakespeare"), help="output directory"
-    )
+    parser.add_argument("--out", default=str(shakespeare_dir()), help="output directory")
     parser.add_argument("--threads", type=int, default=2, help="BLAS threads (default 2)")
     args = parser.parse_args(argv)
     out = Path(args.out)

@@ -104,27 +104,12 @@ def build_model(name: str, n_vocab: int, config: dict, dtype: DTypeLike = np.flo
     if name == "transformer":
         from .transformer import Transformer
 
-        return Transformer(
-            n_vocab,
-            config["d_model"],
-            config["n_heads"],
-            config["d_ff"],
-            config["n_layers"],
-            config["max_len"],
-            seed=config["seed"],
-            dtype=dtype,
-        )
+        sizes = {k: config[k] for k in ("d_model", "n_heads", "d_ff", "n_layers", "max_len")}
+        return Transformer(n_vocab, **sizes, seed=config["seed"], dtype=dtype)
     from .seq2seq import RNNsearch
 
-    return RNNsearch(
-        n_vocab,
-        n_vocab,
-        config["emb"],
-        config["hidden"],
-        config["attn"],
-        seed=config["seed"],
-        dtype=dtype,
-    )
+    sizes = {k: config[k] for k in ("emb", "hidden", "attn")}
+    return RNNsearch(n_vocab, n_vocab, **sizes, seed=config["seed"], dtype=dtype)
 
 
 def encode_pairs(
@@ -210,18 +195,11 @@ def train(
         tokens += int(lengths.sum() + (tout != PAD).sum())
         if step % log_every == 0 or step == steps:
             wall = time.perf_counter() - t0
-            rows.append(
-                {
-                    "step": step,
-                    "loss": round(float(np.mean(losses[-log_every:])), 4),
-                    "tokens": tokens,
-                    "wall_s": round(wall, 1),
-                }
-            )
+            mean = round(float(np.mean(losses[-log_every:])), 4)
+            rows.append({"step": step, "loss": mean, "tokens": tokens, "wall_s": round(wall, 1)})
             if log is not None:
                 print(
-                    f"step {step:5d}  loss {rows[-1]['loss']:.4f}  "
-                    f"{tokens / wall:7.0f} tokens/s  {wall:7.1f}s",
+                    f"step {step:5d}  loss {mean:.4f}  {tokens / wall:7.0f} tokens/s  {wall:7.1f}s",
                     file=log,
                     flush=True,
                 )
@@ -306,7 +284,7 @@ def validation_loss(model, name: str, tok: Tokenizer, n: int = 512) -> float:
 
 
 def evaluate_checkpoint(name, out, tok, entry):
-    """Greedy (and, for the Transformer, beam) scores of the saved checkpoint, into ``entry``."""
+    """Greedy and beam scores of the saved checkpoint, into ``entry``."""
     model = load_checkpoint(name, out / f"{name}.npz")
     t1 = time.perf_counter()
     table, hyps = evaluate(model, tok)
@@ -389,47 +367,44 @@ def main(argv: list[str] | None = None) -> dict:
         if args.evaluate_only:
             manifest = json.loads((out / "manifest.json").read_text(encoding="utf8"))
             entry = manifest["models"][name]
-            model32 = build_model(name, len(tok), CONFIGS[name])
+            model = build_model(name, len(tok), CONFIGS[name])
             with np.load(FLOAT32_COPY.format(name=name), allow_pickle=False) as f:
-                model32.load_state_dict({k: f[k] for k in f.files})
-            entry["validation_loss_float32"] = validation_loss(model32, name, tok)
-            entry["validation_loss_float16"] = validation_loss(
-                load_checkpoint(name, out / f"{name}.npz"), name, tok
+                model.load_state_dict({k: f[k] for k in f.files})
+        else:
+            src, tgt = encode_pairs(tok, load_pairs("train"))
+            model = build_model(name, len(tok), config)
+            print(
+                f"== {name}: {model.n_params()} parameters, {len(src)} training pairs, "
+                f"{config['steps']} steps",
+                flush=True,
             )
-            return evaluate_checkpoint(name, out, tok, entry)
-        src, tgt = encode_pairs(tok, load_pairs("train"))
-        model = build_model(name, len(tok), config)
-        print(
-            f"== {name}: {model.n_params()} parameters, {len(src)} training pairs, "
-            f"{config['steps']} steps",
-            flush=True,
-        )
-        t0, c0 = time.perf_counter(), time.process_time()
-        history = []
-        # The checkpoint is the mean of the weights at the last ``average`` multiples of
-        # ``average_every`` steps, as the paper averages its last five checkpoints; the
-        # training itself goes on from the raw weights.
-        kept = collections.deque(maxlen=config.get("average", 1))
-        every = config.get("average_every", 1)
-        averaged = build_model(name, len(tok), config)
+            t0, c0 = time.perf_counter(), time.process_time()
+            history = []
+            # The checkpoint is the mean of the weights at the last ``average`` multiples of
+            # ``average_every`` steps, as the paper averages its last five checkpoints; the
+            # training itself goes on from the raw weights.
+            kept = collections.deque(maxlen=config.get("average", 1))
+            every = config.get("average_every", 1)
+            averaged = build_model(name, len(tok), config)
 
-        def save():
-            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-            states = list(kept) or [model.state_dict()]
-            averaged.load_state_dict(
-                {k: np.mean([s[k] for s in states], axis=0) for k in states[0]}
+            def save():
+                wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+                states = list(kept) or [model.state_dict()]
+                averaged.load_state_dict(
+                    {k: np.mean([s[k] for s in states], axis=0) for k in states[0]}
+                )
+                return record(averaged, name, config, out, history, wall, cpu, len(src), tok)
+
+            def snapshot(step, loss):
+                if step % every == 0:
+                    kept.append({k: a.copy() for k, a in model.state_dict().items()})
+                if step % args.save_every == 0 and step < config["steps"]:
+                    save()
+
+            train(
+                model, name, config, config["steps"], src, tgt, callback=snapshot, history=history
             )
-            return record(averaged, name, config, out, history, wall, cpu, len(src), tok)
-
-        def snapshot(step, loss):
-            if step % every == 0:
-                kept.append({k: a.copy() for k, a in model.state_dict().items()})
-            if step % args.save_every == 0 and step < config["steps"]:
-                save()
-
-        train(model, name, config, config["steps"], src, tgt, callback=snapshot, history=history)
-        entry = save()
-        model = averaged
+            entry, model = save(), averaged
         entry["validation_loss_float32"] = validation_loss(model, name, tok)
         entry["validation_loss_float16"] = validation_loss(
             load_checkpoint(name, out / f"{name}.npz"), name, tok
