@@ -316,21 +316,30 @@ _THREADS = {}  # the BLAS controller and the thread pool, made on first use
 
 
 def run_in_threads(work, groups):
-    """``work(some_groups)`` on as many Python threads as BLAS has threads.
+    """``work(some_groups)`` on as many threads (this one included) as BLAS has threads.
 
     The ``groups`` (independent pieces of one computation) are dealt out to
-    ``min(len(groups), BLAS threads)`` workers; while they run, BLAS uses one
+    ``n = min(len(groups), BLAS threads)`` shares: this thread takes the first
+    and ``n - 1`` pool threads the others. While they run, BLAS uses one
     thread, so every product and every elementwise pass runs on a core of its
-    own. A product on one BLAS thread gives the same bits as on several (the
+    own; a product on one BLAS thread gives the same bits as on several (the
     threads share out blocks of the output). With one BLAS thread, or one
-    group, ``work(groups)`` runs here.
+    group, ``work(groups)`` runs here. An error in any share is raised here,
+    after every share has finished.
     """
     if not _THREADS:
         _THREADS["blas"] = ThreadpoolController().select(user_api="blas")
-        _THREADS["pool"] = ThreadPoolExecutor(os.cpu_count() or 1)
+        _THREADS["pool"] = ThreadPoolExecutor(max(1, (os.cpu_count() or 1) - 1))
     blas = _THREADS["blas"]
     n = min([len(groups)] + [lib.num_threads for lib in blas.lib_controllers])
     if n < 2 or not blas.lib_controllers:
         return work(groups)
     with blas.limit(limits=1):
-        list(_THREADS["pool"].map(work, [groups[i::n] for i in range(n)]))
+        others = [_THREADS["pool"].submit(work, groups[i::n]) for i in range(1, n)]
+        try:
+            work(groups[0::n])
+        finally:
+            for future in others:
+                future.exception()  # wait for it (its error is raised below)
+        for future in others:
+            future.result()

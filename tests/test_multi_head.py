@@ -634,15 +634,23 @@ def test_groups_of_sequences_share_the_cores_and_give_the_same_bits(monkeypatch)
     assert_array_equal(two[1], one[1])
 
 
-def test_an_error_in_a_worker_reaches_the_caller():
+@pytest.mark.parametrize("failing", [0, 3], ids=["this thread's share", "a pool thread's"])
+def test_an_error_in_any_share_reaches_the_caller_after_every_share_ends(failing):
+    import time
+
     from threadpoolctl import threadpool_limits
 
     from attention_lib._kernel import run_in_threads
 
+    done = []
+
     def work(parts):
-        if 3 in parts:
-            raise ValueError("group 3 failed")
+        time.sleep(0.05 if failing in parts else 0.2)  # the failing share ends first
+        if failing in parts:
+            raise ValueError(f"group {failing} failed")
+        done.append(parts)
 
     with threadpool_limits(limits=2, user_api="blas"):
-        with pytest.raises(ValueError, match="group 3 failed"):
+        with pytest.raises(ValueError, match=f"group {failing} failed"):
             run_in_threads(work, [0, 1, 2, 3])
+    assert len(done) == 1  # the other share had finished
