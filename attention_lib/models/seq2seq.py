@@ -29,11 +29,10 @@ differences.
 import json
 import os
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
-from collections.abc import Mapping
-
 from numpy.typing import ArrayLike, DTypeLike
 
 from .._checks import as_float_dtype, as_int, as_int_array
