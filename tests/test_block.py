@@ -153,3 +153,14 @@ def test_transformer_block_matches_torch_autograd():
     for layer, p in zip(block.layers(), ps):
         for name, t in p.items():
             assert np.allclose(layer.grads[name], t.grad.numpy(), rtol=0, atol=1e-10), name
+
+
+def test_a_composite_without_its_layers_says_so():
+    from attention_lib.nn.block import Composite
+
+    class Empty(Composite):
+        pass
+
+    for get in (lambda c: c.params, lambda c: c.layers(), lambda c: c.n_params()):
+        with pytest.raises(NotImplementedError, match="Empty must define layers"):
+            get(Empty())

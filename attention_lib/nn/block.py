@@ -26,6 +26,10 @@ class Composite:
         return [layer for _, layer in self.named_layers()]
 
     def named_layers(self) -> list:
+        if type(self).layers is Composite.layers:  # each default would call the other
+            raise NotImplementedError(
+                f"{type(self).__name__} must define layers() or named_layers()"
+            )
         return [(str(i), layer) for i, layer in enumerate(self.layers())]
 
     @property
