@@ -66,13 +66,15 @@ PACKAGES = {
 }
 # files that live beside this script, not built but listed in the manifest so
 # the loader can verify them too: the alignment dev set, and chapter 13's
-# pretrained model with the document that gives its reference output
+# pretrained model with the document that gives its reference output, and
+# chapter 14's sentence-transformers embeddings (scripts/make_minilm_reference.py)
 COPIED_FILES = (
     "hansards_trial/trial.en",
     "hansards_trial/trial.fr",
     "hansards_trial/trial.gold",
     "stories260k/tinyllamas-stories-260k-f32.gguf",
     "stories260k/llama2c_doc_stories260K.md",
+    "minilm/st_reference.npz",
 )
 
 N_SEED_REFINE = 3  # self-learning rounds

@@ -382,3 +382,20 @@ def test_missing_or_other_version_of_the_wheel(monkeypatch):
         load_pretrained("minilm")
     monkeypatch.setattr(metadata, "distribution", real)
     assert minilm.wheel_path().name == "model.zip"
+
+
+def test_committed_reference_embeddings(model, sentence_transformer):
+    """data/minilm/st_reference.npz (chapter 14 compares with it) is what sentence-transformers gives."""
+    import json
+
+    from attention_lib.data.paths import verified_path
+
+    path = verified_path("minilm/st_reference.npz")
+    manifest = json.loads((path.parent / "manifest.json").read_text())
+    assert manifest["sha256"] == sha256(path)
+    ref = np.load(path, allow_pickle=False)
+    texts = [str(s) for s in ref["sentences"]]
+    assert len(texts) >= 200 and ref["embeddings"].shape == (len(texts), 384)
+    live = sentence_transformer.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+    assert np.abs(live - ref["embeddings"]).max() < 1e-6
+    assert np.abs(model.encode(texts) - ref["embeddings"]).max() < 1e-5
