@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/_venv.sh
 ensure_venv requirements.txt
+echo "==> exporting all-MiniLM-L6-v2 for the in-browser encoder (not committed)"
+python scripts/export_minilm.py
 echo "==> building the book"
 jupyter-book build . -W -n
 echo "==> done: open _build/html/index.html"

@@ -399,3 +399,20 @@ def test_committed_reference_embeddings(model, sentence_transformer):
     live = sentence_transformer.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
     assert np.abs(live - ref["embeddings"]).max() < 1e-6
     assert np.abs(model.encode(texts) - ref["embeddings"]).max() < 1e-5
+
+
+def test_int8_export_round_trip():
+    """scripts/export_minilm.py's quantization: int8 rows within half a step of the weights."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "export_minilm", REPO / "scripts" / "export_minilm.py"
+    )
+    export = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(export)
+    W = np.random.default_rng(0).normal(size=(5, 7)).astype(np.float32)
+    W[3] = 0
+    q, scale = export.quantize(W)
+    assert q.dtype == np.int8 and np.abs(q).max() == 127
+    assert (np.abs(q * scale[:, None] - W) <= scale[:, None] / 2 + 1e-7).all()
+    assert scale[3] == 1 and not q[3].any()

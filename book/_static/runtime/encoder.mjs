@@ -1,0 +1,236 @@
+// all-MiniLM-L6-v2 in the browser: BERT's WordPiece tokenizer and the encoder's forward
+// pass (post-LN blocks, bidirectional attention, exact GELU, mean pooling, L2 norm), on
+// the int8-per-row weights that scripts/export_minilm.py writes (minilm.json + minilm.bin).
+// The same maths as attention_lib.models.minilm; tests/js/minilm.test.mjs checks the tokens
+// and the embeddings against the NumPy library's on the same dequantized weights.
+//
+//   import { loadEncoder } from "./encoder.mjs";
+//   const enc = loadEncoder(manifest, arrayBuffer);
+//   enc.tokenize("Hello, world!")   // ["[CLS]", "hello", ",", "world", "!", "[SEP]"]
+//   enc.encode("Hello, world!")     // Float32Array(384), length 1
+//   enc.attention("Hello, world!")  // { tokens, weights[layer][head]: Float32Array(T * T) }
+
+const FORMAT = "attention-from-scratch runtime encoder, version 1";
+
+function isPunctuation(ch) {
+  const cp = ch.codePointAt(0);
+  if ((cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) ||
+      (cp >= 123 && cp <= 126)) return true;
+  return /\p{P}/u.test(ch);
+}
+
+function isCJK(cp) {
+  return (cp >= 0x4e00 && cp <= 0x9fff) || (cp >= 0x3400 && cp <= 0x4dbf) ||
+    (cp >= 0x20000 && cp <= 0x2a6df) || (cp >= 0x2a700 && cp <= 0x2b81f) ||
+    (cp >= 0x2b820 && cp <= 0x2ceaf) || (cp >= 0xf900 && cp <= 0xfaff) ||
+    (cp >= 0x2f800 && cp <= 0x2fa1f);
+}
+
+/** BERT's basic tokenizer: clean, space out CJK, lowercase, strip accents, split punctuation. */
+export function basicTokenize(text) {
+  let cleaned = "";
+  for (const ch of text) {
+    const cp = ch.codePointAt(0);
+    if (ch === "\t" || ch === "\n" || ch === "\r" || /\p{Zs}/u.test(ch)) cleaned += " ";
+    else if (cp === 0 || cp === 0xfffd || /[\p{Cc}\p{Cf}]/u.test(ch)) continue;
+    else if (isCJK(cp)) cleaned += ` ${ch} `;
+    else cleaned += ch;
+  }
+  const words = [];
+  for (let word of cleaned.toLowerCase().split(" ")) {
+    if (!word) continue;
+    word = word.normalize("NFD").replace(/\p{Mn}/gu, "");
+    let current = "";
+    for (const ch of word) {
+      if (isPunctuation(ch)) {
+        if (current) words.push(current);
+        words.push(ch);
+        current = "";
+      } else current += ch;
+    }
+    if (current) words.push(current);
+  }
+  return words;
+}
+
+/** Greedy longest-match-first word pieces of one word ("##" inside a word); ["[UNK]"] if none fits. */
+export function wordPieces(word, vocab) {
+  const chars = Array.from(word);
+  if (chars.length > 100) return ["[UNK]"];
+  const out = [];
+  let start = 0;
+  while (start < chars.length) {
+    let end = chars.length;
+    let piece = null;
+    while (end > start) {
+      const candidate = (start ? "##" : "") + chars.slice(start, end).join("");
+      if (vocab.has(candidate)) {
+        piece = candidate;
+        break;
+      }
+      end -= 1;
+    }
+    if (piece === null) return ["[UNK]"];
+    out.push(piece);
+    start = end;
+  }
+  return out;
+}
+
+// erf to about 1e-7 (Abramowitz and Stegun 7.1.26 is 1.5e-7; this is their 7.1.28-style
+// rational form refined): good for GELU within the float32 parity tolerance.
+function erf(x) {
+  const sign = x < 0 ? -1 : 1;
+  const a = Math.abs(x);
+  const t = 1 / (1 + 0.5 * a);
+  const y = 1 - t * Math.exp(-a * a - 1.26551223 + t * (1.00002368 + t * (0.37409196 +
+    t * (0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 +
+    t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))));
+  return sign * y;
+}
+
+export function loadEncoder(manifest, buffer) {
+  if (manifest.format !== FORMAT) {
+    throw new Error(`not an encoder export: format is ${JSON.stringify(manifest.format)}`);
+  }
+  const bytes = buffer instanceof ArrayBuffer ? buffer : buffer.buffer.slice(
+    buffer.byteOffset, buffer.byteOffset + buffer.byteLength);
+  if (bytes.byteLength !== manifest.bytes) {
+    throw new Error(`minilm.bin has ${bytes.byteLength} bytes, the manifest says ${manifest.bytes}`);
+  }
+  const t = {};
+  for (const e of manifest.tensors) {
+    const n = e.shape.reduce((a, b) => a * b, 1);
+    t[e.name] = e.kind === "int8-rows"
+      ? { q: new Int8Array(bytes, e.offset, n), s: new Float32Array(bytes, e.scales_offset, e.shape[0]),
+          rows: e.shape[0], cols: e.shape[1] }
+      : new Float32Array(bytes, e.offset, n);
+  }
+  const c = manifest.config;
+  const E = c.d_model, H = c.n_heads, D = E / H, maxTokens = c.max_tokens;
+  const vocab = new Map(manifest.vocab.map((p, i) => [p, i]));
+
+  function tokenize(text) {
+    if (typeof text !== "string") throw new TypeError("text must be a string");
+    const pieces = [];
+    for (const w of basicTokenize(text)) pieces.push(...wordPieces(w, vocab));
+    if (pieces.length === 0) throw new Error("the text has no word piece (empty, or only spaces)");
+    return ["[CLS]", ...pieces.slice(0, maxTokens - 2), "[SEP]"];
+  }
+
+  function row(table, i) { // a dequantized row of an int8 table
+    const out = new Float32Array(table.cols);
+    const s = table.s[i];
+    for (let j = 0; j < table.cols; j++) out[j] = table.q[i * table.cols + j] * s;
+    return out;
+  }
+
+  function linear(x, T, W, b) { // x (T, in) @ W^T + b, W int8 (out, in) rows
+    const out = new Float32Array(T * W.rows);
+    for (let t = 0; t < T; t++) {
+      const xo = t * W.cols;
+      for (let o = 0; o < W.rows; o++) {
+        let sum = 0;
+        const wo = o * W.cols;
+        for (let i = 0; i < W.cols; i++) sum += x[xo + i] * W.q[wo + i];
+        out[t * W.rows + o] = sum * W.s[o] + b[o];
+      }
+    }
+    return out;
+  }
+
+  function layerNorm(x, T, gamma, beta) {
+    for (let t = 0; t < T; t++) {
+      let mean = 0, v = 0;
+      for (let i = 0; i < E; i++) mean += x[t * E + i];
+      mean /= E;
+      for (let i = 0; i < E; i++) { const d = x[t * E + i] - mean; v += d * d; }
+      const inv = 1 / Math.sqrt(v / E + c.eps);
+      for (let i = 0; i < E; i++) x[t * E + i] = (x[t * E + i] - mean) * inv * gamma[i] + beta[i];
+    }
+    return x;
+  }
+
+  function forward(ids, keepWeights) {
+    const T = ids.length;
+    let x = new Float32Array(T * E);
+    const seg = row(t["seg.E"], 0);
+    for (let p = 0; p < T; p++) {
+      const tk = row(t["tok.E"], ids[p]), ps = row(t["pos.E"], p);
+      for (let i = 0; i < E; i++) x[p * E + i] = tk[i] + ps[i] + seg[i];
+    }
+    layerNorm(x, T, t["emb_norm.gamma"], t["emb_norm.beta"]);
+    const weights = [];
+    for (let l = 0; l < c.n_layers; l++) {
+      const p = (k) => t[`blocks.${l}.${k}`];
+      const q = linear(x, T, p("attn.W_Q"), p("attn.b_Q"));
+      const k = linear(x, T, p("attn.W_K"), p("attn.b_K"));
+      const v = linear(x, T, p("attn.W_V"), p("attn.b_V"));
+      const ctx = new Float32Array(T * E);
+      const layerWeights = [];
+      const scale = 1 / Math.sqrt(D);
+      for (let h = 0; h < H; h++) {
+        const w = new Float32Array(T * T);
+        for (let i = 0; i < T; i++) {
+          let max = -Infinity;
+          for (let j = 0; j < T; j++) {
+            let s = 0;
+            for (let d = 0; d < D; d++) s += q[i * E + h * D + d] * k[j * E + h * D + d];
+            w[i * T + j] = s * scale;
+            if (w[i * T + j] > max) max = w[i * T + j];
+          }
+          let total = 0;
+          for (let j = 0; j < T; j++) { w[i * T + j] = Math.exp(w[i * T + j] - max); total += w[i * T + j]; }
+          for (let j = 0; j < T; j++) w[i * T + j] /= total;
+          for (let d = 0; d < D; d++) {
+            let s = 0;
+            for (let j = 0; j < T; j++) s += w[i * T + j] * v[j * E + h * D + d];
+            ctx[i * E + h * D + d] = s;
+          }
+        }
+        if (keepWeights) layerWeights.push(w);
+      }
+      if (keepWeights) weights.push(layerWeights);
+      const a = linear(ctx, T, p("attn.W_O"), p("attn.b_O"));
+      for (let i = 0; i < T * E; i++) a[i] += x[i];
+      x = layerNorm(a, T, p("attn_norm.gamma"), p("attn_norm.beta"));
+      const hdn = linear(x, T, p("ffn.fc1.W"), p("ffn.fc1.b"));
+      for (let i = 0; i < hdn.length; i++) hdn[i] = 0.5 * hdn[i] * (1 + erf(hdn[i] * Math.SQRT1_2));
+      const f = linear(hdn, T, p("ffn.fc2.W"), p("ffn.fc2.b"));
+      for (let i = 0; i < T * E; i++) f[i] += x[i];
+      x = layerNorm(f, T, p("ffn_norm.gamma"), p("ffn_norm.beta"));
+    }
+    return { x, weights };
+  }
+
+  function ids(tokens) {
+    return tokens.map((p) => vocab.get(p));
+  }
+
+  function encode(text) {
+    const tokens = tokenize(text);
+    const T = tokens.length;
+    const { x } = forward(ids(tokens), false);
+    const out = new Float32Array(E);
+    for (let p = 0; p < T; p++) for (let i = 0; i < E; i++) out[i] += x[p * E + i] / T;
+    let norm = 0;
+    for (let i = 0; i < E; i++) norm += out[i] * out[i];
+    norm = Math.max(Math.sqrt(norm), 1e-12);
+    for (let i = 0; i < E; i++) out[i] /= norm;
+    return out;
+  }
+
+  function attention(text) {
+    const tokens = tokenize(text);
+    return { tokens, weights: forward(ids(tokens), true).weights };
+  }
+
+  function similarity(a, b) {
+    const ea = encode(a), eb = encode(b);
+    let s = 0;
+    for (let i = 0; i < E; i++) s += ea[i] * eb[i];
+    return s;
+  }
+
+  return { tokenize, encode, attention, similarity, config: c, quantization: manifest.quantization };
+}
