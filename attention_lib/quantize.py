@@ -226,3 +226,67 @@ class Int8KVCache(KVCache):
             self._codes = tuple(a[..., :n, :] for a in self._codes)
             self.k, self.v = self.k[..., :n, :], self.v[..., :n, :]
         self.position = n
+
+
+def quantize_model(model, scheme: str) -> dict:
+    """Quantize every weight matrix of ``model`` in place (as float32 read back); report the bytes.
+
+    ``model`` is any of the book's models (a :class:`~attention_lib.nn.block.Composite`).
+    Every 2-D parameter is a weight matrix: an embedding table ``E`` (one row
+    per token) is quantized along its rows, every other matrix ``W`` (d_in,
+    d_out) along ``d_in`` (:func:`quantize_matrix`). Vectors (biases, norms'
+    gains) stay float32, as llama.cpp keeps them. A matrix whose rows are not
+    a whole number of groups falls back to ``int8`` per row, as llama.cpp
+    falls back to another type, and is listed.
+
+    Parameters
+    ----------
+    model : Composite
+    scheme : one of :data:`SCHEMES`
+
+    Returns
+    -------
+    dict
+        ``bytes`` (quantized matrices plus float32 vectors), ``float32_bytes``,
+        ``fallback`` (names of the matrices kept at int8 per row).
+
+    Examples
+    --------
+    >>> from attention_lib import TinyGPT
+    >>> m = TinyGPT(10, 32, 2, 1, 64, 8, np.random.default_rng(0))
+    >>> report = quantize_model(m, "q4_0")
+    >>> report["fallback"], report["bytes"] < report["float32_bytes"] / 4
+    ([], True)
+    """
+    if scheme not in SCHEMES:
+        raise ValueError(f"scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
+    bits, group = SCHEMES[scheme]
+    leaves = model.named_leaves()
+    plan = []  # every matrix checked before any changes
+    for name, layer in leaves:
+        for k, a in layer.params.items():
+            if np.ndim(a) != 2:
+                continue
+            rows_along = a.shape[1] if k == "E" else a.shape[0]
+            fits = group is None or rows_along % group == 0
+            plan.append((name, layer, k, fits))
+    report = {"bytes": 0, "float32_bytes": 0, "fallback": []}
+    for name, layer in leaves:
+        for a in layer.params.values():
+            report["float32_bytes"] += 4 * np.size(a)
+            if np.ndim(a) != 2:
+                report["bytes"] += 4 * np.size(a)
+    for name, layer, k, fits in plan:
+        a = layer.params[k]
+        b, g = (bits, group) if fits else (8, None)
+        if not fits:
+            report["fallback"].append(f"{name}.{k}")
+        if k == "E":
+            qt = quantize(a, b, g)
+            back = dequantize(qt)
+        else:
+            qt = quantize_matrix(a, b, g)
+            back = dequantize(qt).T
+        layer.params[k] = back.astype(a.dtype)
+        report["bytes"] += qt.nbytes
+    return report

@@ -258,3 +258,72 @@ class _eval:
     def __exit__(self, *exc):
         for d, mode in zip(self.drops, self.modes):
             d.training = mode
+
+
+#: Draft models ``python -m attention_lib.generate --draft NAME`` knows: name -> (file, target).
+DRAFTS = {"one-layer": ("draft.npz", "shakespeare")}
+#: Tokens drafted per round by the command line (the chapter measures k = 1 to 8).
+SPEC_K = 4
+
+
+def load_draft(name: str):
+    """A draft model of :data:`DRAFTS`, its sha256 checked against its manifest."""
+    import json
+
+    from ..data.paths import DataFileError, sha256
+    from .kv_variants import load_variant
+    from .train_serving import default_dir
+
+    if name not in DRAFTS:
+        raise ValueError(f"draft must be one of {', '.join(DRAFTS)}, got {name!r}")
+    folder = default_dir()
+    path = folder / DRAFTS[name][0]
+    manifest = folder / "manifest.json"
+    if not path.is_file() or not manifest.is_file():
+        raise DataFileError(
+            f"{path} is missing: it is committed with the repository, or made by "
+            "python -m attention_lib.models.train_serving --only draft"
+        )
+    entry = json.loads(manifest.read_text(encoding="utf8"))["runs"]["draft"]
+    if sha256(path) != entry["sha256"]:
+        raise DataFileError(f"{path} does not match the sha256 in {manifest}")
+    return load_variant(path)[0]
+
+
+def speculative_pieces(target, draft, tokens, max_new_tokens, temperature, rng, rest, k=SPEC_K):
+    """New tokens for the command line: speculative while the context has room, then ``rest``.
+
+    ``rest(tokens, n)`` yields the pieces of plain generation (the sliding
+    window past ``max_len``).
+    """
+    seq = np.asarray(tokens, dtype=np.int64)
+    room = min(target.max_len, draft.max_len) - len(seq)
+    n = min(max_new_tokens, max(room, 0))
+    if n:
+        out, _ = speculative_generate(target, draft, seq, n, k, temperature, rng)
+        yield out[len(seq) :]
+        seq = out
+    if max_new_tokens > n:
+        yield from rest(seq, max_new_tokens - n)
+
+
+def draft_pieces(parser, args, model, context, rng, continue_text):
+    """``generate --draft NAME``'s pieces; a bad combination exits through ``parser.error``."""
+    from ..data.paths import DataFileError
+
+    if args.top_k is not None or args.top_p is not None:
+        parser.error("--draft samples from the temperature alone: drop --top-k and --top-p")
+    try:
+        draft = load_draft(args.draft)
+        _check_pair(model, draft, SPEC_K)
+    except DataFileError as err:
+        parser.exit(1, f"{parser.prog}: error: {err}\n")
+    except ValueError as err:
+        parser.error(f"--draft {args.draft}: {err}")
+
+    def rest(seq, n):
+        return continue_text(model, seq[-(model.max_len - 1) :], n, args.temperature, rng=rng)
+
+    return speculative_pieces(
+        model, draft, context, args.max_new_tokens, args.temperature, rng, rest
+    )
