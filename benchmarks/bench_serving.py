@@ -124,7 +124,7 @@ def main(argv=None):
         k = args.k
         if k is None:
             meas = json.loads((default_dir() / "measurements.json").read_text())
-            k = int(meas["spec"]["best_k"])
+            k = int(meas["spec"]["drafts"]["one-layer"]["best_k"])
         prompts = [np.array(tok.encode(p)) for p in PROMPTS]
         plain_t, spec_t, same = np.inf, np.inf, True
         for _ in range(args.repeats):

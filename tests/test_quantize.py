@@ -220,3 +220,38 @@ def test_int8_kv_cache_is_close_and_a_quarter_of_the_bytes():
     assert cache.nbytes == 2 * 10 * 4 * (4 + 2)
     cache.truncate(7)
     assert len(cache) == 7 and cache.nbytes == 2 * 7 * 4 * (4 + 2)
+
+
+# Whole models -------------------------------------------------------------
+
+
+def test_quantize_model_changes_every_matrix_and_counts_the_bytes():
+    from attention_lib import TinyGPT
+    from attention_lib.quantize import quantize_model
+
+    model = TinyGPT(10, 64, 2, 2, 96, 8, np.random.default_rng(0))
+    before = {k: a.copy() for k, a in model.params.items()}
+    report = quantize_model(model, "q4_0")
+    for k, a in model.params.items():
+        changed = not np.array_equal(a, before[k])
+        assert changed == (a.ndim == 2), k  # matrices quantized, vectors kept
+    # Every matrix is on the 4-bit grid of its groups: quantizing again changes nothing.
+    again = {k: a.copy() for k, a in model.params.items()}
+    quantize_model(model, "q4_0")
+    for k, a in model.params.items():
+        np.testing.assert_allclose(a, again[k], atol=1e-6, err_msg=k)
+    matrices = sum(a.size for a in before.values() if a.ndim == 2)
+    vectors = sum(a.size for a in before.values() if a.ndim != 2)
+    assert report["bytes"] == matrices // 32 * 18 + 4 * vectors
+    assert report["float32_bytes"] == 4 * (matrices + vectors) and report["fallback"] == []
+
+
+def test_quantize_model_falls_back_to_int8_rows_and_refuses_unknown_schemes():
+    from attention_lib import TinyGPT
+    from attention_lib.quantize import quantize_model
+
+    model = TinyGPT(10, 64, 2, 1, 40, 8, np.random.default_rng(0))  # d_ff = 40
+    report = quantize_model(model, "int2")
+    assert len(report["fallback"]) == 1 and report["fallback"][0].endswith(".W")
+    with pytest.raises(ValueError, match="scheme must be one of int8, q8_0, q4_0, int3, int2"):
+        quantize_model(model, "q5_k")

@@ -146,3 +146,67 @@ def test_bad_input_is_named_before_any_work():
         speculative_generate(target, draft, [9], 5)
     with pytest.raises(ValueError, match="non-empty 1-D prompt"):
         speculative_generate(target, draft, np.array([], dtype=int), 5)
+
+
+def test_command_line_draft_gives_the_same_greedy_text():
+    import io
+
+    from attention_lib.generate import main
+
+    args = ["--model", "shakespeare", "--prompt", "ROMEO:", "--max-new-tokens", "150"]
+    outs = []
+    for extra in ([], ["--draft", "one-layer"]):
+        out = io.StringIO()
+        assert main(args + ["--temperature", "0"] + extra, stdout=out) == 0
+        outs.append(out.getvalue())
+    assert outs[0] == outs[1] and len(outs[0]) > 150  # past max_len: the window slides
+
+
+def test_command_line_draft_errors(capsys):
+    import io
+
+    from attention_lib.generate import main
+
+    base = ["--prompt", "Once", "--max-new-tokens", "5"]
+    for argv, match in (
+        (
+            ["--model", "stories260k", "--draft", "one-layer"],
+            "vocabulary of 65 tokens but the target has 512",
+        ),
+        (["--model", "shakespeare", "--draft", "huge"], "draft must be one of one-layer"),
+        (["--model", "shakespeare", "--draft", "one-layer", "--top-k", "3"], "drop --top-k"),
+    ):
+        with pytest.raises(SystemExit) as info:
+            main(argv + base, stdout=io.StringIO())
+        assert info.value.code == 2
+        assert match in capsys.readouterr().err
+
+
+def test_prompt_lookup_copies_what_followed_the_latest_match():
+    from attention_lib.models.speculative import PromptLookup
+
+    look = PromptLookup(9, ngram=2)
+    seq = np.array([[5, 6, 7, 1, 5, 6, 8, 2, 5, 6]])
+    np.testing.assert_array_equal(look.propose(seq, 2), [[8, 2]])  # the later "5 6"
+    np.testing.assert_array_equal(look.propose(seq, 5), [[8, 2, 5, 6, 6]])  # padded
+    np.testing.assert_array_equal(look.propose(np.array([[1, 2, 3]]), 2), [[3, 3]])  # no match
+
+
+def test_prompt_lookup_as_draft_keeps_greedy_and_sampled_outputs_exact():
+    from attention_lib.models.speculative import PromptLookup
+
+    target, _ = _pair()
+    look = PromptLookup(V)
+    want = target.generate(np.array([1, 4, 2]), 30, temperature=0)
+    got, _ = speculative_generate(target, look, [1, 4, 2], 30, k=4)
+    np.testing.assert_array_equal(got, want)
+    target.head.params["W"] /= 3
+    n = 12_000
+    prefix = np.tile([2, 3, 2, 3, 1, 2], (n, 1))  # the lookup proposes "3 1 2"
+    drafted, acc, nxt = speculative_round(target, look, prefix, 3, 1.0, np.random.default_rng(3))
+    first = np.where(acc >= 1, drafted[:, 0], nxt)
+    p1 = softmax(target.forward(prefix[:1])[0, -1].astype(np.float64))
+    assert (drafted[:, 0] == 3).all()
+    assert _chi_square(np.bincount(first, minlength=V), p1) > 1e-3
+    with pytest.raises(ValueError, match="vocabulary of 7 tokens but the target has 6"):
+        speculative_generate(target, PromptLookup(V + 1), [1], 5)

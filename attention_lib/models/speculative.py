@@ -31,7 +31,52 @@ __all__ = ["accept_drafts", "speculative_generate", "speculative_round"]
 
 
 def _vocab(model) -> int:
-    return model.tok.params["E"].shape[0]
+    n = getattr(model, "n_vocab", None)
+    return n if n is not None else model.tok.params["E"].shape[0]
+
+
+class PromptLookup:
+    """A draft without weights: copy what followed the last ``ngram`` tokens earlier on.
+
+    Prompt lookup decoding (Saxena, 2023): text often repeats itself (names,
+    phrases, and a small model's greedy loops), so the tokens that followed
+    the latest earlier occurrence of the sequence's last ``n`` tokens (``n``
+    from ``ngram`` down to 1) are a free guess at what comes next. Without
+    any match it proposes the last token again. Its distribution is the
+    proposal itself (one-hot), so the acceptance rule still keeps the
+    target's distribution exactly.
+
+    Examples
+    --------
+    >>> PromptLookup(5).propose(np.array([[1, 2, 3, 4, 1, 2]]), 3)
+    array([[3, 4, 1]])
+    """
+
+    max_len = 2**62
+
+    def __init__(self, n_vocab: int, ngram: int = 3) -> None:
+        self.n_vocab = as_int(n_vocab, "n_vocab", 1)
+        self.ngram = as_int(ngram, "ngram", 1)
+
+    def propose(self, seq: np.ndarray, k: int) -> np.ndarray:
+        """``k`` proposed tokens for each row of ``seq`` (B, T)."""
+        out = np.empty((seq.shape[0], k), dtype=np.int64)
+        for b, row in enumerate(np.asarray(seq)):
+            out[b] = self._one(row, k)
+        return out
+
+    def _one(self, row, k):
+        T = len(row)
+        for n in range(min(self.ngram, T - 1), 0, -1):
+            tail = row[T - n :]
+            # windows that end before the last token: starts 0 .. T - n - 1
+            windows = np.lib.stride_tricks.sliding_window_view(row[: T - 1], n)
+            hits = np.flatnonzero((windows == tail).all(axis=1))
+            if hits.size:
+                start = hits[-1] + n
+                copied = row[start : start + k]
+                return np.concatenate([copied, np.repeat(copied[-1:], k - len(copied))])
+        return np.repeat(row[-1:], k)
 
 
 def _truncate(cache: list, n: int) -> None:
@@ -131,6 +176,10 @@ def speculative_round(target, draft, seq, k, temperature=0.0, rng=None, t_cache=
     """
     B, T = seq.shape
     sample = temperature > 0
+    if hasattr(draft, "propose"):  # a draft without a model: one-hot proposals
+        drafted = draft.propose(seq, k)
+        qs = list(np.eye(_vocab(target))[drafted].transpose(1, 0, 2)) if sample else []
+        return _verify(target, seq, drafted, qs, k, temperature, rng, t_cache)
     fed = 0 if d_cache is None else len(d_cache[0])
     step, tokens, qs = seq[:, fed:], [], []
     ctx = seq
@@ -148,6 +197,12 @@ def speculative_round(target, draft, seq, k, temperature=0.0, rng=None, t_cache=
         step = x[:, None]
         ctx = np.concatenate([ctx, step], axis=1)
     drafted = np.stack(tokens, axis=1)
+    return _verify(target, seq, drafted, qs, k, temperature, rng, t_cache)
+
+
+def _verify(target, seq, drafted, qs, k, temperature, rng, t_cache):
+    """The target's one pass over the drafted tokens, and the acceptance rule."""
+    sample = temperature > 0
     fed = 0 if t_cache is None else len(t_cache[0])
     full = np.concatenate([seq, drafted], axis=1)
     logits = target.forward(full[:, fed:] if t_cache is not None else full, t_cache)
@@ -212,7 +267,8 @@ def speculative_generate(
         )
     seq = seq.astype(np.int64)[None]
     start = seq.shape[1]
-    t_cache, d_cache = target.new_cache(), draft.new_cache()
+    t_cache = target.new_cache()
+    d_cache = None if hasattr(draft, "propose") else draft.new_cache()
     stats = {"target_passes": 0, "drafted": 0, "accepted": 0}
     with _eval(target), _eval(draft):
         while seq.shape[1] - start < n_new:
@@ -238,7 +294,8 @@ def speculative_generate(
             stats["drafted"] += kk
             stats["accepted"] += n
             _truncate(t_cache, seq.shape[1] - 1)
-            _truncate(d_cache, min(len(d_cache[0]), seq.shape[1] - 1))
+            if d_cache is not None:
+                _truncate(d_cache, min(len(d_cache[0]), seq.shape[1] - 1))
     stats["acceptance"] = stats["accepted"] / max(stats["drafted"], 1)
     stats["tokens_per_pass"] = n_new / max(stats["target_passes"], 1)
     return seq[0], stats
@@ -261,13 +318,16 @@ class _eval:
 
 
 #: Draft models ``python -m attention_lib.generate --draft NAME`` knows: name -> (file, target).
-DRAFTS = {"one-layer": ("draft.npz", "shakespeare")}
+DRAFTS = {"one-layer": ("draft.npz", "shakespeare"), "lookup": (None, None)}
 #: Tokens drafted per round by the command line (the chapter measures k = 1 to 8).
 SPEC_K = 4
 
 
-def load_draft(name: str):
-    """A draft model of :data:`DRAFTS`, its sha256 checked against its manifest."""
+def load_draft(name: str, n_vocab: int | None = None):
+    """A draft model of :data:`DRAFTS`, its sha256 checked against its manifest.
+
+    ``"lookup"`` is :class:`PromptLookup` over ``n_vocab`` tokens.
+    """
     import json
 
     from ..data.paths import DataFileError, sha256
@@ -276,6 +336,8 @@ def load_draft(name: str):
 
     if name not in DRAFTS:
         raise ValueError(f"draft must be one of {', '.join(DRAFTS)}, got {name!r}")
+    if name == "lookup":
+        return PromptLookup(n_vocab)
     folder = default_dir()
     path = folder / DRAFTS[name][0]
     manifest = folder / "manifest.json"
@@ -314,7 +376,7 @@ def draft_pieces(parser, args, model, context, rng, continue_text):
     if args.top_k is not None or args.top_p is not None:
         parser.error("--draft samples from the temperature alone: drop --top-k and --top-p")
     try:
-        draft = load_draft(args.draft)
+        draft = load_draft(args.draft, _vocab(model))
         _check_pair(model, draft, SPEC_K)
     except DataFileError as err:
         parser.exit(1, f"{parser.prog}: error: {err}\n")
