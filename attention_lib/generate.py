@@ -120,6 +120,13 @@ def build_parser():
         metavar="S",
         help="seed of the sampler, for repeatable output (default: fresh)",
     )
+    parser.add_argument(
+        "--draft",
+        default=None,
+        metavar="NAME",
+        help="speculative decoding with the draft model NAME (one-layer: the serving "
+        "chapter's, for shakespeare): the same text when greedy, faster",
+    )
     return parser
 
 
@@ -187,6 +194,10 @@ def _write(parser, args, model, tokenizer, stdout, stderr):
     pieces = continue_text(
         model, context, args.max_new_tokens, args.temperature, args.top_k, args.top_p, rng
     )
+    if args.draft is not None:  # the serving chapter's speculative decoding
+        from .models.speculative import draft_pieces
+
+        pieces = draft_pieces(parser, args, model, context, rng, continue_text)
     return write_flushed(stdout, _texts(tokenizer, args.prompt, prompt_ids, pieces))
 
 

@@ -21,6 +21,8 @@ The package holds one idea per module:
 - :mod:`attention_lib.nn.multi_head_attention`: the attention layer every
   model uses (multi-head, grouped-query, cross-attention, rotary, a KV cache
   for generation), and its chapter names ``SelfAttention`` and ``Attention``;
+- :mod:`attention_lib.nn.latent_attention`: attention with a smaller KV cache
+  (grouped-query as a block's layer; DeepSeek-V2's multi-head latent attention);
 - :mod:`attention_lib.nn.norm`: LayerNorm and RMSNorm;
 - :mod:`attention_lib.nn.activations`: GELU and SiLU;
 - :mod:`attention_lib.nn.dropout`: dropout;

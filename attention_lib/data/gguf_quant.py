@@ -1,0 +1,220 @@
+"""GGUF's Q8_0 and Q4_0 blocks: write them, read them, and small GGUF files that hold them.
+
+ggml stores a quantized row as consecutive *blocks* of 32 weights
+(``ggml-common.h``; the GGUF specification, ``docs/gguf.md`` in
+https://github.com/ggml-org/ggml, lists the type ids), little-endian:
+
+- **Q8_0** (type 8), 34 bytes: ``float16 d``, then 32 ``int8`` codes;
+  weight ``i`` is ``d * q[i]``.
+- **Q4_0** (type 2), 18 bytes: ``float16 d``, then 16 bytes ``qs`` whose low
+  nibble holds code ``j`` and high nibble code ``j + 16`` (``j < 16``); weight
+  ``i`` is ``d * (q[i] - 8)``.
+
+The codes are those of :func:`attention_lib.quantize.quantize` with 8 or 4
+bits and groups of 32 (ggml's reference quantizer, bit for bit). Every size
+is checked before anything is allocated: a block type this module does not
+know, a row that is not a whole number of blocks, or data shorter than the
+shape needs raise :class:`~attention_lib.data.gguf.GGUFError` naming it.
+"""
+
+import struct
+from pathlib import Path
+
+import numpy as np
+
+from ..quantize import QuantizedTensor, dequantize, quantize
+from .gguf import GGML_TYPE_NAMES, GGUFError, GGUFFile
+from .paths import write_atomic
+
+__all__ = [
+    "BLOCKS",
+    "block_bytes",
+    "decode_blocks",
+    "encode_blocks",
+    "read_quantized",
+    "write_gguf",
+]
+
+#: ggml type id -> (name, weights per block, bytes per block, bits)
+BLOCKS = {8: ("Q8_0", 32, 34, 8), 2: ("Q4_0", 32, 18, 4)}
+_BY_NAME = {name: t for t, (name, *_) in BLOCKS.items()}
+F32 = 0
+
+
+def _block_type(ggml_type) -> int:
+    """The type id of ``ggml_type`` (an id or a name such as ``"Q4_0"``), known here or an error."""
+    t = _BY_NAME.get(ggml_type, ggml_type)
+    if isinstance(t, str) or t not in BLOCKS:
+        known = ", ".join(f"{n} ({i})" for i, (n, *_) in BLOCKS.items())
+        what = GGML_TYPE_NAMES.get(t, t) if not isinstance(t, str) else t
+        raise GGUFError(
+            f"block type {what!r} is not one this module reads or writes (it knows {known})"
+        )
+    return t
+
+
+def block_bytes(ggml_type, shape) -> int:
+    """Bytes a tensor of ``shape`` (NumPy order, rows last) takes in ``ggml_type``'s blocks."""
+    t = _block_type(ggml_type)
+    name, per_block, size, _ = BLOCKS[t]
+    shape = tuple(int(n) for n in shape)
+    if not shape or shape[-1] % per_block:
+        raise GGUFError(
+            f"a {name} row holds whole blocks of {per_block} weights, but the rows of shape "
+            f"{shape} have {shape[-1] if shape else 0}"
+        )
+    return int(np.prod(shape, dtype=np.int64)) // per_block * size
+
+
+def encode_blocks(w, ggml_type) -> np.ndarray:
+    """The bytes (uint8) of ``w``'s rows as Q8_0 or Q4_0 blocks, as llama.cpp writes them.
+
+    Examples
+    --------
+    >>> w = np.arange(-16, 16, dtype=np.float32)[None] / 16
+    >>> b = encode_blocks(w, "Q4_0")
+    >>> b.size, b[:2].view(np.float16)[0], hex(b[2])     # d = -1 / -8, then q[0] | q[16] << 4
+    (18, np.float16(0.125), '0x80')
+    """
+    t = _block_type(ggml_type)
+    name, per_block, size, bits = BLOCKS[t]
+    w = np.asarray(w)
+    block_bytes(t, w.shape)  # whole blocks, checked first
+    qt = quantize(w.reshape(-1, w.shape[-1]), bits, per_block)
+    return _pack(qt, t).reshape(-1)
+
+
+def _pack(qt: QuantizedTensor, t: int) -> np.ndarray:
+    _, per_block, size, bits = BLOCKS[t]
+    codes = qt.q.reshape(-1, per_block)
+    d = qt.scales.reshape(-1, 1).astype("<f2").view(np.uint8)
+    if bits == 8:
+        qs = codes.view(np.uint8)
+    else:  # two codes a byte: j in the low nibble, j + 16 in the high one
+        qs = codes[:, : per_block // 2] | (codes[:, per_block // 2 :] << np.uint8(4))
+    return np.concatenate([d, qs], axis=1)
+
+
+def decode_blocks(data, ggml_type, shape, as_codes: bool = False):
+    """Float32 weights of ``shape`` from Q8_0 or Q4_0 block bytes (or the codes and scales).
+
+    Parameters
+    ----------
+    data : bytes-like or uint8 array
+        Exactly :func:`block_bytes` bytes (more are ignored, fewer are an error).
+    ggml_type : int or str
+    shape : tuple of int
+        NumPy order; the last axis is a row of whole blocks.
+    as_codes : bool, optional
+        Return the :class:`~attention_lib.quantize.QuantizedTensor` instead.
+    """
+    t = _block_type(ggml_type)
+    name, per_block, size, bits = BLOCKS[t]
+    need = block_bytes(t, shape)
+    raw = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data
+    if raw.dtype != np.uint8 or raw.ndim != 1:
+        raise TypeError(f"data must be bytes or a 1-D uint8 array, got {raw.dtype} {raw.shape}")
+    if raw.size < need:
+        raise GGUFError(
+            f"a {name} tensor of shape {tuple(shape)} needs {need:,} bytes "
+            f"({need // size:,} blocks of {size}), but the data has {raw.size:,}: truncated"
+        )
+    blocks = raw[:need].reshape(-1, size)
+    d = blocks[:, :2].copy().view("<f2").astype(np.float16)
+    qs = blocks[:, 2:]
+    if bits == 8:
+        codes = qs.view(np.int8)
+    else:
+        codes = np.concatenate([qs & np.uint8(0x0F), qs >> np.uint8(4)], axis=1)
+    rows = need // size * per_block // shape[-1]
+    qt = QuantizedTensor(codes.reshape(rows, shape[-1]), d.reshape(rows, -1), bits, per_block)
+    if as_codes:
+        return qt
+    return dequantize(qt).reshape(shape)
+
+
+def read_quantized(f: GGUFFile, name: str) -> np.ndarray:
+    """Tensor ``name`` of a GGUF file read by :func:`~attention_lib.data.gguf.read_gguf`, as float32.
+
+    F32/F16 tensors are read by ``f.tensor``; Q8_0 and Q4_0 ones are decoded
+    here; any other quantized type is refused by name.
+    """
+    info = f.tensor_infos.get(name)
+    if info is None:
+        raise KeyError(f"{f.path}: no tensor named {name!r}")
+    if info.ggml_type not in BLOCKS:
+        return np.asarray(f.tensor(name), dtype=np.float32)
+    need = block_bytes(info.ggml_type, info.shape)
+    have = len(f._buffer) - info.offset
+    if have < need:
+        raise GGUFError(
+            f"{f.path}: tensor {name!r} ({info.type_name}, shape {info.shape}) needs "
+            f"{need:,} bytes from byte {info.offset:,}, but the file ends after {max(have, 0):,}: "
+            "truncated"
+        )
+    data = np.frombuffer(f._buffer, dtype=np.uint8, count=need, offset=info.offset)
+    return decode_blocks(data, info.ggml_type, info.shape)
+
+
+def _string(s: str) -> bytes:
+    b = s.encode("utf8")
+    return struct.pack("<Q", len(b)) + b
+
+
+def _value(v) -> bytes:
+    if isinstance(v, bool):
+        return struct.pack("<IB", 7, v)
+    if isinstance(v, int):
+        return struct.pack("<Iq", 11, v) if v < 0 else struct.pack("<IQ", 10, v)
+    if isinstance(v, float):
+        return struct.pack("<If", 6, v)
+    if isinstance(v, str):
+        return struct.pack("<I", 8) + _string(v)
+    raise TypeError(f"metadata values must be bool, int, float or str, got {type(v).__name__}")
+
+
+def write_gguf(path, tensors: dict, metadata: dict | None = None, alignment: int = 32) -> None:
+    """Write a GGUF (version 3) file of ``{name: (array, type)}``, type "F32", "Q8_0" or "Q4_0".
+
+    The file is what llama.cpp's ``gguf`` writer makes of the same tensors;
+    :func:`~attention_lib.data.gguf.read_gguf` and :func:`read_quantized`
+    read it back.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> from attention_lib.data.gguf import read_gguf
+    >>> w = np.linspace(-1, 1, 64, dtype=np.float32).reshape(2, 32)
+    >>> path = os.path.join(tempfile.mkdtemp(), "tiny.gguf")
+    >>> write_gguf(path, {"w": (w, "Q8_0")}, {"general.name": "tiny"})
+    >>> f = read_gguf(path)
+    >>> f.tensor_infos["w"].type_name, bool(np.abs(read_quantized(f, "w") - w).max() < 0.01)
+    ('Q8_0', True)
+    """
+    metadata = dict(metadata or {})
+    parts, infos, offset = [], [], 0
+    for name, (array, kind) in tensors.items():  # every tensor checked before writing
+        array = np.asarray(array)
+        if kind == "F32":
+            data = np.ascontiguousarray(array, dtype="<f4").view(np.uint8).reshape(-1)
+            t = F32
+        else:
+            t = _block_type(kind)
+            data = encode_blocks(array.reshape(-1, array.shape[-1]), t)
+        infos.append((name, array.shape[::-1], t, offset))
+        pad = -data.size % alignment
+        parts.append(data.tobytes() + b"\0" * pad)
+        offset += data.size + pad
+    if alignment != 32:
+        metadata["general.alignment"] = alignment
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(infos), len(metadata))
+    for k, v in metadata.items():
+        if k == "general.alignment":
+            head += _string(k) + struct.pack("<II", 4, v)
+        else:
+            head += _string(k) + _value(v)
+    for name, dims, t, off in infos:
+        head += _string(name) + struct.pack("<I", len(dims))
+        head += b"".join(struct.pack("<Q", n) for n in dims) + struct.pack("<IQ", t, off)
+    head += b"\0" * (-len(head) % alignment)
+    write_atomic(Path(path), lambda f: f.write(head + b"".join(parts)), mode="wb")

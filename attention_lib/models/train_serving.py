@@ -1,0 +1,206 @@
+"""Train the models of the serving chapter: four KV-cache variants, GQA uptraining, a draft.
+
+Run as ``python -m attention_lib.models.train_serving [--out DIR] [--only NAME ...]``
+(default ``data/checkpoints/serving``). Every run is seeded and uses one BLAS
+thread. The runs:
+
+- ``mha``, ``gqa`` (2 key/value groups), ``mqa``, ``mla``: a smaller model of
+  chapter 12's shape (pre-LN blocks, learned positions, 4 heads; 2 layers of
+  width 128 and a context of 64 characters instead of 4 of 192 and 128, so
+  that each run fits a few minutes of a 2-core machine shared by seven jobs),
+  trained on the same characters in the same order for the same number of
+  steps;
+- ``gqa_uptrained``: the trained ``mha`` model with each pair of key/value
+  heads mean-pooled into one group (Ainslie et al., 2023), fine-tuned for
+  ``uptrain_steps``;
+- ``draft``: a one-layer model of width 64 with chapter 12's context of 128,
+  the draft of speculative decoding for chapter 12's model.
+
+Each run writes ``<name>.npz`` (float32 weights and configuration as JSON) and
+an entry of ``manifest.json``: configuration, sha256, measured wall time and
+machine load, the loss curve and the validation loss on the last 10% of Tiny
+Shakespeare in consecutive windows of the context (as chapter 12).
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from ..data.paths import data_dir, sha256, write_atomic
+from ..nn import Adam, clip_grad_norm, softmax_cross_entropy
+from .kv_variants import build_variant, load_variant, mean_pool_kv, save_variant
+from .train_shakespeare import learning_rate, load_text, random_windows, text_path, validation_loss
+
+BASE = {
+    "d_model": 128,
+    "n_heads": 4,
+    "n_layers": 2,
+    "d_ff": 512,
+    "max_len": 64,
+    "dropout": 0.0,
+    "positions": "learned",
+    "batch": 16,
+    "steps": 400,
+    "lr": 3e-3,
+    "min_lr": 3e-4,
+    "warmup": 50,
+    "betas": [0.9, 0.99],
+    "clip": 1.0,
+    "seed": 1337,
+    "eval_every": 100,
+}
+
+RUNS = {
+    "mha": {**BASE, "variant": "mha"},
+    "gqa": {**BASE, "variant": "gqa", "n_kv_heads": 2},
+    "mqa": {**BASE, "variant": "mqa"},
+    "mla": {**BASE, "variant": "mla", "d_latent": 128, "d_rope": 16},
+    "draft": {
+        **BASE,
+        "variant": "mha",
+        "d_model": 64,
+        "n_layers": 1,
+        "d_ff": 256,
+        "max_len": 128,
+        "batch": 8,
+    },
+    "gqa_uptrained": {
+        **BASE,
+        "variant": "gqa",
+        "n_kv_heads": 2,
+        "steps": 80,
+        "warmup": 5,
+        "lr": 1e-3,
+        "from": "mha",
+    },
+}
+
+
+def default_dir() -> Path:
+    return data_dir() / "checkpoints" / "serving"
+
+
+def train_run(cfg, chars, train_ids, val_ids, model, log=sys.stdout):
+    """Adam on random windows (seeded by ``cfg['seed']``); returns the curve and wall time."""
+    layers = model.layers()
+    opt = Adam(layers, lr=cfg["lr"], betas=tuple(cfg["betas"]))
+    data_rng = np.random.default_rng(cfg["seed"] + 1)
+    eval_rng = np.random.default_rng(cfg["seed"] + 2)
+    curve = {"step": [], "train": [], "val": []}
+    recent, t0 = [], time.perf_counter()
+    for step in range(1, cfg["steps"] + 1):
+        model.train(True)
+        x, y = random_windows(data_rng, train_ids, cfg["batch"], cfg["max_len"])
+        logits = model.forward(x)
+        loss, dlogits = softmax_cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        model.backward(dlogits.reshape(logits.shape).astype(np.float32))
+        clip_grad_norm(layers, cfg["clip"])
+        opt.lr = learning_rate(step, cfg)
+        opt.step()
+        recent.append(loss)
+        if step % cfg["eval_every"] == 0 or step == cfg["steps"]:
+            model.train(False)
+            x, y = random_windows(eval_rng, val_ids, 64, cfg["max_len"])
+            logits = model.forward(x)
+            val, _ = softmax_cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+            curve["step"].append(step)
+            curve["train"].append(round(float(np.mean(recent)), 4))
+            curve["val"].append(round(float(val), 4))
+            recent = []
+            print(
+                f"step {step:4d} train {curve['train'][-1]:.4f} val {curve['val'][-1]:.4f} "
+                f"wall {time.perf_counter() - t0:.0f}s",
+                file=log,
+                flush=True,
+            )
+    return curve, time.perf_counter() - t0
+
+
+def run(name: str, out: Path) -> dict:
+    cfg = RUNS[name]
+    chars, train_ids, val_ids = load_text()
+    if "from" in cfg:
+        parent, _ = load_variant(out / f"{cfg['from']}.npz")
+        model = mean_pool_kv(parent, cfg)
+        start_val = validation_loss(model, val_ids, cfg["max_len"])
+    else:
+        model, start_val = build_variant(cfg, len(chars)), None
+    load0 = os.getloadavg()[0]
+    curve, wall = train_run(cfg, chars, train_ids, val_ids, model)
+    load1 = os.getloadavg()[0]
+    path = out / f"{name}.npz"
+    save_variant(model, cfg, chars, path)
+    loaded, _ = load_variant(path)
+    val = validation_loss(loaded, val_ids, cfg["max_len"])
+    entry = {
+        "file": path.name,
+        "sha256": sha256(path),
+        "config": cfg,
+        "parameters": int(loaded.n_params()),
+        "cache_bytes_per_token_float32": loaded.cache_bytes_per_token(),
+        "wall_seconds": round(wall, 1),
+        "load_average_1min": [round(load0, 2), round(load1, 2)],
+        "threads": 1,
+        "curve": curve,
+        "evaluation": {
+            "val_loss": round(float(val), 4),
+            "measured_on": "last 10% of Tiny Shakespeare, consecutive windows of max_len",
+        },
+    }
+    if start_val is not None:
+        entry["evaluation"]["val_loss_before_fine_tune"] = round(float(start_val), 4)
+    print(name, json.dumps(entry["evaluation"]), flush=True)
+    return entry
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(default_dir()), help="output directory")
+    parser.add_argument("--only", nargs="*", choices=list(RUNS), help="runs to (re)make")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    mpath = out / "manifest.json"
+    manifest = json.loads(mpath.read_text()) if mpath.exists() else {}
+    manifest.update(
+        {
+            "command": "python -m attention_lib.models.train_serving",
+            "text": "data/shakespeare/input.txt",
+            "text_sha256": sha256(text_path()),
+            "split": "first 90% train, last 10% validation (nanoGPT's)",
+            "cpu": _cpu(),
+            "numpy": np.__version__,
+        }
+    )
+    for name in args.only or list(RUNS):
+        with threadpool_limits(limits=1, user_api="blas"):
+            entry = run(name, out)
+        # One file per run, gathered into manifest.json: runs may go in parallel.
+        write_atomic(out / f"{name}.json", lambda f: f.write(json.dumps(entry, indent=1) + "\n"))
+        manifest["runs"] = {
+            n: json.loads((out / f"{n}.json").read_text())
+            for n in RUNS
+            if (out / f"{n}.json").exists()
+        }
+        write_atomic(mpath, lambda f: f.write(json.dumps(manifest, indent=1) + "\n"))
+    return manifest
+
+
+def _cpu() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+if __name__ == "__main__":
+    main()
