@@ -43,7 +43,7 @@ CONFIG = {
     "n_layers": 2,
     "d_ff": 256,
     "dropout": 0.0,
-    "chars_per_step": 2048,
+    "chars_per_step": 1024,
     "steps": 400,
     "lr": 3e-3,
     "min_lr": 1e-4,
