@@ -349,3 +349,52 @@ def test_window_longer_than_the_sequence_and_window_without_causal_are_refused()
         _layer(window=4).forward(x)
     with pytest.raises(ValueError, match="rolling KV|needs a window|window must"):
         RollingKVCache(0)
+
+
+def test_checkpoint_round_trip_and_loss_by_position(tmp_path):
+    from attention_lib.models.train_long_context import (
+        CONFIG,
+        build_model,
+        load_checkpoint,
+        loss_by_position,
+        save_checkpoint,
+    )
+    from attention_lib.nn import softmax_cross_entropy
+
+    cfg = {**CONFIG, "d_model": 8, "n_heads": 2, "n_layers": 1, "d_ff": 16}
+    cfg.update(positions="alibi", context=16)
+    model = build_model(cfg, 5)
+    path = tmp_path / "m.npz"
+    save_checkpoint(model, cfg, list("abcde"), path)
+    loaded, back = load_checkpoint(path, max_len=64, block_size=8)
+    assert back["positions"] == "alibi" and back["chars"] == "abcde"
+    ids = np.random.default_rng(0).integers(0, 5, size=65)
+    assert np.allclose(loaded.forward(ids[None, :16]), model.forward(ids[None, :16]), atol=1e-5)
+    by_pos = loss_by_position(loaded, ids, 32)  # two windows of 32: past the training 16
+    logits = loaded.forward(ids[:64].reshape(2, 32))
+    loss, _ = softmax_cross_entropy(logits.reshape(-1, 5).astype(np.float64), ids[1:65])
+    assert by_pos.shape == (32,) and np.isclose(by_pos.mean(), loss, rtol=1e-6)
+
+
+def test_committed_long_context_checkpoints_match_their_manifests():
+    import json
+
+    from attention_lib.data.paths import sha256
+    from attention_lib.models.train_long_context import checkpoint_dir, load_checkpoint
+
+    manifests = sorted(checkpoint_dir().glob("*_*.json"))
+    manifests = [m for m in manifests if not m.name.startswith("eval_")]
+    if not manifests:
+        pytest.skip("no long-context checkpoints committed")
+    for path in manifests:
+        m = json.loads(path.read_text())
+        npz = checkpoint_dir() / m["file"]
+        assert sha256(npz) == m["sha256"], npz.name
+        model, cfg = load_checkpoint(npz, block_size=cfg_block(m))
+        assert cfg["positions"] == m["config"]["positions"]
+        assert m["training_characters"] == cfg["steps"] * cfg["chars_per_step"]
+        assert m["wall_seconds"] > 0 and 0 < m["evaluation"]["val_loss"] < 3.0
+
+
+def cfg_block(manifest):
+    return manifest["config"].get("block_size")

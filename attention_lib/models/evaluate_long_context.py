@@ -69,8 +69,14 @@ def memory():
     }
 
 
-def extrapolation(scheme):
+def _checkpoint(scheme):
+    """``<scheme>_128.npz``, or ``<scheme>.npz`` for a fine-tuned model."""
     path = checkpoint_dir() / f"{scheme}_128.npz"
+    return path if path.exists() else checkpoint_dir() / f"{scheme}.npz"
+
+
+def extrapolation(scheme):
+    path = _checkpoint(scheme)
     _, _, val_ids = load_text()
     n = EXTRAP["length"] * EXTRAP["windows"] + 1
     variants = {"": None}

@@ -102,7 +102,14 @@ def load_checkpoint(path, max_len=None, **attention) -> tuple[TinyGPT, dict]:
         state = {k: f[k] for k in f.files if k != "config"}
     model = build_model(cfg, cfg["n_vocab"], max_len, **attention)
     model.load_state_dict(state)
+    set_rope_scaling(model, cfg.get("rope_scaling"))
     return model.train(False), cfg
+
+
+def set_rope_scaling(model: TinyGPT, scaling: dict | None) -> None:
+    """Give every attention layer of a rotary ``model`` the RoPE ``scaling`` (or none)."""
+    for block in model.blocks:
+        block.attn.rope_scaling = None if scaling is None else dict(scaling)
 
 
 def loss_by_position(model, ids, length, batch=8):
@@ -119,9 +126,13 @@ def loss_by_position(model, ids, length, batch=8):
     return total / n
 
 
-def train(cfg, log=sys.stdout):
+def train(cfg, log=sys.stdout, start=None):
     chars, train_ids, val_ids = load_text()
-    model = build_model(cfg, len(chars), block_size=cfg.get("block_size"))
+    if start is None:
+        model = build_model(cfg, len(chars), block_size=cfg.get("block_size"))
+    else:  # fine-tuning: the trained weights, a longer context, scaled RoPE
+        model, _ = load_checkpoint(start, cfg["context"], block_size=cfg.get("block_size"))
+        set_rope_scaling(model, cfg.get("rope_scaling"))
     layers = model.layers()
     opt = Adam(layers, lr=cfg["lr"], betas=tuple(cfg["betas"]))
     data_rng = np.random.default_rng(cfg["seed"] + 1)
@@ -163,15 +174,34 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--block-size", type=int, default=None, help="tiled attention")
     parser.add_argument("--out", default=None, help="output directory")
     parser.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")
+    parser.add_argument(
+        "--finetune",
+        choices=("linear", "ntk"),
+        default=None,
+        help="fine-tune the rotary 128-character model at --context with RoPE scaled by "
+        "context / 128 this way, for --steps steps",
+    )
+    parser.add_argument("--steps", type=int, default=None, help="steps (default: CONFIG's)")
     args = parser.parse_args(argv)
     cfg = {**CONFIG, "positions": args.positions, "context": args.context}
     if args.block_size is not None:
         cfg["block_size"] = args.block_size
+    if args.steps is not None:
+        cfg["steps"] = args.steps
     out = checkpoint_dir() if args.out is None else Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     name = f"{args.positions}_{args.context}"
+    start = None
+    if args.finetune:
+        if args.positions != "rotary":
+            parser.error("--finetune needs --positions rotary")
+        start = out / "rotary_128.npz"
+        factor = args.context / 128
+        cfg.update(rope_scaling={"type": args.finetune, "factor": factor}, warmup=10)
+        cfg.update(lr=1e-3, finetuned_from="rotary_128.npz", eval_every=25)
+        name = f"rotary_{args.finetune}_finetuned_{args.context}"
     with threadpool_limits(limits=args.threads, user_api="blas"):
-        model, chars, val_ids, curve, wall, loads = train(cfg)
+        model, chars, val_ids, curve, wall, loads = train(cfg, start=start)
         path = out / f"{name}.npz"
         save_checkpoint(model, cfg, chars, path)
         loaded, _ = load_checkpoint(path, block_size=cfg.get("block_size"))
@@ -180,6 +210,8 @@ def main(argv: list[str] | None = None) -> dict:
     command += f" --context {args.context}"
     if args.block_size is not None:
         command += f" --block-size {args.block_size}"
+    if args.finetune:
+        command += f" --finetune {args.finetune} --steps {cfg['steps']}"
     manifest = {
         "command": command,
         "script": "attention_lib/models/train_long_context.py",
