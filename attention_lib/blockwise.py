@@ -292,3 +292,150 @@ def blockwise_attention(
     if return_logsumexp:
         return output, logsumexp
     return output
+
+
+# The tiled path of :class:`~attention_lib.nn.MultiHeadAttention` (``block_size``).
+#
+# Queries and keys carry their positions (``q_pos``, ``k_pos``: increasing
+# integers), from which each tile makes its own causal, sliding-window,
+# sink and ALiBi terms: no (T, S) array is ever made. Between the forward
+# and the backward only the output O and the log-sum-exp are kept.
+
+
+def tile_mask(q_pos, k_pos, causal, window, sinks):
+    """Which keys each query of a tile may see, boolean ``(bq, bk)``, or None for all.
+
+    ``causal``: key position <= query position. ``window``: and the key is
+    one of the query's last ``window`` positions, or one of the first
+    ``sinks`` positions of the sequence.
+    """
+    qp, kp = q_pos[:, None], k_pos[None, :]
+    allowed = None
+    if causal and k_pos[-1] > q_pos[0]:
+        allowed = kp <= qp
+    if window is not None and k_pos[0] <= q_pos[-1] - window:
+        near = (qp - kp < window) | (kp < sinks)
+        allowed = near if allowed is None else allowed & near
+    return allowed
+
+
+def tile_skipped(q_pos, k_pos, causal, window, sinks):
+    """True when no query of the tile may see any of its keys (the tile is not computed)."""
+    if causal and k_pos[0] > q_pos[-1]:
+        return True
+    return window is not None and k_pos[-1] <= q_pos[0] - window and k_pos[0] >= sinks
+
+
+def tile_scores(q, k, rows, cols, q_pos, k_pos, geometry, mask):
+    """One tile of scores ``(..., bq, bk)``: ``q`` is pre-scaled; masks and ALiBi applied."""
+    causal, window, sinks, slopes = geometry
+    s = q[..., rows, :] @ np.swapaxes(k[..., cols, :], -1, -2)
+    qp, kp = q_pos[rows], k_pos[cols]
+    if slopes is not None:  # ALiBi: -m_h (i - j), made for this tile only
+        s = s + slopes * (kp[None, :] - qp[:, None]).astype(s.dtype)
+    if mask is not None:
+        block = mask_block(mask, rows, cols)
+        s = np.where(block, s, -np.inf) if block.dtype.kind == "b" else s + block
+    allowed = tile_mask(qp, kp, causal, window, sinks)
+    if allowed is not None:
+        s = np.where(allowed, s, -np.inf)
+    return s
+
+
+def tile_keep(seed, rows, cols, shape, p, dtype):
+    """The dropout mask of one tile, scaled by ``1 / (1 - p)``, regenerated from a counter.
+
+    The tile's random numbers come from ``(seed, first row, first column)``
+    alone, so the backward pass draws exactly the mask the forward pass used
+    without anything being stored (FlashAttention keeps a Philox seed and
+    offset for the same reason).
+    """
+    rng = np.random.default_rng([seed, rows.start, cols.start])
+    keep = rng.random(shape, dtype=np.float32 if dtype == np.float32 else np.float64) >= p
+    return keep * dtype.type(1.0 / (1.0 - p))
+
+
+def _tiles(T, S, block_size):
+    for i0 in range(0, T, block_size):
+        rows = slice(i0, min(i0 + block_size, T))
+        yield rows, [slice(j, min(j + block_size, S)) for j in range(0, S, block_size)]
+
+
+def tiled_forward(q, k, v, scale, q_pos, k_pos, geometry, mask, block_size, drop=None):
+    """Attention tile by tile: the output ``(..., T, dv)`` and log-sum-exp ``(..., T)``.
+
+    ``q`` (..., T, d), ``k`` and ``v`` (..., S, d) broadcast over their batch
+    axes; ``geometry = (causal, window, sinks, slopes)``; ``mask`` a user mask
+    broadcastable to the scores or None; ``drop = (seed, p)`` or None.
+    Rows with nothing to attend to give 0 and a log-sum-exp of ``-inf``.
+    """
+    dtype = q.dtype
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    T, S, dv = q.shape[-2], k.shape[-2], v.shape[-1]
+    qs = q * scale
+    out = np.zeros(batch + (T, dv), dtype)
+    lse = np.full(batch + (T,), -np.inf, dtype)
+    for rows, all_cols in _tiles(T, S, block_size):
+        n = rows.stop - rows.start
+        m = np.full(batch + (n,), -np.inf, dtype)
+        ell = np.zeros(batch + (n,), dtype)
+        acc = np.zeros(batch + (n, dv), dtype)
+        for cols in all_cols:
+            if tile_skipped(q_pos[rows], k_pos[cols], *geometry[:3]):
+                continue
+            s = tile_scores(qs, k, rows, cols, q_pos, k_pos, geometry, mask)
+            s = np.broadcast_to(s, batch + s.shape[-2:])
+            new_m = np.maximum(m, s.max(axis=-1))
+            shift = np.where(np.isneginf(new_m), 0, new_m)
+            w = np.exp(s - shift[..., None])
+            ell = ell * np.exp(m - shift) + w.sum(axis=-1)
+            if drop is not None:  # O = drop(P) V; the sums keep the undropped weights
+                w = w * tile_keep(drop[0], rows, cols, w.shape, drop[1], dtype)
+            acc = acc * np.exp(m - shift)[..., None] + w @ v[..., cols, :]
+            m = new_m
+        empty = ell == 0
+        out[..., rows, :] = acc / np.where(empty, 1, ell)[..., None]
+        with np.errstate(divide="ignore"):
+            lse[..., rows] = np.where(empty, -np.inf, m + np.log(np.where(empty, 1, ell)))
+    return out, lse
+
+
+def tiled_backward(
+    d_out, q, k, v, out, lse, scale, q_pos, k_pos, geometry, mask, block_size, drop=None
+):
+    """``dQ, dK, dV`` of :func:`tiled_forward` from its output and log-sum-exp alone.
+
+    Each tile's weights are recomputed, ``P = exp(S - lse)``; the row term
+    ``D = rowsum(dO * O)`` replaces ``rowsum(dP * P)``, which would need the
+    whole row. ``dK`` and ``dV`` are summed over the batch axes ``k`` and
+    ``v`` were broadcast along (grouped query heads).
+    """
+    dtype = q.dtype
+    T, S = q.shape[-2], k.shape[-2]
+    qs = q * scale
+    D = np.sum(d_out * out, axis=-1, keepdims=True)  # (..., T, 1)
+    shift = np.where(np.isneginf(lse), np.inf, lse)[..., None]  # empty rows: P = 0
+    dQ = np.zeros(np.broadcast_shapes(q.shape, d_out.shape[:-1] + q.shape[-1:]), dtype)
+    dK = np.zeros(k.shape, dtype)
+    dV = np.zeros(v.shape, dtype)
+    k_axes = tuple(i for i, n in enumerate(k.shape[:-2]) if n == 1 and d_out.shape[i] != 1)
+    v_axes = tuple(i for i, n in enumerate(v.shape[:-2]) if n == 1 and d_out.shape[i] != 1)
+    for rows, all_cols in _tiles(T, S, block_size):
+        dO, Dr, qr = d_out[..., rows, :], D[..., rows, :], q[..., rows, :]
+        for cols in all_cols:
+            if tile_skipped(q_pos[rows], k_pos[cols], *geometry[:3]):
+                continue
+            s = tile_scores(qs, k, rows, cols, q_pos, k_pos, geometry, mask)
+            P = np.exp(s - shift[..., rows, :])  # the weights, recomputed
+            dP = dO @ np.swapaxes(v[..., cols, :], -1, -2)
+            used = P
+            if drop is not None:
+                keep = tile_keep(drop[0], rows, cols, P.shape, drop[1], dtype)
+                used, dP = P * keep, dP * keep
+            dS = P * (dP - Dr)
+            dv_tile = np.swapaxes(used, -1, -2) @ dO
+            dk_tile = np.swapaxes(dS, -1, -2) @ qr
+            dV[..., cols, :] += dv_tile.sum(axis=v_axes, keepdims=True) if v_axes else dv_tile
+            dK[..., cols, :] += dk_tile.sum(axis=k_axes, keepdims=True) if k_axes else dk_tile
+            dQ[..., rows, :] += dS @ k[..., cols, :]
+    return dQ * scale, dK * scale, dV

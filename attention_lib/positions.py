@@ -317,3 +317,67 @@ def alibi_bias(num_heads, L, S=None):
     bias = alibi_slopes(H)[:, None, None] * offset  # -m (i - j)
     bias[:, offset > 0] = -np.inf
     return bias
+
+
+_ROPE_SCALINGS = ("linear", "ntk")
+
+
+def rope_scaling(kind, factor, d, base=10000.0):
+    """Stretch rotary positions to ``factor`` times the trained length: ``(divisor, base)``.
+
+    Rotary's angles are ``(p / divisor) * base'^(-2i/d)``; the two ways of
+    reaching positions the model never saw change one or the other:
+
+    - ``"linear"``, position interpolation (Chen et al., 2023): every
+      position is divided by ``factor``, so ``factor`` times the trained
+      length is squeezed into the angles the model was trained on (and
+      neighbours come ``factor`` times closer);
+    - ``"ntk"``, NTK-aware scaling (bloc97, 2023): the positions are kept and
+      the base grows to ``base * factor^(d / (d - 2))``, which leaves the
+      fastest pair (the local detail) almost unchanged and slows the slowest
+      one by ``factor``, so it too stays inside the angles it was trained on.
+
+    Parameters
+    ----------
+    kind : {"linear", "ntk"}
+    factor : float
+        How many times the trained length to reach; positive and finite.
+    d : int
+        The head size (even).
+    base : float, optional
+        The trained rotary base.
+
+    Returns
+    -------
+    divisor, base : float
+        Rotate position ``p`` by ``(p / divisor) * base^(-2i/d)``.
+
+    Raises
+    ------
+    ValueError
+        If ``kind`` is unknown, ``factor`` is not a positive finite number
+        (NaN included) or ``d`` is not even and at least 4 (NTK's exponent
+        ``d / (d - 2)`` needs two pairs).
+
+    Examples
+    --------
+    >>> from attention_lib.positions import rope_scaling
+    >>> rope_scaling("linear", 8, 16)
+    (8.0, 10000.0)
+    >>> divisor, base = rope_scaling("ntk", 8, 16)
+    >>> divisor, round(base)
+    (1.0, 107672)
+    """
+    if kind not in _ROPE_SCALINGS:
+        raise ValueError(f"rope_scaling's type must be one of {_ROPE_SCALINGS}, got {kind!r}")
+    if isinstance(factor, (bool, np.bool_)) or not isinstance(factor, numbers.Real):
+        raise TypeError(f"rope_scaling's factor must be a real number, got {factor!r}")
+    if not (np.isfinite(factor) and factor > 0):
+        raise ValueError(f"rope_scaling's factor must be positive and finite, got {factor!r}")
+    d = _even(d, "d")
+    base = _base(base)
+    if kind == "linear":
+        return float(factor), base
+    if d < 4:
+        raise ValueError(f"NTK-aware scaling needs a head size of at least 4, got d = {d}")
+    return 1.0, base * float(factor) ** (d / (d - 2))

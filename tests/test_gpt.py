@@ -139,7 +139,7 @@ def test_dropout_is_off_while_generating_and_restored_after():
 def test_bad_arguments_get_clear_errors():
     model = _model()
     with pytest.raises(ValueError, match="positions must be one of"):
-        TinyGPT(7, 8, 2, 1, 12, 9, np.random.default_rng(0), positions="alibi")
+        TinyGPT(7, 8, 2, 1, 12, 9, np.random.default_rng(0), positions="relative")
     with pytest.raises(ValueError, match=r"tokens must have shape \(B, T\)"):
         model.forward(np.array([1, 2]))
     with pytest.raises(ValueError, match="would be 10 tokens long but max_len = 9"):

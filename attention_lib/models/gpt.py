@@ -8,13 +8,13 @@ from numpy.typing import ArrayLike
 from .._checks import as_bool, as_int, as_int_array, as_numeric, as_probability, as_rng
 from ..nn.block import Composite, TransformerBlock
 from ..nn.layers import Embedding, Linear
-from ..nn.multi_head_attention import KVCache
+from ..nn.multi_head_attention import KVCache, RollingKVCache, _check_long
 from ..nn.norm import LayerNorm
 from ..positions import sinusoidal_positions
 from ..sampling import filter_logits
 from ..softmax import softmax
 
-_POSITIONS = ("learned", "sinusoidal", "rotary", None)
+_POSITIONS = ("learned", "sinusoidal", "rotary", "alibi", None)
 
 
 class TinyGPT(Composite):
@@ -32,15 +32,23 @@ class TinyGPT(Composite):
         Longest sequence the model accepts.
     rng : numpy.random.Generator
         Draws every weight.
-    positions : {"learned", "sinusoidal", "rotary", None}, optional
+    positions : {"learned", "sinusoidal", "rotary", "alibi", None}, optional
         How the model knows word order (chapter 8): a learned vector per
         position added to the token's (GPT-2, BERT; the default), the fixed
-        sinusoids added likewise, rotary inside every attention layer, or
-        nothing (the causal mask alone).
+        sinusoids added likewise, rotary inside every attention layer,
+        ALiBi's distance penalty on every layer's scores
+        (:func:`~attention_lib.alibi_bias`, Press et al., 2022), or nothing
+        (the causal mask alone).
     attention_only : bool, optional
         Blocks without their feed-forward half (default False).
     dropout : float, optional
         Dropout in every block while ``training`` (default 0).
+    block_size : int, optional
+        Every attention layer runs tiled, ``block_size`` positions a tile,
+        forward and backward, never holding a (T, T) matrix (default None).
+    window, sinks : int, optional
+        Sliding-window attention with attention sinks in every layer (see
+        :class:`~attention_lib.nn.MultiHeadAttention`).
 
     Notes
     -----
@@ -75,6 +83,9 @@ class TinyGPT(Composite):
         positions: str | None = "learned",
         attention_only: bool = False,
         dropout: float = 0.0,
+        block_size: int | None = None,
+        window: int | None = None,
+        sinks: int = 0,
     ) -> None:
         # Every argument is checked before anything is allocated: a million-token
         # vocabulary's table is 256 MB, not to be drawn for a model that cannot be built.
@@ -98,6 +109,9 @@ class TinyGPT(Composite):
         as_probability(dropout, "dropout")
         as_bool(attention_only, "attention_only")
         as_rng(rng)
+        # The attention options are checked here too, before any table is drawn.
+        long = {"block_size": block_size, "window": window, "sinks": sinks}
+        _check_long(block_size, window, sinks, None, None, None, 1.0, n_heads, d_model // n_heads)
         self.positions = positions
         self.tok = Embedding(n_vocab, d_model, rng)
         if positions == "learned":
@@ -113,6 +127,8 @@ class TinyGPT(Composite):
                 dropout,
                 rotary=positions == "rotary",
                 attention_only=attention_only,
+                alibi=positions == "alibi",
+                **long,
             )
             for _ in range(n_layers)
         ]
@@ -135,6 +151,18 @@ class TinyGPT(Composite):
         """An empty KV cache, one :class:`KVCache` per block, for :meth:`forward`."""
         return [KVCache() for _ in self.blocks]
 
+    def rolling_cache(self, window: int, sinks: int = 0) -> list[RollingKVCache]:
+        """A cache that keeps ``sinks + window`` positions per layer (:class:`RollingKVCache`).
+
+        With it, :meth:`forward` runs one stream of any length in constant
+        memory, each query seeing the first ``sinks`` positions and its last
+        ``window``: positions are counted inside the cache, so a model with
+        rotary, ALiBi or no positions never meets a distance it was not
+        trained on. Learned and sinusoidal positions are added at the input
+        and use the position in the stream (learned ones stop at ``max_len``).
+        """
+        return [RollingKVCache(window, sinks) for _ in self.blocks]
+
     def forward(self, tokens: ArrayLike, cache: list[KVCache] | None = None) -> np.ndarray:
         """Logits (B, T, n_vocab) for ``tokens`` (B, T).
 
@@ -145,11 +173,16 @@ class TinyGPT(Composite):
         tokens = as_numeric(tokens, "tokens")
         if tokens.ndim != 2:
             raise ValueError(f"tokens must have shape (B, T), got {tokens.shape}")
-        start = 0 if cache is None else len(cache[0])
+        start = 0 if cache is None else cache[0].position
         T = tokens.shape[1]
-        if start + T > self.max_len:
+        relative = self.positions in ("rotary", "alibi", None)
+        if cache is not None and isinstance(cache[0], RollingKVCache) and relative:
+            longest = len(cache[0]) + T  # positions inside the cache
+        else:
+            longest = start + T
+        if longest > self.max_len:
             raise ValueError(
-                f"the sequence would be {start + T} tokens long but max_len = {self.max_len}"
+                f"the sequence would be {longest} tokens long but max_len = {self.max_len}"
             )
         x = self.tok.forward(tokens)  # (B, T, d_model)
         if self.positions == "learned":

@@ -45,7 +45,13 @@ from .block import FeedForward, TransformerBlock
 from .dropout import Dropout
 from .layers import Embedding, Linear
 from .losses import softmax_cross_entropy
-from .multi_head_attention import Attention, KVCache, MultiHeadAttention, SelfAttention
+from .multi_head_attention import (
+    Attention,
+    KVCache,
+    MultiHeadAttention,
+    RollingKVCache,
+    SelfAttention,
+)
 from .norm import LayerNorm, RMSNorm
 from .optim import Adam
 from .recurrent import GRU, GRUCell
@@ -63,6 +69,7 @@ __all__ = [
     "FeedForward",
     "GRUCell",
     "KVCache",
+    "RollingKVCache",
     "LayerNorm",
     "Linear",
     "MultiHeadAttention",

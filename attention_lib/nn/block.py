@@ -148,6 +148,10 @@ class TransformerBlock(Composite):
         Rotary positions inside the attention (default False).
     attention_only : bool, optional
         Leave out the feed-forward half (default False).
+    block_size, window, sinks, alibi : optional
+        Passed to the attention layer
+        (:class:`~attention_lib.nn.MultiHeadAttention`): tiled attention,
+        a sliding window with attention sinks, ALiBi.
 
     Notes
     -----
@@ -179,9 +183,24 @@ class TransformerBlock(Composite):
         causal=True,
         rotary=False,
         attention_only=False,
+        block_size=None,
+        window=None,
+        sinks=0,
+        alibi=False,
     ):
         self.ln1 = LayerNorm(d_model)
-        self.attn = SelfAttention(d_model, n_heads, rng, dropout, causal, rotary)
+        self.attn = SelfAttention(
+            d_model,
+            n_heads,
+            rng,
+            dropout,
+            causal,
+            rotary,
+            block_size=block_size,
+            window=window,
+            sinks=sinks,
+            alibi=alibi,
+        )
         self.drop1 = Dropout(dropout, rng)
         self.attention_only = bool(attention_only)
         if not self.attention_only:

@@ -19,7 +19,8 @@ from numpy.lib.stride_tricks import as_strided
 
 from .._checks import as_bool, as_int, as_mask, as_numeric, max_abs, overflow_bound
 from .._kernel import and_causal, attention_backward, attention_weights, float_mask
-from ..positions import rotary_tables, rotate_pairs
+from ..blockwise import tile_mask, tiled_backward, tiled_forward
+from ..positions import alibi_slopes, rope_scaling, rotary_tables, rotate_pairs
 from .dropout import Dropout
 from .layers import init_weight, sum_to_matrix
 
@@ -90,6 +91,106 @@ class KVCache:
         return self.k, self.v
 
 
+class RollingKVCache(KVCache):
+    """A KV cache that keeps only the first ``sinks`` and the last ``window`` positions.
+
+    For a layer with a sliding ``window`` (and attention ``sinks``), the
+    keys a query can ever see again are the first ``sinks`` of the sequence
+    and the last ``window``; everything between is dropped after each call,
+    so generation runs for any length in constant memory: at most ``sinks +
+    window`` rows per layer (StreamingLLM, Xiao et al., 2023).
+
+    As in StreamingLLM, positions are counted *inside the cache*: rotary
+    angles and ALiBi distances use the index of a key in the cache, not its
+    position in the stream, so a model never meets a distance longer than
+    ``sinks + window``: the query at the end of a full cache is at position
+    ``sinks + window - 1`` and its sinks at ``0 .. sinks - 1``. The keys are
+    kept unrotated and rotated at every call.
+
+    Parameters
+    ----------
+    window : int
+        Positions of the recent past each query sees (itself included).
+    sinks : int, optional
+        The first positions of the sequence every query keeps seeing.
+
+    Attributes
+    ----------
+    k, v : ndarray, shape (B, n_kv_heads, <= sinks + window, d_head), or None
+    position : int
+        The position of the next query in the whole stream.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attention_lib.nn import MultiHeadAttention, RollingKVCache
+    >>> att = MultiHeadAttention(8, 2, np.random.default_rng(0), window=3, sinks=1)
+    >>> cache = RollingKVCache(window=3, sinks=1)
+    >>> x = np.random.default_rng(1).normal(size=(1, 10, 8))
+    >>> steps = [att.forward(x[:, t : t + 1], is_causal=True, cache=cache) for t in range(10)]
+    >>> len(cache), cache.position       # 1 sink and the last 2 of the window
+    (3, 10)
+    """
+
+    def __init__(self, window: int, sinks: int = 0) -> None:
+        super().__init__()
+        self.window, self.sinks = _check_window(window, sinks, "window")
+
+    def trim(self) -> None:
+        """Drop the rows no later query can see: all but the first ``sinks`` and the last
+        ``window - 1`` (the next query is the window's last position)."""
+        if self.k is not None and len(self) > self.sinks + self.window - 1:
+            keep = np.r_[0 : self.sinks, len(self) - self.window + 1 : len(self)]
+            self.k, self.v = self.k[..., keep, :], self.v[..., keep, :]
+
+
+def _check_window(window, sinks, name):
+    """Checked ``(window, sinks)``: window None or >= 1, sinks >= 0 and only with a window."""
+    if window is not None:
+        window = as_int(window, name, 1)
+    if isinstance(sinks, (bool, np.bool_)):
+        raise TypeError(f"sinks must be an integer, got {sinks!r}")
+    sinks = as_int(sinks, "sinks", 0)
+    if sinks and window is None:
+        raise ValueError(
+            f"sinks = {sinks} needs a window: attention sinks are the first positions "
+            f"kept in view when a sliding window drops the rest; pass window too"
+        )
+    return window, sinks
+
+
+def _check_long(block_size, window, sinks, alibi, rope, rotary, rotary_base, n_heads, d_head):
+    """The long-sequence options, checked before anything is allocated."""
+    if block_size is not None:
+        if isinstance(block_size, (bool, np.bool_)):
+            raise TypeError(f"block_size must be an integer or None, got {block_size!r}")
+        block_size = as_int(block_size, "block_size", 1)
+    window, sinks = _check_window(window, sinks, "window")
+    slopes = None
+    if alibi is not None and alibi is not False:
+        if alibi is True:
+            slopes = alibi_slopes(n_heads)
+        else:
+            slopes = as_numeric(alibi, "alibi").astype(np.float64)
+            if slopes.shape != (n_heads,) or not (np.isfinite(slopes).all() and (slopes > 0).all()):
+                raise ValueError(
+                    f"alibi must be True or one positive slope per query head: {n_heads} "
+                    f"heads need shape ({n_heads},), got {slopes.shape}"
+                )
+    scaling = None
+    if rope is not None:
+        if not rotary:
+            raise ValueError("rope_scaling needs rotary positions (rotary='interleaved' or 'half')")
+        if not isinstance(rope, dict) or set(rope) != {"type", "factor"}:
+            raise ValueError(
+                f"rope_scaling must be a dict {{'type': 'linear' or 'ntk', 'factor': f}}, "
+                f"got {rope!r}"
+            )
+        rope_scaling(rope["type"], rope["factor"], d_head, rotary_base)  # checks
+        scaling = dict(rope)
+    return block_size, window, sinks, slopes, scaling
+
+
 def _check_rotary(rotary, rotary_base, d_head):
     if rotary not in _ROTARY:
         raise ValueError(f"rotary must be one of {_ROTARY}, got {rotary!r}")
@@ -151,6 +252,28 @@ class MultiHeadAttention:
         The base of the rotary frequencies ``base^(-2i/d_head)`` (10000).
     dtype : float32 or float64, optional
         The parameters' dtype (default float64).
+    block_size : int, optional
+        Run attention tile by tile, ``block_size`` queries by ``block_size``
+        keys at a time, forward and backward (FlashAttention, Dao et al.,
+        2022): between them only the output ``O`` (B, H, T, d) and the
+        log-sum-exp (B, H, T) are kept, never a (T, S) matrix, so ``weights``
+        stays None whatever ``need_weights`` says. Dropout on the weights
+        regenerates each tile's mask from a seeded counter. Default None:
+        the whole score matrix at once.
+    window : int, optional
+        Sliding-window attention (causal only): the query at position ``p``
+        sees the keys at ``p - window + 1 .. p``. Default None: all of them.
+    sinks : int, optional
+        With a ``window``: the first ``sinks`` positions stay visible to
+        every query (attention sinks, Xiao et al., 2023). Default 0.
+    alibi : bool or array of shape (n_heads,), optional
+        Add ALiBi's distance penalty ``-m_h (i - j)`` to the scores (Press et
+        al., 2022): True takes the slopes of
+        :func:`~attention_lib.alibi_slopes`; or pass one slope per query head.
+    rope_scaling : dict, optional
+        ``{"type": "linear" or "ntk", "factor": f}``: rotary positions
+        stretched ``f`` times, by position interpolation or NTK-aware base
+        scaling (:func:`~attention_lib.positions.rope_scaling`).
 
     Attributes
     ----------
@@ -205,6 +328,11 @@ class MultiHeadAttention:
         rotary: str | None = None,
         rotary_base: float = 10000.0,
         dtype: DTypeLike = np.float64,
+        block_size: int | None = None,
+        window: int | None = None,
+        sinks: int = 0,
+        alibi: bool | ArrayLike = False,
+        rope_scaling: dict | None = None,
     ) -> None:
         d_model = as_int(d_model, "d_model", 1)
         H = as_int(n_heads, "n_heads", 1)
@@ -224,11 +352,15 @@ class MultiHeadAttention:
         d_head = as_int(d_head, "d_head", 1)
         d_kv = d_model if d_kv is None else as_int(d_kv, "d_kv", 1)
         _check_rotary(rotary, rotary_base, d_head)
+        long = _check_long(
+            block_size, window, sinks, alibi, rope_scaling, rotary, rotary_base, H, d_head
+        )
         dtype = np.dtype(dtype)
         if dtype not in (np.float32, np.float64):
             raise TypeError(f"dtype must be float32 or float64, got {dtype}")
         self.n_heads, self.n_kv_heads, self.d_head = H, H_kv, d_head
         self.rotary, self.rotary_base = rotary, float(rotary_base)
+        self.block_size, self.window, self.sinks, self.alibi, self.rope_scaling = long
         self.bias = as_bool(bias, "bias")
         self.dropout = Dropout(dropout, rng)
         if not isinstance(rng, np.random.Generator):
@@ -248,6 +380,11 @@ class MultiHeadAttention:
         n_kv_heads: int | None = None,
         rotary: str | None = None,
         rotary_base: float = 10000.0,
+        block_size: int | None = None,
+        window: int | None = None,
+        sinks: int = 0,
+        alibi: bool | ArrayLike = False,
+        rope_scaling: dict | None = None,
     ) -> MultiHeadAttention:
         """A layer around existing weights (the arrays themselves, not copies).
 
@@ -304,9 +441,13 @@ class MultiHeadAttention:
                     f"floats of shape {shapes[k]}"
                 )
         _check_rotary(rotary, rotary_base, d_head)
+        long = _check_long(
+            block_size, window, sinks, alibi, rope_scaling, rotary, rotary_base, H, d_head
+        )
         layer = cls.__new__(cls)
         layer.n_heads, layer.n_kv_heads, layer.d_head = H, H_kv, d_head
         layer.rotary, layer.rotary_base = rotary, float(rotary_base)
+        layer.block_size, layer.window, layer.sinks, layer.alibi, layer.rope_scaling = long
         layer.bias, layer.dropout = len(arrays) == 8, Dropout(0.0)
         layer.params, layer.grads, layer._saved = arrays, {}, None
         return layer
@@ -325,15 +466,23 @@ class MultiHeadAttention:
         return W_Q, W_K, W_V, init_weight(rng, q_cols, d_model)
 
     def _rotate(self, x, start, inverse=False):
-        """Rotary positions ``start, start + 1, ...`` on ``x`` (B, heads, T, d); back if ``inverse``."""
-        key = (start, x.shape[-2], x.shape[-1], x.dtype)
+        """Rotary positions ``start, start + 1, ...`` (or the array ``start``) on ``x``
+        (B, heads, T, d); back if ``inverse``. With ``rope_scaling``, the scaled angles."""
+        positions = (
+            np.arange(start, start + x.shape[-2]) if np.ndim(start) == 0 else np.asarray(start)
+        )
+        key = (positions[0] if len(positions) else 0, len(positions), x.shape[-1], x.dtype)
+        key = key + (str(self.rope_scaling), positions[-1] if len(positions) else 0)
         cached = getattr(self, "_tables", None)
-        if cached is None or cached[0] != key:  # the tables of the last call are kept
-            positions = np.arange(start, start + x.shape[-2])
-            cached = self._tables = (
-                key,
-                *rotary_tables(positions, x.shape[-1], self.rotary_base, x.dtype),
-            )
+        contiguous = np.ndim(start) == 0 or bool(np.all(np.diff(positions) == 1))
+        if not contiguous or cached is None or cached[0] != key:  # the last call's are kept
+            divisor, base = 1.0, self.rotary_base
+            if getattr(self, "rope_scaling", None) is not None:
+                r = self.rope_scaling
+                divisor, base = rope_scaling(r["type"], r["factor"], x.shape[-1], base)
+            cached = (key, *rotary_tables(positions / divisor, x.shape[-1], base, x.dtype))
+            if contiguous:
+                self._tables = cached
         _, cos, sin = cached
         return rotate_pairs(x, cos, -sin if inverse else sin, self.rotary)
 
@@ -465,8 +614,8 @@ class MultiHeadAttention:
         for names, x in groups:
             y.update(zip(names, self._project(x, names)))
         q = self._split(y["Q"], H)  # (B, H, T, d)
-        if self.rotary:
-            q = self._rotate(q, offset)
+        rolling = isinstance(cache, RollingKVCache)
+        q_pos = np.arange(offset, offset + T)  # where each query sits
         if reuse:  # cross-attention keys and values, computed once
             k, v = cache.k, cache.v
         else:
@@ -474,34 +623,72 @@ class MultiHeadAttention:
                 self._split(y["K"], H_kv),
                 self._split(y["V"], H_kv),
             )  # (B, H_kv, S, d)
-            if self.rotary:  # keys from another sequence start at position 0
-                k = self._rotate(k, 0 if cross else offset)
-            if cache is not None:
+            if rolling:  # kept unrotated: positions are indices in the cache
                 k, v = cache.append(k, v)
+                q_pos = np.arange(len(cache) - T, len(cache))
+            elif self.rotary:  # keys from another sequence start at position 0
+                k = self._rotate(k, 0 if cross else offset)
+            if cache is not None and not rolling:
+                k, v = cache.append(k, v)
+            if cache is not None:
                 cache.cross = cross
+        S, G = k.shape[-2], H // H_kv
+        k_pos = np.arange(S)
+        if self.rotary:
+            q = self._rotate(q, q_pos if rolling else offset)
+            if rolling:
+                k = self._rotate(k, k_pos)
         if cache is not None:
             cache.position += T
-        S, G = k.shape[-2], H // H_kv
+            if rolling:
+                cache.trim()
+        window, sinks = (cache.window, cache.sinks) if rolling else (self.window, self.sinks)
+        if window is not None or self.alibi is not None:
+            if cross:
+                raise ValueError("window, sinks and alibi are for self-attention, not x_kv")
+            if not is_causal:
+                raise ValueError("a window (or alibi) needs is_causal=True: both look back only")
+            if window is not None and cache is None and window > S:
+                raise ValueError(
+                    f"window = {window} is longer than the sequence ({S} positions): "
+                    f"every query would see everything; pass a window <= {S}, or None"
+                )
         scale = q.dtype.type(1 / np.sqrt(q.shape[-1]))
+        tiled = self.block_size is not None
+        bound = lambda: overflow_bound(max_abs(q), scale, max_abs(k), q.shape[-1])  # noqa: E731
         mask = self._mask(
             attn_mask,
-            is_causal,
+            is_causal and not tiled and window is None and self.alibi is None,
             B,
             T,
             S,
             offset,
             q.dtype,
-            lambda: overflow_bound(max_abs(q), scale, max_abs(k), q.shape[-1]),
+            bound,
         )
+        slopes = None
+        if self.alibi is not None:
+            slopes = self.alibi.astype(q.dtype).reshape(H_kv, G, 1, 1)
+        geometry = (is_causal, window, sinks, slopes)
+        if not tiled and (window is not None or slopes is not None):
+            mask = _position_mask(mask, q_pos, k_pos, geometry, q.dtype)
         q5 = q.reshape(B, H_kv, G, T, q.shape[-1])  # query heads grouped by key head
         k5, v5 = k[:, :, None], v[:, :, None]
         need_weights = as_bool(need_weights, "need_weights")
-        P, total = attention_weights(q5, k5, scale, mask, normalise=need_weights)
         dropping = self.dropout.training and self.dropout.p > 0
-        used = self.dropout.forward(P) if dropping else P  # (B, H_kv, G, T, S)
-        context = used @ v5 if need_weights else (used @ v5) / total
-        context = context.reshape(B, H, T, -1).transpose(0, 2, 1, 3).reshape(B, T, -1)
-        self.weights = P.reshape(B, H, T, S) if need_weights else None
+        if tiled:
+            drop = (int(self.dropout.rng.integers(2**62)), self.dropout.p) if dropping else None
+            out5, lse = tiled_forward(
+                q5, k5, v5, scale, q_pos, k_pos, geometry, mask, self.block_size, drop
+            )
+            context = out5.reshape(B, H, T, -1).transpose(0, 2, 1, 3).reshape(B, T, -1)
+            self.weights, P, used = None, None, None
+        else:
+            P, total = attention_weights(q5, k5, scale, mask, normalise=need_weights)
+            used = self.dropout.forward(P) if dropping else P  # (B, H_kv, G, T, S)
+            context = used @ v5 if need_weights else (used @ v5) / total
+            context = context.reshape(B, H, T, -1).transpose(0, 2, 1, 3).reshape(B, T, -1)
+            self.weights = P.reshape(B, H, T, S) if need_weights else None
         self._why_no_backward = (
             "a forward() with a KV cache: the cache is for generation "
             "(inference); train without one"
@@ -510,7 +697,7 @@ class MultiHeadAttention:
         )
         self._saved = (
             None
-            if cache is not None or not need_weights
+            if cache is not None or not (need_weights or tiled)
             else {
                 "x_q": x_q,
                 "groups": groups,
@@ -525,6 +712,8 @@ class MultiHeadAttention:
                 "cross": cross,
             }
         )
+        if tiled and self._saved is not None:
+            self._saved.update(tiled=(out5, lse, q_pos, k_pos, geometry, mask, drop), offset=offset)
         out = self._project(context, "O")[0]
         if self._unbatched:
             self.weights = None if self.weights is None else self.weights[0]
@@ -559,18 +748,38 @@ class MultiHeadAttention:
         d_ctx = grad @ p["W_O"].T  # (B, T, H dv)
         d_ctx = d_ctx.reshape(B, T, H, -1).transpose(0, 2, 1, 3)
         d_ctx = d_ctx.reshape(B, H_kv, H // H_kv, T, d_ctx.shape[-1])
-        dq, dk, dv = attention_backward(
-            d_ctx,
-            s["q"],
-            s["k"],
-            s["v"],
-            s["P"],
-            s["scale"],
-            s["used"],
-            self.dropout if s["drop"] else None,
-        )
+        if "tiled" in s:  # the weights are recomputed tile by tile from O and lse
+            out5, lse, q_pos, k_pos, geometry, mask, drop = s["tiled"]
+            dq, dk, dv = tiled_backward(
+                d_ctx,
+                s["q"],
+                s["k"],
+                s["v"],
+                out5,
+                lse,
+                s["scale"],
+                q_pos,
+                k_pos,
+                geometry,
+                mask,
+                self.block_size,
+                drop,
+            )
+        else:
+            dq, dk, dv = attention_backward(
+                d_ctx,
+                s["q"],
+                s["k"],
+                s["v"],
+                s["P"],
+                s["scale"],
+                s["used"],
+                self.dropout if s["drop"] else None,
+            )
         dq = dq.reshape(B, H, T, -1)
-        if H == H_kv:
+        if dk.shape[2] == 1:
+            dk, dv = dk[:, :, 0], dv[:, :, 0]
+        elif H == H_kv:
             dk, dv = dk[:, :, 0], dv[:, :, 0]
         else:  # summed over the query heads that share them
             dk, dv = dk.sum(axis=2), dv.sum(axis=2)
@@ -594,6 +803,22 @@ class MultiHeadAttention:
         if self._unbatched:
             d_in = [d[0] for d in d_in]
         return d_in[0] if len(d_in) == 1 else tuple(d_in)
+
+
+def _position_mask(mask, q_pos, k_pos, geometry, dtype):
+    """The untiled path's mask with the window, sinks and ALiBi terms folded in."""
+    causal, window, sinks, slopes = geometry
+    allowed = tile_mask(q_pos, k_pos, causal, window, sinks)
+    if slopes is not None:  # -m_h (i - j): (H_kv, G, T, S)
+        bias = slopes * (k_pos[None, :] - q_pos[:, None]).astype(dtype)
+        if allowed is not None:
+            bias = np.where(allowed, bias, -np.inf).astype(dtype)
+        if mask is None:
+            return bias
+        return (
+            np.where(mask, bias, -np.inf).astype(dtype) if mask.dtype.kind == "b" else mask + bias
+        )
+    return mask if allowed is None else and_causal(mask, allowed)
 
 
 def _joined(arrays):
@@ -631,7 +856,9 @@ class SelfAttention(MultiHeadAttention):
     ``SelfAttention(d_model, n_heads, rng, dropout, causal, rotary)`` is
     :class:`MultiHeadAttention` whose ``forward(x, cache=None)`` applies the
     causal mask when ``causal`` is True, with rotary positions
-    (``"interleaved"``) when ``rotary`` is True.
+    (``"interleaved"``) when ``rotary`` is True. Keyword arguments
+    (``block_size``, ``window``, ``sinks``, ``alibi``, ``rope_scaling``) go
+    to :class:`MultiHeadAttention`.
 
     Examples
     --------
@@ -651,6 +878,7 @@ class SelfAttention(MultiHeadAttention):
         dropout: float = 0.0,
         causal: bool = True,
         rotary: bool = False,
+        **long,
     ) -> None:
         super().__init__(
             d_model,
@@ -658,6 +886,7 @@ class SelfAttention(MultiHeadAttention):
             rng,
             dropout=dropout,
             rotary="interleaved" if as_bool(rotary, "rotary") else None,
+            **long,
         )
         self.causal = as_bool(causal, "causal")
 
