@@ -11,7 +11,7 @@ from ..nn.layers import Embedding, Linear
 from ..nn.multi_head_attention import KVCache
 from ..nn.norm import LayerNorm
 from ..positions import sinusoidal_positions
-from ..sampling import filter_logits
+from ..sampling import filter_logits, inverse_cdf, scaled_logits
 from ..softmax import softmax
 
 _POSITIONS = ("learned", "sinusoidal", "rotary", None)
@@ -189,7 +189,10 @@ class TinyGPT(Composite):
             How many tokens to add.
         temperature : float, optional
             0 picks the most likely token (greedy); otherwise the logits are
-            divided by ``temperature`` and the next token is sampled.
+            divided by ``temperature`` and the next token is sampled. A
+            temperature so small that ``logits / temperature`` is not finite
+            (e.g. ``1e-320``) is refused with a ``ValueError`` naming
+            ``temperature``, at the first step, before anything is sampled.
         top_k : int, optional
             Sample only among the ``top_k`` most likely tokens.
         top_p : float in [0, 1], optional
@@ -274,9 +277,18 @@ def generate_tokens(
 
 
 def pick_next_token(logits, temperature, top_k, top_p, rng):
-    """The next token of each row of ``logits`` (B, V): greedy or sampled."""
+    """The next token of each row of ``logits`` (B, V): greedy or sampled.
+
+    Sampling divides the logits by ``temperature`` and refuses (``ValueError``
+    naming ``temperature``) a division that is not finite, before drawing.
+    The draw is the inverse CDF: with ``u`` uniform in [0, 1) the token is the
+    first whose cumulative probability exceeds ``u``, so a token of probability
+    0 (outside top-k or top-p) is never picked; if rounding leaves the total
+    below ``u``, the last token of positive probability is taken.
+    """
     if temperature == 0:
         return logits.argmax(axis=-1)
-    p = softmax(filter_logits(logits / temperature, top_k, top_p), axis=-1)
+    z = scaled_logits(logits, temperature)
+    p = softmax(filter_logits(z, top_k, top_p), axis=-1)
     u = rng.random((p.shape[0], 1))
-    return np.minimum((p.cumsum(axis=-1) < u).sum(axis=-1), p.shape[-1] - 1)
+    return inverse_cdf(p, u)
