@@ -1,0 +1,332 @@
+"""The decoding fast path: a preallocated KV cache and one-token steps.
+
+A model's ``forward(tokens, cache)`` is the reference: every call checks its
+arguments, builds the causal mask, recomputes the rotary tables, projects the
+queries, keys and values with three weights joined at every call and appends
+to the cache with ``np.concatenate``. That costs about a thousand Python-level
+calls per generated token, far more than the arithmetic of a small model.
+
+This module does the same arithmetic with the overhead paid once per
+generation instead of once per token:
+
+- :class:`StaticKVCache` holds every layer's keys and values in one array
+  preallocated to the context length, written in place (no
+  ``np.concatenate``); beam search reorders its rows in place;
+- the query, key and value weights (and biases) of each layer are joined into
+  one matrix once, with the attention's ``1 / sqrt(d_head)`` folded into the
+  query's columns, and SwiGLU's ``W1`` and ``W3`` into one;
+- the rotary angles of every position are one table of complex numbers
+  ``exp(i p theta_j)``, computed once: rotating the pairs ``(2j, 2j+1)`` of
+  a query or key is one complex multiplication; learned and sinusoidal
+  position rows are sliced from their tables;
+- a step with one new token needs no mask (it sees every cached key); the
+  causal mask of a prompt is built once per prompt;
+- only the last position goes through the output layer.
+
+The logits are those of ``forward`` up to float rounding (the products are
+grouped differently) and the tokens the same: ``tests/test_kv_cache.py``
+compares them for TinyGPT (every kind of position), Llama (grouped-query
+heads) and the translation Transformer (greedy and beam search).
+
+:func:`decoder_for` gives the fast decoder of a model, or None for a
+configuration it does not cover (the callers then take the plain path).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import expit
+
+from ..positions import _frequencies  # the rotary frequencies base^(-2i/d)
+
+
+class StaticKVCache:
+    """The keys and values of every layer, preallocated and written in place.
+
+    Parameters
+    ----------
+    n_layers, batch, n_kv_heads, max_len, d_head : int
+        The arrays ``k`` and ``v`` have shape
+        ``(n_layers, batch, n_kv_heads, max_len, d_head)``.
+    dtype : float32 or float64
+
+    Attributes
+    ----------
+    k, v : ndarray
+        Position ``p`` of layer ``l`` is ``k[l, :, :, p]``; only the first
+        :attr:`length` positions hold anything.
+    length : int
+        How many positions are filled (the position of the next token).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> cache = StaticKVCache(2, 1, 4, 16, 8, np.float32)
+    >>> cache.write(0, np.ones((1, 4, 3, 8), np.float32), np.ones((1, 4, 3, 8), np.float32))
+    >>> cache.length, cache.nbytes        # 2 layers x 2 arrays x 1 x 4 x 16 x 8 x 4 bytes
+    (0, 8192)
+    """
+
+    def __init__(self, n_layers, batch, n_kv_heads, max_len, d_head, dtype):
+        shape = (n_layers, batch, n_kv_heads, max_len, d_head)
+        self.k = np.zeros(shape, dtype)
+        self.v = np.zeros(shape, dtype)
+        self.length = 0
+
+    def __len__(self) -> int:
+        return self.length
+
+    @property
+    def capacity(self) -> int:
+        """The most positions the cache can hold."""
+        return self.k.shape[3]
+
+    @property
+    def nbytes(self) -> int:
+        return self.k.nbytes + self.v.nbytes
+
+    def write(self, layer: int, k: np.ndarray, v: np.ndarray) -> None:
+        """Store ``k, v`` (B, n_kv_heads, T, d_head) of ``layer`` at positions ``length ..``.
+
+        :attr:`length` moves on with :meth:`advance`, once every layer has written.
+        """
+        end = self.length + k.shape[2]
+        self.k[layer, :, :, self.length : end] = k
+        self.v[layer, :, :, self.length : end] = v
+
+    def advance(self, T: int) -> None:
+        self.length += T
+
+    def reorder(self, idx: np.ndarray) -> None:
+        """Keep the rows ``idx`` of the batch (beam search's surviving hypotheses)."""
+        n = self.length
+        self.k[:, :, :, :n] = self.k[:, idx, :, :n]
+        self.v[:, :, :, :n] = self.v[:, idx, :, :n]
+
+    def reset(self) -> None:
+        """Forget every position (the arrays are reused)."""
+        self.length = 0
+
+
+def _softmax_rows(s):
+    """Softmax over the last axis, in place."""
+    s -= s.max(axis=-1, keepdims=True)
+    np.exp(s, out=s)
+    s /= s.sum(axis=-1, keepdims=True)
+    return s
+
+
+def _rotary_table(max_len, d_head, base, dtype):
+    """``exp(i p theta_j)`` for positions ``p < max_len``: (max_len, d_head / 2), complex."""
+    angles = np.arange(max_len, dtype=np.float64)[:, None] * _frequencies(d_head, base)
+    ctype = np.complex64 if np.dtype(dtype) == np.float32 else np.complex128
+    table = np.empty(angles.shape, ctype)
+    # cos and sin rounded to the model's dtype first, as rotary_tables does
+    table.real = np.cos(angles).astype(dtype)
+    table.imag = np.sin(angles).astype(dtype)
+    return table
+
+
+class _Attention:
+    """One attention layer's joined weights and its step over ``T`` new positions."""
+
+    def __init__(self, att, dtype, rotary_table=None):
+        p = att.params
+        H, H_kv, d = att.n_heads, att.n_kv_heads, att.d_head
+        scale = 1 / np.sqrt(d)
+        self.H, self.H_kv, self.d, self.G = H, H_kv, d, H // H_kv
+        self.W = np.ascontiguousarray(
+            np.concatenate([p["W_Q"] * scale, p["W_K"], p["W_V"]], axis=1), dtype=dtype
+        )
+        self.b = (
+            np.concatenate([p["b_Q"] * scale, p["b_K"], p["b_V"]]).astype(dtype)
+            if att.bias
+            else None
+        )
+        self.W_O = np.ascontiguousarray(p["W_O"], dtype=dtype)
+        self.b_O = p["b_O"].astype(dtype) if att.bias else None
+        self.rot = rotary_table
+        self.ctype = None if rotary_table is None else rotary_table.dtype
+
+    def __call__(self, h, cache, layer, mask=None):
+        """Attend from ``h`` (B, T, E) at positions ``cache.length ..`` to every cached key."""
+        B, T, _ = h.shape
+        H, H_kv, d, G = self.H, self.H_kv, self.d, self.G
+        qkv = h @ self.W
+        if self.b is not None:
+            qkv += self.b
+        n_qk = (H + H_kv) * d
+        start = cache.length
+        if self.rot is not None:  # one complex product rotates every pair of q and k
+            qk = qkv[..., :n_qk].view(self.ctype).reshape(B, T, H + H_kv, d // 2)
+            qk *= self.rot[start : start + T, None]
+        q = qkv[..., : H * d]
+        k = qkv[..., H * d : n_qk].reshape(B, T, H_kv, d).transpose(0, 2, 1, 3)
+        v = qkv[..., n_qk:].reshape(B, T, H_kv, d).transpose(0, 2, 1, 3)
+        cache.write(layer, k, v)
+        S = start + T
+        keys, values = cache.k[layer, :, :, :S], cache.v[layer, :, :, :S]
+        if T == 1:  # the G query heads of a key head are the rows of one product
+            q = q.reshape(B, H_kv, G, d)
+            P = _softmax_rows(q @ keys.transpose(0, 1, 3, 2))  # (B, H_kv, G, S)
+            ctx = (P @ values).reshape(B, 1, H * d)
+        else:
+            q = q.reshape(B, T, H_kv, G, d).transpose(0, 2, 3, 1, 4)  # (B, H_kv, G, T, d)
+            s = q @ keys[:, :, None].transpose(0, 1, 2, 4, 3)  # (B, H_kv, G, T, S)
+            if mask is not None:
+                s += mask
+            P = _softmax_rows(s)
+            ctx = (P @ values[:, :, None]).transpose(0, 3, 1, 2, 4).reshape(B, T, H * d)
+        out = ctx @ self.W_O
+        if self.b_O is not None:
+            out += self.b_O
+        return out
+
+
+def causal_mask(start, T, dtype):
+    """0 where the query at ``start + t`` may see key ``s``, -inf after it: (T, start + T)."""
+    S = start + T
+    allowed = np.arange(S) <= np.arange(start, S)[:, None]
+    return np.where(allowed, 0, -np.inf).astype(dtype)
+
+
+def _layer_norm(x, gamma, beta, eps):
+    """LayerNorm's arithmetic (``np.add.reduce / d`` is ``np.mean`` without its overhead)."""
+    d = x.shape[-1]
+    c = x - np.add.reduce(x, axis=-1, keepdims=True) / d
+    inv = 1.0 / np.sqrt(np.add.reduce(c * c, axis=-1, keepdims=True) / d + eps)
+    return c * inv * gamma + beta
+
+
+def _rms_norm(x, gamma, eps):
+    d = x.shape[-1]
+    return x * (1.0 / np.sqrt(np.add.reduce(x * x, axis=-1, keepdims=True) / d + eps)) * gamma
+
+
+def _norm(layer):
+    """``(gamma, beta, eps)`` of a LayerNorm."""
+    return layer.params["gamma"], layer.params["beta"], layer.eps
+
+
+class _Decoder:
+    """A model's fast decoder: :meth:`prefill` a prompt, then :meth:`step` token by token."""
+
+    def prefill(self, tokens: np.ndarray) -> np.ndarray:
+        """Logits (B, V) after ``tokens`` (B, T), which continue what the cache holds."""
+        T = tokens.shape[1]
+        mask = causal_mask(self.cache.length, T, self.dtype) if T > 1 else None
+        return self._run(tokens, mask)
+
+    def step(self, token: np.ndarray) -> np.ndarray:
+        """Logits (B, V) after one more token per row, ``token`` (B,)."""
+        return self._run(token[:, None], None)
+
+    def reset(self) -> None:
+        """Empty the cache (a new sequence starts at position 0)."""
+        self.cache.reset()
+
+
+class GPTDecoder(_Decoder):
+    """:class:`~attention_lib.TinyGPT`'s fast path (learned, sinusoidal, rotary or no positions)."""
+
+    def __init__(self, model, batch, capacity=None):
+        dtype = np.result_type(*model.params.values())
+        self.dtype, self.model = dtype, model
+        first = model.blocks[0].attn
+        capacity = model.max_len if capacity is None else capacity
+        rot = None
+        if model.positions == "rotary":
+            rot = _rotary_table(model.max_len, first.d_head, first.rotary_base, dtype)
+        self.E = model.tok.params["E"].astype(dtype, copy=False)
+        self.pos = None
+        if model.positions == "learned":
+            self.pos = model.pos.params["E"].astype(dtype, copy=False)
+        elif model.positions == "sinusoidal":
+            self.pos = model.pe.astype(dtype, copy=False)
+        self.attn = [_Attention(b.attn, dtype, rot) for b in model.blocks]
+        self.layers = []
+        for b, attn in zip(model.blocks, self.attn):
+            ffn = None
+            if not b.attention_only:
+                f = b.ffn
+                ffn = (_norm(b.ln2), f.fc1.params["W"], f.fc1.params["b"], f.act)
+                ffn += (f.fc2.params["W"], f.fc2.params["b"])
+            self.layers.append((_norm(b.ln1), attn, ffn))
+        self.cache = StaticKVCache(
+            len(model.blocks), batch, first.n_kv_heads, capacity, first.d_head, dtype
+        )
+        self.ln_f = _norm(model.ln_f)
+        self.W_head = np.ascontiguousarray(model.head.params["W"], dtype=dtype)
+        self.b_head = model.head.params["b"].astype(dtype)
+
+    def _run(self, tokens, mask):
+        cache = self.cache
+        T = tokens.shape[1]
+        x = self.E[tokens]
+        if self.pos is not None:
+            x = x + self.pos[cache.length : cache.length + T]
+        for i, (ln1, attn, ffn) in enumerate(self.layers):
+            x = x + attn(_layer_norm(x, *ln1), cache, i, mask)
+            if ffn is not None:
+                ln2, W1, b1, act, W2, b2 = ffn
+                x = x + (act.forward(_layer_norm(x, *ln2) @ W1 + b1) @ W2 + b2)
+        cache.advance(T)
+        return _layer_norm(x[:, -1], *self.ln_f) @ self.W_head + self.b_head
+
+
+class LlamaDecoder(_Decoder):
+    """:class:`~attention_lib.models.llama.Llama`'s fast path (grouped-query heads, rotary)."""
+
+    def __init__(self, model, batch, capacity=None):
+        dtype = model.dtype
+        self.dtype, self.model = dtype, model
+        first = model.blocks[0].attn
+        capacity = model.max_len if capacity is None else capacity
+        rot = _rotary_table(model.max_len, first.d_head, first.rotary_base, dtype)
+        self.E = model.tok.params["E"]
+        self.attn = [_Attention(b.attn, dtype, rot) for b in model.blocks]
+        self.ffn = []
+        for b in model.blocks:
+            p = b.ffn.params
+            W13 = np.ascontiguousarray(np.concatenate([p["W1"], p["W3"]], axis=1), dtype=dtype)
+            self.ffn.append((b.attn_norm, b.ffn_norm, W13, p["W1"].shape[1], p["W2"]))
+        self.cache = StaticKVCache(
+            len(model.blocks), batch, first.n_kv_heads, capacity, first.d_head, dtype
+        )
+        head = self.E if model.head is None else model.head.params["W"].T
+        self.W_head = np.ascontiguousarray(head.T, dtype=dtype)  # (E, V)
+
+    def _run(self, tokens, mask):
+        cache = self.cache
+        x = self.E[tokens]
+        for i, (attn, (n1, n2, W13, d_ff, W2)) in enumerate(zip(self.attn, self.ffn)):
+            x = x + attn(_rms_norm(x, n1.params["gamma"], n1.eps), cache, i, mask)
+            au = _rms_norm(x, n2.params["gamma"], n2.eps) @ W13
+            a = au[..., :d_ff]
+            x = x + ((a * expit(a)) * au[..., d_ff:]) @ W2
+        cache.advance(tokens.shape[1])
+        n = self.model.norm
+        return _rms_norm(x[:, -1], n.params["gamma"], n.eps) @ self.W_head
+
+
+def decoder_for(model, batch: int, capacity: int | None = None):
+    """The fast decoder of ``model`` for ``batch`` sequences, or None if it has none.
+
+    TinyGPT (learned, sinusoidal, interleaved rotary or no positions) and
+    Llama are covered; another model, or another kind of position, gets None
+    and the caller uses ``model.forward`` with its own cache.
+    """
+    from .gpt import TinyGPT
+    from .llama import Llama
+
+    if isinstance(model, Llama) and type(model).forward is Llama.forward:
+        ok = all(b.attn.rotary == "interleaved" for b in model.blocks)
+        return LlamaDecoder(model, batch, capacity) if ok else None
+    if isinstance(model, TinyGPT) and type(model).forward is TinyGPT.forward:
+        if model.positions not in ("learned", "sinusoidal", "rotary", None):
+            return None
+        rotary = model.positions == "rotary"
+        if any((b.attn.rotary == "interleaved") != rotary for b in model.blocks):
+            return None
+        return GPTDecoder(model, batch, capacity)
+    return None
