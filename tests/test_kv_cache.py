@@ -171,3 +171,79 @@ def test_within_the_context_cropping_changes_nothing():
         np.array([1, 2, 3]), 13, temperature=0.9, rng=np.random.default_rng(0), crop=False
     )
     np.testing.assert_array_equal(a, b)
+
+
+# -- the translation Transformer's decoder ----------------------------------------
+
+
+def translator(dtype):
+    from attention_lib.models.transformer import Transformer
+
+    return Transformer(n_vocab=19, d_model=16, n_heads=2, d_ff=24, n_layers=2, max_len=40,
+                       seed=5, dtype=dtype)  # fmt: skip
+
+
+SRC = np.array([[5, 6, 7, 8, 9, 10], [11, 12, 13, 0, 0, 0], [4, 0, 0, 0, 0, 0]])
+LENGTHS = np.array([6, 3, 1])
+
+
+@pytest.mark.parametrize("dtype, atol", [(np.float64, 1e-12), (np.float32, 2e-5)])
+def test_the_translator_fast_step_gives_the_plain_steps_logits(dtype, atol):
+    from attention_lib.models.kv_cache import TransformerDecoder
+
+    model = translator(dtype)
+    memory, mask = model.encode(SRC, LENGTHS)
+    caches = model._caches()
+    fast = TransformerDecoder(model, memory, mask, 1, 12)
+    y = np.full(3, 1)
+    for t in range(12):
+        plain = model._step(y, t, memory, mask, caches)  # log-probabilities
+        got = fast.logits(y, t)
+        got = got - got.max(axis=-1, keepdims=True)
+        want = plain - plain.max(axis=-1, keepdims=True)
+        np.testing.assert_allclose(got, want, rtol=0, atol=atol * 10)
+        y = plain.argmax(axis=-1)
+
+
+def test_the_translator_greedy_fast_path_equals_recomputing():
+    model = translator(np.float64)
+    assert model.greedy(SRC, LENGTHS) == model.greedy(SRC, LENGTHS, cache=False)
+
+
+@pytest.mark.parametrize("K", [1, 2, 4])
+def test_the_translator_beam_search_equals_the_plain_steps_and_full_sort(K, monkeypatch):
+    from attention_lib.models import decoding
+    from attention_lib.models.transformer import beam_search
+    from attention_lib.softmax import log_softmax
+
+    model = translator(np.float64)
+    got = model.beam_search(SRC, LENGTHS, beam=K)
+    # The plain path: nn.KVCache steps and a full stable sort of every candidate.
+    memory, mask = model.encode(SRC, LENGTHS)
+    rows = np.repeat(np.arange(3), K)
+    memory, mask, caches = memory[rows], mask[rows], model._caches()
+
+    def step(y, t):
+        return log_softmax(model._step(y, t, memory, mask, caches))
+
+    def reorder(idx):
+        for c, _ in caches:
+            c.k, c.v = c.k[idx], c.v[idx]
+
+    monkeypatch.setattr(
+        decoding, "best_candidates", lambda c, n: np.argsort(-c, axis=1, kind="stable")[:, :n]
+    )
+    want = beam_search(step, reorder, 3, K, model._max_out(LENGTHS, None), 0.6)
+    assert got == want
+
+
+def test_best_candidates_is_the_stable_sort_even_with_ties():
+    from attention_lib.models.decoding import best_candidates
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        c = rng.integers(-4, 4, (3, 30)).astype(float)  # many ties
+        n = int(rng.integers(1, 12))
+        np.testing.assert_array_equal(
+            best_candidates(c, n), np.argsort(-c, axis=1, kind="stable")[:, :n]
+        )

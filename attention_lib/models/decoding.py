@@ -56,7 +56,7 @@ def beam_search(
         V = logp.shape[1]
         lp = length_penalty_gnmt(t + 1, length_penalty)  # of a hypothesis that ends now
         cand = (scores[:, None] + logp).reshape(B, K * V)
-        top = np.argsort(-cand, axis=1, kind="stable")[:, : 2 * K]
+        top = best_candidates(cand, 2 * K)
         rows, toks, new_scores = [], [], []
         for b in range(B):
             kept = 0
@@ -96,6 +96,36 @@ def beam_search(
         _best_live(finished[b], scores, seqs, b, K)
         out.append(max(finished[b], key=lambda s: s[0])[1])
     return out
+
+
+def best_candidates(cand: np.ndarray, n: int) -> np.ndarray:
+    """The indices of the ``n`` largest entries of each row, largest first.
+
+    Exactly ``np.argsort(-cand, axis=1, kind="stable")[:, :n]`` (equal values in
+    the order of their indices), without sorting whole rows: ``np.argpartition``
+    finds the ``n`` best in linear time, and only those are sorted. A row whose
+    ``n``-th value is shared by entries left outside is sorted in full, so that
+    ties keep the lowest indices as the stable sort does (only finite ties
+    matter: beam search stops reading a row at its first ``-inf``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> best_candidates(np.array([[0.1, 0.5, 0.3, 0.5, -1.0]]), 3)
+    array([[1, 3, 2]])
+    """
+    B, N = cand.shape
+    n = min(n, N)
+    if n == N:
+        return np.argsort(-cand, axis=1, kind="stable")
+    part = np.argpartition(-cand, n - 1, axis=1)[:, :n]  # the n best, in no order
+    vals = np.take_along_axis(cand, part, axis=1)
+    top = np.take_along_axis(part, np.lexsort((part, -vals), axis=-1), axis=1)
+    kth = np.take_along_axis(cand, top[:, -1:], axis=1)  # each row's n-th value
+    tied = (cand == kth).sum(axis=1) > (np.take_along_axis(cand, top, axis=1) == kth).sum(axis=1)
+    for b in np.flatnonzero(tied & np.isfinite(kth[:, 0])):
+        top[b] = np.argsort(-cand[b], kind="stable")[:n]
+    return top
 
 
 def _best_live(finished, scores, seqs, b, K):

@@ -330,3 +330,90 @@ def decoder_for(model, batch: int, capacity: int | None = None):
             return None
         return GPTDecoder(model, batch, capacity)
     return None
+
+
+class TransformerDecoder:
+    """The translation Transformer's decoder, one step for many rows at once.
+
+    Built once per batch from the encoder's memory: each layer's
+    cross-attention keys and values are computed here, once, for the ``B``
+    sentences (the ``K`` hypotheses of a sentence share them: its ``K``
+    queries are the rows of one product), and the source mask becomes an
+    additive 0 / -inf row. Rows are ``b * K + k``.
+
+    Parameters
+    ----------
+    model : Transformer
+    memory : ndarray (B, S, d_model)
+    src_mask : ndarray of bool (B, 1, 1, S)
+    beams : int
+        ``K`` rows per sentence.
+    capacity : int
+        The longest output (positions of the self-attention cache).
+    """
+
+    def __init__(self, model, memory, src_mask, beams, capacity):
+        dtype = model.dtype
+        B, S, _ = memory.shape
+        self.B, self.K, self.dtype, self.model = B, beams, dtype, model
+        self.layers = []
+        for layer in model.decoder:
+            ca = layer.cross_attn
+            p, H, d = ca.params, ca.n_heads, ca.d_head
+            scale = 1 / np.sqrt(d)
+            kv = memory @ np.concatenate([p["W_K"], p["W_V"]], axis=1)
+            kv += np.concatenate([p["b_K"], p["b_V"]])
+            k = kv[..., : H * d].reshape(B, S, H, d)
+            v = kv[..., H * d :].reshape(B, S, H, d)
+            cross = (
+                (p["W_Q"] * scale).astype(dtype),
+                (p["b_Q"] * scale).astype(dtype),
+                np.ascontiguousarray(k.transpose(0, 2, 3, 1)),  # (B, H, d, S)
+                np.ascontiguousarray(v.transpose(0, 2, 1, 3)),  # (B, H, S, d)
+                p["W_O"],
+                p["b_O"],
+            )
+            ffn = (layer.ffn.fc1.params["W"], layer.ffn.fc1.params["b"], layer.ffn.act)
+            ffn += (layer.ffn.fc2.params["W"], layer.ffn.fc2.params["b"])
+            self.layers.append(
+                (
+                    _norm(layer.ln1),
+                    _Attention(layer.self_attn, dtype),
+                    _norm(layer.ln2),
+                    cross,
+                    _norm(layer.ln3),
+                    ffn,
+                )
+            )
+        self.H, self.d = model.decoder[0].cross_attn.n_heads, model.decoder[0].cross_attn.d_head
+        self.mask = np.where(src_mask.reshape(B, 1, 1, S), 0, -np.inf).astype(dtype)
+        att = model.decoder[0].self_attn
+        self.cache = StaticKVCache(
+            len(model.decoder), B * beams, att.n_kv_heads, capacity, att.d_head, dtype
+        )
+        self.E = model.emb.params["E"]
+        self.E_T = np.ascontiguousarray(self.E.T)
+        self.sqrt_d = dtype.type(np.sqrt(model.d_model))
+        self.dec_ln = _norm(model.dec_ln)
+
+    def logits(self, y: np.ndarray, t: int) -> np.ndarray:
+        """Logits (B K, V) of the next token after ``y`` (B K,) at position ``t``."""
+        B, K, H, d = self.B, self.K, self.H, self.d
+        cache = self.cache
+        x = self.E[y][:, None] * self.sqrt_d + self.model.pe[t]  # (B K, 1, d_model)
+        for i, (ln1, self_attn, ln2, cross, ln3, ffn) in enumerate(self.layers):
+            x = x + self_attn(_layer_norm(x, *ln1), cache, i)
+            W_Q, b_Q, keys, values, W_O, b_O = cross
+            q = (_layer_norm(x, *ln2) @ W_Q + b_Q).reshape(B, K, H, d).transpose(0, 2, 1, 3)
+            s = q @ keys  # (B, H, K, S): a sentence's K queries against its keys
+            s += self.mask
+            ctx = (_softmax_rows(s) @ values).transpose(0, 2, 1, 3).reshape(B * K, 1, H * d)
+            x = x + (ctx @ W_O + b_O)
+            W1, b1, act, W2, b2 = ffn
+            x = x + (act.forward(_layer_norm(x, *ln3) @ W1 + b1) @ W2 + b2)
+        cache.advance(1)
+        return _layer_norm(x[:, 0], *self.dec_ln) @ self.E_T
+
+    def reorder(self, idx: np.ndarray) -> None:
+        """Keep the self-attention keys and values of rows ``idx`` (within each sentence)."""
+        self.cache.reorder(idx)

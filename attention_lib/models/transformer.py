@@ -39,6 +39,7 @@ from ..nn.norm import LayerNorm
 from ..positions import sinusoidal_positions
 from ..softmax import log_softmax
 from .decoding import beam_search
+from .kv_cache import TransformerDecoder
 
 PAD, BOS, EOS = 0, 1, 2
 
@@ -380,12 +381,14 @@ class Transformer(Composite):
         B = src.shape[0]
         limits = self._max_out(lengths, max_len)
         memory, mask = self.encode(src, lengths)
-        caches = self._caches()
+        n_steps = int(limits.max(initial=0))
+        if cache:  # the fast path: one-token steps, cross-attention keys computed once
+            decoder = TransformerDecoder(self, memory, mask, 1, max(n_steps, 1))
         y = np.full(B, BOS)
         out, done = [y], limits <= 0
-        for t in range(int(limits.max(initial=0))):
+        for t in range(n_steps):
             if cache:
-                logp = self._step(out[-1], t, memory, mask, caches)
+                logp = decoder.logits(out[-1], t)  # argmax as of the log-probabilities
             else:
                 logits = self.decode(np.stack(out, axis=1), memory, mask)[:, -1]
                 logp = logits
@@ -429,21 +432,15 @@ class Transformer(Composite):
         B = src.shape[0]
         limits = self._max_out(lengths, max_len)
         memory, mask = self.encode(src, lengths)
-        rows = np.repeat(np.arange(B), K)  # K rows per sentence
-        memory, mask = memory[rows], mask[rows]
-        caches = self._caches()
+        # K rows per sentence. Self-attention caches follow the surviving hypotheses;
+        # the cross-attention keys and values are the same for the K rows of a
+        # sentence, and idx never leaves a sentence's rows: computed once per sentence.
+        decoder = TransformerDecoder(self, memory, mask, K, max(int(limits.max(initial=0)), 1))
 
         def step(y, t):
-            return self._step(y, t, memory, mask, caches)
+            return log_softmax(decoder.logits(y, t))
 
-        def reorder(idx):
-            # Self-attention caches follow the surviving hypotheses. The cross-attention
-            # keys and values are the same for the K rows of a sentence, and idx never
-            # leaves a sentence's rows, so they need no reordering.
-            for self_cache, _ in caches:
-                self_cache.k, self_cache.v = self_cache.k[idx], self_cache.v[idx]
-
-        return beam_search(step, reorder, B, K, limits, length_penalty)
+        return beam_search(step, decoder.reorder, B, K, limits, length_penalty)
 
 
 def _until_eos(row):
