@@ -363,21 +363,29 @@ def stream_tokens(
         state["window"] = np.concatenate([state["window"], t[:, None]], axis=1)
         return model.forward(state["window"])[:, -1]
 
-    text = seq[:, -W:]  # what the context may still need: at most the last W tokens
-    held = text.shape[1]  # positions in the context
-    logits = encode(text)
+    # The running text, as far as the context may still need it: a buffer whose
+    # last `held` columns are the context, refilled when it runs out.
+    text = np.empty((B, 2 * W), dtype=np.int64)
+    held = min(seq.shape[1], W)  # positions in the context
+    text[:, :held] = seq[:, -held:]
+    end = held
+    logits = encode(text[:, :end])
     for i in range(n_new):
         logits = logits.astype(np.float64) if float64 else logits
         nxt = pick_next_token(logits, temperature, top_k, top_p, rng)  # (B,)
         yield nxt
         if i + 1 == n_new:
             break
-        text = np.concatenate([text[:, -(W - 1) :], nxt[:, None]], axis=1)
+        if end == text.shape[1]:  # keep the last W - 1 tokens
+            text[:, : W - 1] = text[:, end - (W - 1) : end]
+            end = W - 1
+        text[:, end] = nxt
+        end += 1
         if held < W:
             logits = feed(nxt)
             held += 1
         else:  # full: the last H tokens again, at positions 0 .. H - 1
-            logits = encode(text[:, -H:])
+            logits = encode(text[:, end - H : end])
             held = H
 
 

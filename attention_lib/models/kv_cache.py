@@ -35,7 +35,7 @@ configuration it does not cover (the callers then take the plain path).
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import expit
+from scipy.special import expit, ndtr
 
 from ..positions import _frequencies  # the rotary frequencies base^(-2i/d)
 
@@ -52,9 +52,12 @@ class StaticKVCache:
 
     Attributes
     ----------
-    k, v : ndarray
-        Position ``p`` of layer ``l`` is ``k[l, :, :, p]``; only the first
+    kv : ndarray, shape (n_layers, batch, 2, n_kv_heads, max_len, d_head)
+        Keys (``kv[:, :, 0]``) and values (``kv[:, :, 1]``) side by side, so
+        that one assignment stores both of a step; only the first
         :attr:`length` positions hold anything.
+    k, v : ndarray, shape (n_layers, batch, n_kv_heads, max_len, d_head)
+        Views of the keys and the values.
     length : int
         How many positions are filled (the position of the next token).
 
@@ -63,14 +66,14 @@ class StaticKVCache:
     >>> import numpy as np
     >>> cache = StaticKVCache(2, 1, 4, 16, 8, np.float32)
     >>> cache.write(0, np.ones((1, 4, 3, 8), np.float32), np.ones((1, 4, 3, 8), np.float32))
-    >>> cache.length, cache.nbytes        # 2 layers x 2 arrays x 1 x 4 x 16 x 8 x 4 bytes
-    (0, 8192)
+    >>> cache.advance(3)
+    >>> len(cache), cache.nbytes        # 2 layers x 2 arrays x 1 x 4 x 16 x 8 x 4 bytes
+    (3, 8192)
     """
 
     def __init__(self, n_layers, batch, n_kv_heads, max_len, d_head, dtype):
-        shape = (n_layers, batch, n_kv_heads, max_len, d_head)
-        self.k = np.zeros(shape, dtype)
-        self.v = np.zeros(shape, dtype)
+        self.kv = np.zeros((n_layers, batch, 2, n_kv_heads, max_len, d_head), dtype)
+        self.k, self.v = self.kv[:, :, 0], self.kv[:, :, 1]
         self.length = 0
 
     def __len__(self) -> int:
@@ -79,16 +82,17 @@ class StaticKVCache:
     @property
     def capacity(self) -> int:
         """The most positions the cache can hold."""
-        return self.k.shape[3]
+        return self.kv.shape[4]
 
     @property
     def nbytes(self) -> int:
-        return self.k.nbytes + self.v.nbytes
+        return self.kv.nbytes
 
     def write(self, layer: int, k: np.ndarray, v: np.ndarray) -> None:
         """Store ``k, v`` (B, n_kv_heads, T, d_head) of ``layer`` at positions ``length ..``.
 
         :attr:`length` moves on with :meth:`advance`, once every layer has written.
+        (The models' steps write the joined ``kv`` directly, in one assignment.)
         """
         end = self.length + k.shape[2]
         self.k[layer, :, :, self.length : end] = k
@@ -100,8 +104,7 @@ class StaticKVCache:
     def reorder(self, idx: np.ndarray) -> None:
         """Keep the rows ``idx`` of the batch (beam search's surviving hypotheses)."""
         n = self.length
-        self.k[:, :, :, :n] = self.k[:, idx, :, :n]
-        self.v[:, :, :, :n] = self.v[:, idx, :, :n]
+        self.kv[:, :, :, :, :n] = self.kv[:, idx, :, :, :n]
 
     def reset(self) -> None:
         """Forget every position (the arrays are reused)."""
@@ -127,56 +130,93 @@ def _rotary_table(max_len, d_head, base, dtype):
     return table
 
 
-class _Attention:
-    """One attention layer's joined weights and its step over ``T`` new positions."""
+def _fold(norm, W, b, dtype):
+    """``W, b`` with a norm's scale (and shift) folded in, for rows from :func:`_unit`.
 
-    def __init__(self, att, dtype, rotary_table=None):
+    ``norm(x) @ W + b = (gamma sqrt(d) u + beta) @ W + b = u @ W' + b'`` with
+    ``u`` the row divided by its root sum of squares (:func:`_unit`),
+    ``W' = diag(gamma sqrt(d)) W`` and ``b' = b + beta @ W``: a matrix product
+    replaces the norm's scale and shift. Computed in float64, then cast.
+    """
+    W = np.asarray(W, dtype=np.float64)
+    gamma = np.asarray(norm.params["gamma"], dtype=np.float64)
+    W2 = (gamma * np.sqrt(W.shape[0]))[:, None] * W
+    b2 = np.zeros(W.shape[1]) if b is None else np.asarray(b, dtype=np.float64)
+    if "beta" in norm.params:
+        b2 = b2 + norm.params["beta"].astype(np.float64) @ W
+    has_bias = b is not None or "beta" in norm.params
+    return np.ascontiguousarray(W2, dtype=dtype), b2.astype(dtype) if has_bias else None
+
+
+def _activation(act):
+    """GELU's ``x Phi(x)`` with SciPy's ``ndtr`` for ``Phi`` (one ufunc; the layer's
+    float32 ``Phi`` is a polynomial of about 20 array operations, which costs more
+    than the rest of a one-token step), or the layer's own ``forward`` for the
+    tanh form."""
+    if getattr(act, "approximate", None) == "none":
+        return lambda h: h * ndtr(h)
+    return act.forward
+
+
+def _unit(x, eps_d, centre):
+    """``x`` (centred first for LayerNorm) divided by ``sqrt(sum of squares + eps d)``.
+
+    ``norm(x) = gamma sqrt(d) _unit(x) (+ beta)``; :func:`_fold` puts
+    ``gamma sqrt(d)`` (and ``beta``) into the next matrix product.
+    """
+    if centre:
+        x = x - np.add.reduce(x, axis=-1, keepdims=True) / x.shape[-1]
+    return x / np.sqrt(np.vecdot(x, x)[..., None] + eps_d)
+
+
+class _Attention:
+    """One attention layer's joined weights and its step over ``T`` new positions.
+
+    ``norm`` (the LayerNorm or RMSNorm before it) is folded into the joined
+    query/key/value weights, which take :func:`_unit` rows.
+    """
+
+    def __init__(self, att, dtype, norm, rotary_table=None):
         p = att.params
         H, H_kv, d = att.n_heads, att.n_kv_heads, att.d_head
         scale = 1 / np.sqrt(d)
         self.H, self.H_kv, self.d, self.G = H, H_kv, d, H // H_kv
-        self.W = np.ascontiguousarray(
-            np.concatenate([p["W_Q"] * scale, p["W_K"], p["W_V"]], axis=1), dtype=dtype
-        )
-        self.b = (
-            np.concatenate([p["b_Q"] * scale, p["b_K"], p["b_V"]]).astype(dtype)
-            if att.bias
-            else None
-        )
+        W = np.concatenate([p["W_Q"] * scale, p["W_K"], p["W_V"]], axis=1)
+        b = np.concatenate([p["b_Q"] * scale, p["b_K"], p["b_V"]]) if att.bias else None
+        self.W, self.b = _fold(norm, W, b, dtype)
         self.W_O = np.ascontiguousarray(p["W_O"], dtype=dtype)
         self.b_O = p["b_O"].astype(dtype) if att.bias else None
         self.rot = rotary_table
         self.ctype = None if rotary_table is None else rotary_table.dtype
+        self.n_q, self.n_qk = H * d, (H + H_kv) * d
 
-    def __call__(self, h, cache, layer, mask=None):
-        """Attend from ``h`` (B, T, E) at positions ``cache.length ..`` to every cached key."""
-        B, T, _ = h.shape
-        H, H_kv, d, G = self.H, self.H_kv, self.d, self.G
-        qkv = h @ self.W
+    def __call__(self, u, cache, layer, mask=None):
+        """Attend from ``u`` (B, T, E) at positions ``cache.length ..`` to every cached key."""
+        B, T, _ = u.shape
+        H_kv, d, G, n_q, n_qk = self.H_kv, self.d, self.G, self.n_q, self.n_qk
+        qkv = u @ self.W
         if self.b is not None:
             qkv += self.b
-        n_qk = (H + H_kv) * d
         start = cache.length
-        if self.rot is not None:  # one complex product rotates every pair of q and k
-            qk = qkv[..., :n_qk].view(self.ctype).reshape(B, T, H + H_kv, d // 2)
-            qk *= self.rot[start : start + T, None]
-        q = qkv[..., : H * d]
-        k = qkv[..., H * d : n_qk].reshape(B, T, H_kv, d).transpose(0, 2, 1, 3)
-        v = qkv[..., n_qk:].reshape(B, T, H_kv, d).transpose(0, 2, 1, 3)
-        cache.write(layer, k, v)
         S = start + T
-        keys, values = cache.k[layer, :, :, :S], cache.v[layer, :, :, :S]
-        if T == 1:  # the G query heads of a key head are the rows of one product
-            q = q.reshape(B, H_kv, G, d)
-            P = _softmax_rows(q @ keys.transpose(0, 1, 3, 2))  # (B, H_kv, G, S)
-            ctx = (P @ values).reshape(B, 1, H * d)
+        if self.rot is not None:  # one complex product rotates every pair of q and k
+            qk = qkv[..., :n_qk].view(self.ctype).reshape(B, T, n_qk // d, d // 2)
+            qk *= self.rot[start] if T == 1 else self.rot[start:S, None]
+        KV = cache.kv[layer]  # (B, 2, H_kv, max_len, d), written in place
+        K, V = KV[:, 0], KV[:, 1]
+        if T == 1:  # keys and values in one assignment; no mask
+            KV[:, :, :, start] = qkv[:, 0, n_q:].reshape(B, 2, H_kv, d)
+            # the G query heads of a key head are the rows of one product
+            s = qkv[..., :n_q].reshape(B, H_kv, G, d) @ K[:, :, :S].transpose(0, 1, 3, 2)
+            ctx = (_softmax_rows(s) @ V[:, :, :S]).reshape(B, 1, n_q)
         else:
-            q = q.reshape(B, T, H_kv, G, d).transpose(0, 2, 3, 1, 4)  # (B, H_kv, G, T, d)
-            s = q @ keys[:, :, None].transpose(0, 1, 2, 4, 3)  # (B, H_kv, G, T, S)
+            KV[:, :, :, start:S] = qkv[..., n_q:].reshape(B, T, 2, H_kv, d).transpose(0, 2, 3, 1, 4)
+            q = qkv[..., :n_q].reshape(B, T, H_kv, G, d).transpose(0, 2, 3, 1, 4)
+            s = q @ K[:, :, None, :S].transpose(0, 1, 2, 4, 3)  # (B, H_kv, G, T, S)
             if mask is not None:
                 s += mask
-            P = _softmax_rows(s)
-            ctx = (P @ values[:, :, None]).transpose(0, 3, 1, 2, 4).reshape(B, T, H * d)
+            ctx = _softmax_rows(s) @ V[:, :, None, :S]
+            ctx = ctx.transpose(0, 3, 1, 2, 4).reshape(B, T, n_q)
         out = ctx @ self.W_O
         if self.b_O is not None:
             out += self.b_O
@@ -188,24 +228,6 @@ def causal_mask(start, T, dtype):
     S = start + T
     allowed = np.arange(S) <= np.arange(start, S)[:, None]
     return np.where(allowed, 0, -np.inf).astype(dtype)
-
-
-def _layer_norm(x, gamma, beta, eps):
-    """LayerNorm's arithmetic (``np.add.reduce / d`` is ``np.mean`` without its overhead)."""
-    d = x.shape[-1]
-    c = x - np.add.reduce(x, axis=-1, keepdims=True) / d
-    inv = 1.0 / np.sqrt(np.add.reduce(c * c, axis=-1, keepdims=True) / d + eps)
-    return c * inv * gamma + beta
-
-
-def _rms_norm(x, gamma, eps):
-    d = x.shape[-1]
-    return x * (1.0 / np.sqrt(np.add.reduce(x * x, axis=-1, keepdims=True) / d + eps)) * gamma
-
-
-def _norm(layer):
-    """``(gamma, beta, eps)`` of a LayerNorm."""
-    return layer.params["gamma"], layer.params["beta"], layer.eps
 
 
 class _Decoder:
@@ -243,21 +265,24 @@ class GPTDecoder(_Decoder):
             self.pos = model.pos.params["E"].astype(dtype, copy=False)
         elif model.positions == "sinusoidal":
             self.pos = model.pe.astype(dtype, copy=False)
-        self.attn = [_Attention(b.attn, dtype, rot) for b in model.blocks]
         self.layers = []
-        for b, attn in zip(model.blocks, self.attn):
+        for b in model.blocks:
             ffn = None
             if not b.attention_only:
                 f = b.ffn
-                ffn = (_norm(b.ln2), f.fc1.params["W"], f.fc1.params["b"], f.act)
-                ffn += (f.fc2.params["W"], f.fc2.params["b"])
-            self.layers.append((_norm(b.ln1), attn, ffn))
+                W1, b1 = _fold(b.ln2, f.fc1.params["W"], f.fc1.params["b"], dtype)
+                ffn = (b.ln2.eps * W1.shape[0], W1, b1, _activation(f.act), f.fc2.params["W"])
+                ffn += (f.fc2.params["b"],)
+            attn = _Attention(b.attn, dtype, b.ln1, rot)
+            self.layers.append((b.ln1.eps * attn.W.shape[0], attn, ffn))
         self.cache = StaticKVCache(
             len(model.blocks), batch, first.n_kv_heads, capacity, first.d_head, dtype
         )
-        self.ln_f = _norm(model.ln_f)
-        self.W_head = np.ascontiguousarray(model.head.params["W"], dtype=dtype)
-        self.b_head = model.head.params["b"].astype(dtype)
+        ln_f = model.ln_f
+        self.W_head, self.b_head = _fold(
+            ln_f, model.head.params["W"], model.head.params["b"], dtype
+        )
+        self.eps_f = ln_f.eps * self.W_head.shape[0]
 
     def _run(self, tokens, mask):
         cache = self.cache
@@ -265,13 +290,19 @@ class GPTDecoder(_Decoder):
         x = self.E[tokens]
         if self.pos is not None:
             x = x + self.pos[cache.length : cache.length + T]
-        for i, (ln1, attn, ffn) in enumerate(self.layers):
-            x = x + attn(_layer_norm(x, *ln1), cache, i, mask)
+        for i, (eps1, attn, ffn) in enumerate(self.layers):
+            x = x + attn(_unit(x, eps1, True), cache, i, mask)
             if ffn is not None:
-                ln2, W1, b1, act, W2, b2 = ffn
-                x = x + (act.forward(_layer_norm(x, *ln2) @ W1 + b1) @ W2 + b2)
+                eps2, W1, b1, act, W2, b2 = ffn
+                h = _unit(x, eps2, True) @ W1
+                h += b1
+                h = act(h) @ W2
+                h += b2
+                x += h
         cache.advance(T)
-        return _layer_norm(x[:, -1], *self.ln_f) @ self.W_head + self.b_head
+        out = _unit(x[:, -1], self.eps_f, True) @ self.W_head
+        out += self.b_head
+        return out
 
 
 class LlamaDecoder(_Decoder):
@@ -284,29 +315,32 @@ class LlamaDecoder(_Decoder):
         capacity = model.max_len if capacity is None else capacity
         rot = _rotary_table(model.max_len, first.d_head, first.rotary_base, dtype)
         self.E = model.tok.params["E"]
-        self.attn = [_Attention(b.attn, dtype, rot) for b in model.blocks]
-        self.ffn = []
+        self.layers = []
         for b in model.blocks:
             p = b.ffn.params
-            W13 = np.ascontiguousarray(np.concatenate([p["W1"], p["W3"]], axis=1), dtype=dtype)
-            self.ffn.append((b.attn_norm, b.ffn_norm, W13, p["W1"].shape[1], p["W2"]))
+            W13, _ = _fold(b.ffn_norm, np.concatenate([p["W1"], p["W3"]], axis=1), None, dtype)
+            attn = _Attention(b.attn, dtype, b.attn_norm, rot)
+            eps = (b.attn_norm.eps * W13.shape[0], b.ffn_norm.eps * W13.shape[0])
+            self.layers.append((eps, attn, W13, p["W1"].shape[1], p["W2"]))
         self.cache = StaticKVCache(
             len(model.blocks), batch, first.n_kv_heads, capacity, first.d_head, dtype
         )
-        head = self.E if model.head is None else model.head.params["W"].T
-        self.W_head = np.ascontiguousarray(head.T, dtype=dtype)  # (E, V)
+        head = self.E.T if model.head is None else model.head.params["W"]  # (E, V)
+        self.W_head, _ = _fold(model.norm, head, None, dtype)
+        self.eps_f = model.norm.eps * self.W_head.shape[0]
 
     def _run(self, tokens, mask):
         cache = self.cache
         x = self.E[tokens]
-        for i, (attn, (n1, n2, W13, d_ff, W2)) in enumerate(zip(self.attn, self.ffn)):
-            x = x + attn(_rms_norm(x, n1.params["gamma"], n1.eps), cache, i, mask)
-            au = _rms_norm(x, n2.params["gamma"], n2.eps) @ W13
+        for i, ((eps1, eps2), attn, W13, d_ff, W2) in enumerate(self.layers):
+            x = x + attn(_unit(x, eps1, False), cache, i, mask)
+            au = _unit(x, eps2, False) @ W13
             a = au[..., :d_ff]
-            x = x + ((a * expit(a)) * au[..., d_ff:]) @ W2
+            a *= expit(a)
+            a *= au[..., d_ff:]
+            x += a @ W2
         cache.advance(tokens.shape[1])
-        n = self.model.norm
-        return _rms_norm(x[:, -1], n.params["gamma"], n.eps) @ self.W_head
+        return _unit(x[:, -1], self.eps_f, False) @ self.W_head
 
 
 def decoder_for(model, batch: int, capacity: int | None = None):
@@ -365,26 +399,22 @@ class TransformerDecoder:
             kv += np.concatenate([p["b_K"], p["b_V"]])
             k = kv[..., : H * d].reshape(B, S, H, d)
             v = kv[..., H * d :].reshape(B, S, H, d)
+            W_Q, b_Q = _fold(layer.ln2, p["W_Q"] * scale, p["b_Q"] * scale, dtype)
             cross = (
-                (p["W_Q"] * scale).astype(dtype),
-                (p["b_Q"] * scale).astype(dtype),
+                layer.ln2.eps * W_Q.shape[0],
+                W_Q,
+                b_Q,
                 np.ascontiguousarray(k.transpose(0, 2, 3, 1)),  # (B, H, d, S)
                 np.ascontiguousarray(v.transpose(0, 2, 1, 3)),  # (B, H, S, d)
                 p["W_O"],
                 p["b_O"],
             )
-            ffn = (layer.ffn.fc1.params["W"], layer.ffn.fc1.params["b"], layer.ffn.act)
-            ffn += (layer.ffn.fc2.params["W"], layer.ffn.fc2.params["b"])
-            self.layers.append(
-                (
-                    _norm(layer.ln1),
-                    _Attention(layer.self_attn, dtype),
-                    _norm(layer.ln2),
-                    cross,
-                    _norm(layer.ln3),
-                    ffn,
-                )
-            )
+            f = layer.ffn
+            W1, b1 = _fold(layer.ln3, f.fc1.params["W"], f.fc1.params["b"], dtype)
+            ffn = (layer.ln3.eps * W1.shape[0], W1, b1, _activation(f.act), f.fc2.params["W"])
+            ffn += (f.fc2.params["b"],)
+            attn = _Attention(layer.self_attn, dtype, layer.ln1)
+            self.layers.append((layer.ln1.eps * W1.shape[0], attn, cross, ffn))
         self.H, self.d = model.decoder[0].cross_attn.n_heads, model.decoder[0].cross_attn.d_head
         self.mask = np.where(src_mask.reshape(B, 1, 1, S), 0, -np.inf).astype(dtype)
         att = model.decoder[0].self_attn
@@ -392,27 +422,37 @@ class TransformerDecoder:
             len(model.decoder), B * beams, att.n_kv_heads, capacity, att.d_head, dtype
         )
         self.E = model.emb.params["E"]
-        self.E_T = np.ascontiguousarray(self.E.T)
+        self.W_head, _ = _fold(model.dec_ln, self.E.T, None, dtype)
+        self.b_head = (model.dec_ln.params["beta"].astype(np.float64) @ self.E.T).astype(dtype)
+        self.eps_f = model.dec_ln.eps * self.W_head.shape[0]
         self.sqrt_d = dtype.type(np.sqrt(model.d_model))
-        self.dec_ln = _norm(model.dec_ln)
 
     def logits(self, y: np.ndarray, t: int) -> np.ndarray:
         """Logits (B K, V) of the next token after ``y`` (B K,) at position ``t``."""
         B, K, H, d = self.B, self.K, self.H, self.d
         cache = self.cache
         x = self.E[y][:, None] * self.sqrt_d + self.model.pe[t]  # (B K, 1, d_model)
-        for i, (ln1, self_attn, ln2, cross, ln3, ffn) in enumerate(self.layers):
-            x = x + self_attn(_layer_norm(x, *ln1), cache, i)
-            W_Q, b_Q, keys, values, W_O, b_O = cross
-            q = (_layer_norm(x, *ln2) @ W_Q + b_Q).reshape(B, K, H, d).transpose(0, 2, 1, 3)
-            s = q @ keys  # (B, H, K, S): a sentence's K queries against its keys
-            s += self.mask
+        for i, (eps1, self_attn, cross, ffn) in enumerate(self.layers):
+            x = x + self_attn(_unit(x, eps1, True), cache, i)
+            eps2, W_Q, b_Q, keys, values, W_O, b_O = cross
+            q = _unit(x, eps2, True) @ W_Q
+            q += b_Q
+            s = q.reshape(B, K, H, d).transpose(0, 2, 1, 3) @ keys  # (B, H, K, S)
+            s += self.mask  # a sentence's K queries against its own keys
             ctx = (_softmax_rows(s) @ values).transpose(0, 2, 1, 3).reshape(B * K, 1, H * d)
-            x = x + (ctx @ W_O + b_O)
-            W1, b1, act, W2, b2 = ffn
-            x = x + (act.forward(_layer_norm(x, *ln3) @ W1 + b1) @ W2 + b2)
+            h = ctx @ W_O
+            h += b_O
+            x += h
+            eps3, W1, b1, act, W2, b2 = ffn
+            h = _unit(x, eps3, True) @ W1
+            h += b1
+            h = act(h) @ W2
+            h += b2
+            x += h
         cache.advance(1)
-        return _layer_norm(x[:, 0], *self.dec_ln) @ self.E_T
+        out = _unit(x[:, 0], self.eps_f, True) @ self.W_head
+        out += self.b_head
+        return out
 
     def reorder(self, idx: np.ndarray) -> None:
         """Keep the self-attention keys and values of rows ``idx`` (within each sentence)."""
