@@ -65,10 +65,9 @@ def test_past_max_len_the_context_is_cropped_as_the_library_crops_it(shakespeare
     got = np.concatenate([prompt, *continue_text(model, prompt, n, temperature=0)])
     assert len(got) == len(prompt) + n
     np.testing.assert_array_equal(got, model.generate(prompt, n, temperature=0))
-    # The rule by hand: the context full at 128 tokens, its last 64 read again.
+    # The rule by hand: the context full at 128 tokens, then its last 64 read again.
     W, H = model.max_len, model.max_len // 2
-    for t in (W, W + 1, W + H - 1, W + H):
-        start = W - H if t < W + H else W
+    for t, start in [(W, 0), (W + 1, W + 1 - H), (W + H, W + 1 - H)]:
         window = got[start:t]
         assert got[t] == model.forward(window[None])[0, -1].argmax(), t
 

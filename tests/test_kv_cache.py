@@ -245,3 +245,44 @@ def test_best_candidates_is_the_stable_sort_even_with_ties():
         np.testing.assert_array_equal(
             best_candidates(c, n), np.argsort(-c, axis=1, kind="stable")[:, :n]
         )
+
+
+# -- the book's trained models ----------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=["shakespeare", "stories260k"])
+def pretrained(request):
+    from attention_lib.models import load_pretrained
+
+    return load_pretrained(request.param)
+
+
+def test_the_trained_models_fast_logits_equal_their_forward(pretrained):
+    model, tok = pretrained
+    prompt = np.asarray(tok.encode("Once upon a time"))[None]
+    ids = model.generate(prompt, 30, temperature=0)
+    want = model.forward(ids)[:, prompt.shape[1] - 1 :]
+    got = fast_logits(model, ids, prompt.shape[1])
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * np.abs(want).max())
+
+
+def crop_windows(W, H):
+    """``(t, start)``: token ``t`` is predicted from ``ids[start:t]`` (the cropping rule)."""
+    return [
+        (W, 0),  # the context full for the first time
+        (W + 1, W + 1 - H),  # the last H tokens read again
+        (W + H, W + 1 - H),
+        (2 * W - H + 1, W + 1 - H),  # full again ...
+        (2 * W - H + 2, 2 * W + 2 - 2 * H),  # ... and the last H read again
+    ]
+
+
+def test_the_trained_models_write_past_their_context_by_the_rule(pretrained):
+    model, tok = pretrained
+    W, H = model.max_len, model.max_len // 2
+    prompt = np.asarray(tok.encode("Once upon a time"))
+    ids = model.generate(prompt, 2 * W - H + 3 - len(prompt), temperature=0)
+    assert len(ids) == 2 * W - H + 3
+    for t, start in crop_windows(W, H):
+        window = ids[start:t]
+        assert ids[t] == model.forward(window[None])[0, -1].argmax(), t
