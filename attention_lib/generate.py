@@ -145,7 +145,9 @@ def continue_text(
     from .models.gpt import check_generation, stream_tokens
 
     seq = check_generation(model, tokens, max_new_tokens, temperature, top_k, top_p, rng, crop)
-    float64 = type(model).__name__ == "Llama"  # Llama samples from float64 logits
+    from .models.llama import Llama
+
+    float64 = isinstance(model, Llama)  # as Llama.generate: sampled from float64 logits
     piece = []
     for nxt in stream_tokens(
         model, seq, max_new_tokens, temperature, top_k, top_p, rng, True, float64, crop

@@ -193,7 +193,8 @@ class TinyGPT(Composite):
             divided by ``temperature`` and the next token is sampled. A
             temperature so small that ``logits / temperature`` is not finite
             (e.g. ``1e-320``) is refused with a ``ValueError`` naming
-            ``temperature``, at the first step, before anything is sampled.
+            ``temperature``, checked at every step before its token is
+            sampled (for such a temperature, at the first step).
         top_k : int, optional
             Sample only among the ``top_k`` most likely tokens.
         top_p : float in [0, 1], optional
