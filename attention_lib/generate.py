@@ -15,11 +15,13 @@ the ``--top-k`` most likely tokens and to the smallest set whose probability rea
 
 **The context.** A model reads at most ``max_len`` tokens (128 characters for
 shakespeare, 512 tokens for stories260k). A prompt longer than that is accepted and
-printed whole, but the model sees only its last ``max_len - 1`` tokens (one position is
-kept free for the first new token); a message on standard error says so. Generation
-past ``max_len`` slides the window as nanoGPT does: each further token is predicted
-from the last ``max_len - 1`` tokens, recomputed in full (the KV cache holds positions,
-and the window's positions change at every step), so those tokens cost more each.
+printed whole, but the model sees only its last ``max_len`` tokens; a message on
+standard error says so. Generation past ``max_len`` crops the context as the library's
+``generate(..., crop=True)`` does (and the browser's runtime, token for token): when the
+context is full, its last ``max_len // 2`` tokens are read again at positions
+``0 .. max_len // 2 - 1`` and writing goes on, so 1,000 characters past the context take
+seconds. ``--no-crop`` refuses a prompt and ``--max-new-tokens`` that do not fit in
+``max_len`` instead.
 
 Every argument, and the prompt against the model's vocabulary, is checked before the
 model runs: a bad one gives a one-line message on standard error and exit status 2
@@ -27,6 +29,7 @@ model runs: a bad one gives a one-line message on standard error and exit status
 """
 
 import argparse
+import itertools
 import math
 import sys
 
@@ -37,8 +40,8 @@ from ._cli import int_at_least, write_flushed
 from .data.paths import DataFileError
 from .models.pretrained import MODELS, load_pretrained
 
-#: Tokens generated per call of ``model.generate`` while the context has room:
-#: each call starts a new KV cache, so the pieces are as long as the room allows.
+#: New tokens decoded and written together (the tokenizer may join tokens, so the
+#: text of a piece is what the whole text gains).
 CHUNK = 32
 
 
@@ -114,6 +117,13 @@ def build_parser():
         "add up to P (nucleus sampling)",
     )
     parser.add_argument(
+        "--no-crop",
+        dest="crop",
+        action="store_false",
+        help="refuse a prompt plus --max-new-tokens longer than the model's context "
+        "(by default the context is cropped to its last tokens and writing goes on)",
+    )
+    parser.add_argument(
         "--seed",
         type=int_at_least(0),
         default=None,
@@ -130,27 +140,31 @@ def build_parser():
     return parser
 
 
-def continue_text(model, tokens, max_new_tokens, temperature=1.0, top_k=None, top_p=None, rng=None):
-    """Yield the new tokens in pieces, sliding the context window when it is full.
+def continue_text(
+    model, tokens, max_new_tokens, temperature=1.0, top_k=None, top_p=None, rng=None, crop=True
+):
+    """Yield the new tokens in pieces of at most :data:`CHUNK`, cropping the context past ``max_len``.
 
-    ``tokens`` (1-D ints) is the prompt as the model will read it: at most
-    ``max_len - 1`` tokens. While the context has room, each piece comes from
-    one ``model.generate`` call (one KV cache); after that each token is
-    predicted from the last ``max_len - 1`` tokens.
+    ``tokens`` (1-D ints) is the whole prompt; the model reads its last
+    ``max_len`` tokens. The tokens are those of ``model.generate(tokens,
+    max_new_tokens, ..., crop=crop)`` (one KV cache, the same draws).
     """
-    seq = np.asarray(tokens, dtype=np.int64)
-    left = max_new_tokens
-    while left > 0:
-        room = model.max_len - len(seq)
-        if room > 1:
-            context, n = seq, min(left, room, CHUNK)
-        else:  # full: slide, one token at a time
-            context, n = seq[-(model.max_len - 1) :], 1
-        out = model.generate(context, n, temperature=temperature, top_k=top_k, top_p=top_p, rng=rng)
-        new = np.asarray(out)[len(context) :]
-        seq = np.concatenate([seq, new])
-        left -= n
-        yield new
+    from .models.gpt import check_generation, stream_tokens
+
+    seq = check_generation(model, tokens, max_new_tokens, temperature, top_k, top_p, rng, crop)
+    from .models.llama import Llama
+
+    float64 = isinstance(model, Llama)  # as Llama.generate: sampled from float64 logits
+    piece = []
+    for nxt in stream_tokens(
+        model, seq, max_new_tokens, temperature, top_k, top_p, rng, True, float64, crop
+    ):
+        piece.append(int(nxt[0]))
+        if len(piece) == CHUNK:
+            yield np.array(piece)
+            piece = []
+    if piece:
+        yield np.array(piece)
 
 
 def main(argv=None, stdout=None, stderr=None):
@@ -181,24 +195,43 @@ def _write(parser, args, model, tokenizer, stdout, stderr):
         parser.error(f"--prompt: {err}")
     if len(prompt_ids) == 0:
         parser.error("--prompt encodes to no tokens: give some text to continue")
-    limit = model.max_len - 1
-    context = prompt_ids
-    if len(prompt_ids) > limit:
-        context = prompt_ids[-limit:]
+    W = model.max_len
+    if not args.crop and len(prompt_ids) + args.max_new_tokens > W:
+        parser.error(
+            f"--no-crop: the prompt ({len(prompt_ids)} tokens) + --max-new-tokens "
+            f"({args.max_new_tokens}) exceeds the model's context of {W} tokens"
+        )
+    if len(prompt_ids) > W:
         print(
             f"{parser.prog}: note: the prompt is {len(prompt_ids)} tokens long; the "
-            f"model reads at most {model.max_len}, so it continues from the last {limit}",
+            f"model reads at most {W}, so it continues from the last {W}",
             file=stderr,
         )
     rng = np.random.default_rng(args.seed)
     pieces = continue_text(
-        model, context, args.max_new_tokens, args.temperature, args.top_k, args.top_p, rng
+        model,
+        prompt_ids,
+        args.max_new_tokens,
+        args.temperature,
+        args.top_k,
+        args.top_p,
+        rng,
+        args.crop,
     )
     if args.draft is not None:  # the serving chapter's speculative decoding
         from .models.speculative import draft_pieces
 
-        pieces = draft_pieces(parser, args, model, context, rng, continue_text)
-    return write_flushed(stdout, _texts(tokenizer, args.prompt, prompt_ids, pieces))
+        pieces = draft_pieces(parser, args, model, prompt_ids[-W:], rng, continue_text)
+    try:  # the first piece: a temperature the logits cannot be divided by fails here
+        first = next(pieces, None)
+    except ValueError as err:
+        parser.error(f"--temperature: {err}")
+    rest = [] if first is None else itertools.chain([first], pieces)
+    try:
+        return write_flushed(stdout, _texts(tokenizer, args.prompt, prompt_ids, rest))
+    except ValueError as err:  # a later step's logits overflowed the division
+        stdout.write("\n")
+        parser.error(f"--temperature: {err}")
 
 
 def _texts(tokenizer, prompt, prompt_ids, pieces):

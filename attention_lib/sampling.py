@@ -31,7 +31,9 @@ def sampling_probabilities(logits, temperature=1.0, top_k=None, top_p=None):
         One score per token of a vocabulary of V tokens (last axis).
     temperature : float, optional
         ``tau >= 0``: the logits are divided by it (default 1); 0 puts all the
-        probability on the largest logit (the first, in a tie).
+        probability on the largest logit (the first, in a tie). A temperature
+        so small that ``logits / temperature`` is not finite (``1e-320``) is
+        refused with a ``ValueError`` naming it, before any softmax.
     top_k : int, optional
         Keep only the ``top_k >= 1`` most likely tokens (ties at the k-th
         value are all kept, as in PyTorch).
@@ -74,7 +76,7 @@ def sampling_probabilities(logits, temperature=1.0, top_k=None, top_p=None):
             raise ValueError(f"top_p must be in (0, 1], got {top_p}")
     if temperature == 0:
         return np.eye(z.shape[-1], dtype=z.dtype)[z.argmax(axis=-1)]
-    flat = z.reshape(-1, z.shape[-1]) / np.asarray(temperature, dtype=z.dtype)
+    flat = scaled_logits(z.reshape(-1, z.shape[-1]), temperature)  # a weak scalar: z.dtype
     # The same filter TinyGPT.generate samples through.
     p = softmax(filter_logits(flat, top_k, top_p), axis=-1)
     return p.reshape(z.shape)
@@ -130,3 +132,43 @@ def filter_logits(z, top_k=None, top_p=None):
         np.put_along_axis(drop, order, drop_sorted, axis=-1)
         z = np.where(drop, -np.inf, z)
     return z
+
+
+def scaled_logits(logits, temperature):
+    """``logits / temperature``, refused when not finite (the rule the JS runtime follows).
+
+    A temperature so small that the division overflows (``1e-320``, a
+    subnormal, overflows every logit above about 1e-12) is a ``ValueError``
+    naming ``temperature``, not a NaN inside the softmax.
+    """
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        z = logits / temperature
+    if not np.isfinite(z).all():
+        if not np.isfinite(logits).all():
+            raise ValueError("the model's logits are not finite (NaN or infinity)")
+        raise ValueError(
+            f"temperature = {temperature!r} is too small: logits / temperature "
+            f"overflows {z.dtype}; use temperature=0 for greedy decoding"
+        )
+    return z
+
+
+def inverse_cdf(p, u):
+    """For each row of ``p`` (B, V) and draw ``u`` (B, 1) in [0, 1): the first token whose
+    cumulative probability exceeds ``u``; never a token of probability 0.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> p = np.array([[0.0, 0.5, 0.0, 0.5, 0.0]])
+    >>> [int(inverse_cdf(p, np.array([[u]]))[0]) for u in (0.0, 0.49, 0.5, 0.9999999999999999)]
+    [1, 1, 3, 3]
+    """
+    c = p.cumsum(axis=-1)
+    idx = (c <= u).sum(axis=-1)
+    V = p.shape[-1]
+    over = idx >= V  # rounding left the total below u: the last token that can be drawn
+    if over.any():
+        last = V - 1 - np.argmax(p[:, ::-1] > 0, axis=-1)
+        idx = np.where(over, last, idx)
+    return idx

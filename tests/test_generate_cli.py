@@ -58,15 +58,46 @@ def test_zero_new_tokens_prints_the_prompt_alone():
     )
 
 
-def test_past_max_len_the_window_slides_and_each_token_sees_the_last_max_len_minus_1(shakespeare):
+def test_past_max_len_the_context_is_cropped_as_the_library_crops_it(shakespeare):
     model, tok = shakespeare
     prompt = tok.encode("ROMEO:\nO, she doth teach the torches to burn bright!\n")
-    n = model.max_len - len(prompt) + 12  # 12 tokens past a full context
+    n = model.max_len - len(prompt) + 80  # 80 tokens past a full context
     got = np.concatenate([prompt, *continue_text(model, prompt, n, temperature=0)])
     assert len(got) == len(prompt) + n
-    for t in range(model.max_len, len(got)):  # the slid tokens, by hand
-        window = got[t - (model.max_len - 1) : t]
+    np.testing.assert_array_equal(got, model.generate(prompt, n, temperature=0))
+    # The rule by hand: the context full at 128 tokens, then its last 64 read again.
+    W, H = model.max_len, model.max_len // 2
+    for t, start in [(W, 0), (W + 1, W + 1 - H), (W + H, W + 1 - H)]:
+        window = got[start:t]
         assert got[t] == model.forward(window[None])[0, -1].argmax(), t
+
+
+def test_1000_characters_past_the_shakespeare_context_come_quickly(shakespeare):
+    model, tok = shakespeare
+    status, out, err = run(
+        ["--model", "shakespeare", "--prompt", "ROMEO:", "--max-new-tokens", "1128",
+         "--temperature", "0"]
+    )  # fmt: skip
+    assert status == 0 and err == "" and len(out) == len("ROMEO:") + 1128 + 1
+    assert out == tok.decode(model.generate(tok.encode("ROMEO:"), 1128, temperature=0)) + "\n"
+
+
+def test_no_crop_refuses_a_generation_longer_than_the_context(capsys):
+    argv = ["--model", "shakespeare", "--prompt", "ROMEO:", "--max-new-tokens", "122"]
+    assert run(argv + ["--no-crop", "--temperature", "0"])[0] == 0  # 6 + 122 = 128 fits
+    with pytest.raises(SystemExit) as exit_:
+        main(argv[:-1] + ["123", "--no-crop"])
+    assert exit_.value.code == 2
+    assert "exceeds the model's context of 128 tokens" in capsys.readouterr().err
+
+
+def test_a_temperature_too_small_to_divide_by_is_refused(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--model", "shakespeare", "--prompt", "a", "--max-new-tokens", "3",
+              "--temperature", "1e-320"])  # fmt: skip
+    assert exit_.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "--temperature: temperature = 1e-320 is too small" in captured.err
 
 
 def test_a_prompt_longer_than_the_context_is_kept_whole_and_read_from_its_end(shakespeare):
@@ -76,20 +107,12 @@ def test_a_prompt_longer_than_the_context_is_kept_whole_and_read_from_its_end(sh
     ) * 4  # > 128 characters
     assert len(prompt) > model.max_len
     status, out, err = run(
-        [
-            "--model",
-            "shakespeare",
-            "--prompt",
-            prompt,
-            "--max-new-tokens",
-            "5",
-            "--temperature",
-            "0",
-        ]
-    )
+        ["--model", "shakespeare", "--prompt", prompt, "--max-new-tokens", "5",
+         "--temperature", "0"]
+    )  # fmt: skip
     assert status == 0 and out.startswith(prompt)
-    assert "continues from the last 127" in err and "\n" not in err.rstrip("\n")
-    expected = model.generate(tok.encode(prompt)[-(model.max_len - 1) :], 1, temperature=0)
+    assert "continues from the last 128" in err and "\n" not in err.rstrip("\n")
+    expected = model.generate(tok.encode(prompt)[-model.max_len :], 1, temperature=0)
     assert out[len(prompt)] == tok.decode(expected[-1:])
 
 

@@ -11,7 +11,7 @@ from ..nn.layers import Embedding, Linear
 from ..nn.multi_head_attention import KVCache, RollingKVCache, _check_long
 from ..nn.norm import LayerNorm
 from ..positions import sinusoidal_positions
-from ..sampling import filter_logits
+from ..sampling import filter_logits, inverse_cdf, scaled_logits
 from ..softmax import softmax
 
 _POSITIONS = ("learned", "sinusoidal", "rotary", "alibi", None)
@@ -211,6 +211,7 @@ class TinyGPT(Composite):
         rng: np.random.Generator | None = None,
         use_cache: bool = True,
         top_p: float | None = None,
+        crop: bool = True,
     ) -> np.ndarray:
         """Continue ``tokens`` by ``max_new_tokens`` tokens, one at a time.
 
@@ -222,7 +223,11 @@ class TinyGPT(Composite):
             How many tokens to add.
         temperature : float, optional
             0 picks the most likely token (greedy); otherwise the logits are
-            divided by ``temperature`` and the next token is sampled.
+            divided by ``temperature`` and the next token is sampled. A
+            temperature so small that ``logits / temperature`` is not finite
+            (e.g. ``1e-320``) is refused with a ``ValueError`` naming
+            ``temperature``, checked at every step before its token is
+            sampled (for such a temperature, at the first step).
         top_k : int, optional
             Sample only among the ``top_k`` most likely tokens.
         top_p : float in [0, 1], optional
@@ -236,7 +241,15 @@ class TinyGPT(Composite):
         use_cache : bool, optional
             Keep every layer's keys and values and feed the model only the
             newest token (default True); False runs the whole sequence
-            through the model at every step. Both give the same tokens.
+            through the model at every step. Both give the same tokens. The
+            cache is :mod:`~attention_lib.models.kv_cache`'s fast path:
+            preallocated, written in place, weights joined once per call.
+        crop : bool, optional
+            Past the context (``prompt + max_new_tokens > max_len``), keep
+            writing from the last tokens (default True, as nanoGPT does): the
+            context is refilled with the last ``max_len // 2`` tokens whenever
+            it is full (:func:`stream_tokens` gives the rule). False refuses
+            a generation that does not fit in ``max_len``.
 
         Returns
         -------
@@ -247,7 +260,7 @@ class TinyGPT(Composite):
         self.train(False)
         try:
             return generate_tokens(
-                self, tokens, max_new_tokens, temperature, top_k, top_p, rng, use_cache
+                self, tokens, max_new_tokens, temperature, top_k, top_p, rng, use_cache, crop=crop
             )
         finally:  # dropout as it was, even after an error
             for d, mode in zip(drops, was_training):
@@ -255,12 +268,33 @@ class TinyGPT(Composite):
 
 
 def generate_tokens(
-    model, tokens, max_new_tokens, temperature, top_k, top_p, rng, use_cache, float64=False
+    model,
+    tokens,
+    max_new_tokens,
+    temperature,
+    top_k,
+    top_p,
+    rng,
+    use_cache,
+    float64=False,
+    crop=True,
 ):
     """:meth:`TinyGPT.generate`'s loop, for any model with its ``tok``, ``max_len``,
     ``new_cache`` and ``forward``. Every argument is checked before the first forward
     pass; ``float64`` samples from float64 logits.
     """
+    seq = check_generation(model, tokens, max_new_tokens, temperature, top_k, top_p, rng, crop)
+    out = [seq]
+    for nxt in stream_tokens(
+        model, seq, max_new_tokens, temperature, top_k, top_p, rng, use_cache, float64, crop
+    ):
+        out.append(nxt[:, None])
+    seq = np.concatenate(out, axis=1)
+    return seq[0] if np.ndim(tokens) == 1 else seq
+
+
+def check_generation(model, tokens, max_new_tokens, temperature, top_k, top_p, rng, crop):
+    """The prompt as a (B, T) int64 array, after checking every argument of generation."""
     tokens = as_int_array(tokens, "tokens")
     if tokens.ndim not in (1, 2) or tokens.shape[-1] == 0 or tokens.size == 0:
         raise ValueError(
@@ -275,9 +309,10 @@ def generate_tokens(
         )
     seq = (tokens[None] if tokens.ndim == 1 else tokens).astype(np.int64)
     n_new = as_int(max_new_tokens, "max_new_tokens")
-    if seq.shape[1] + n_new > model.max_len:
+    if not as_bool(crop, "crop") and seq.shape[1] + n_new > model.max_len:
         raise ValueError(
-            f"prompt ({seq.shape[1]}) + max_new_tokens ({n_new}) exceeds max_len = {model.max_len}"
+            f"prompt ({seq.shape[1]}) + max_new_tokens ({n_new}) exceeds max_len = "
+            f"{model.max_len} (crop=True keeps the last tokens and writes on)"
         )
     if (
         isinstance(temperature, (bool, np.bool_))
@@ -287,29 +322,120 @@ def generate_tokens(
     ):
         raise ValueError(f"temperature must be >= 0 and finite, got {temperature!r}")
     if top_k is not None:
-        top_k = as_int(top_k, "top_k", 1)
+        as_int(top_k, "top_k", 1)
     if top_p is not None:
-        top_p = as_probability(top_p, "top_p", high_open=False)
+        as_probability(top_p, "top_p", high_open=False)
     if temperature > 0 and rng is None:
         raise ValueError("sampling (temperature > 0) needs rng, a numpy.random.Generator")
     if rng is not None:
         as_rng(rng)
+    return seq
+
+
+def stream_tokens(
+    model,
+    seq,
+    max_new_tokens,
+    temperature=0.0,
+    top_k=None,
+    top_p=None,
+    rng=None,
+    use_cache=True,
+    float64=False,
+    crop=True,
+):
+    """Yield the new tokens (B,) one step at a time after the prompt ``seq`` (B, T).
+
+    The arguments are those of :meth:`TinyGPT.generate`, already checked
+    (:func:`check_generation`). Past the context (``crop=True``) it follows
+    the one cropping rule the JS runtime follows too: with ``W = max_len`` and
+    ``H = W // 2``, a prompt longer than ``W`` is cut to its last ``W``
+    tokens; each new token is fed at the next position while the cache holds
+    fewer than ``W``; once it is full, the cache is dropped and the last ``H``
+    tokens of the text are encoded again at positions ``0 .. H - 1``. Every
+    prediction then sees between ``H`` and ``W`` tokens, and re-encoding
+    costs ``H`` tokens once every ``W - H`` new ones (learned positions
+    change with the window, so the cached keys cannot be kept).
+
+    With ``use_cache`` the model's fast decoder
+    (:mod:`attention_lib.models.kv_cache`) runs when it has one, else
+    ``forward`` with the model's own cache; without, ``forward`` reads the
+    whole window at every step.
+    """
+    n_new = as_int(max_new_tokens, "max_new_tokens")
+    if n_new == 0:
+        return
+    top_k = None if top_k is None else as_int(top_k, "top_k", 1)
+    top_p = None if top_p is None else as_probability(top_p, "top_p", high_open=False)
+    W = model.max_len
+    H = max(W // 2, 1)  # (a one-token context re-encodes its one token)
+    B = seq.shape[0]
     use_cache = as_bool(use_cache, "use_cache")
-    cache = model.new_cache() if use_cache else None
-    step = seq  # what the model reads at this step
-    for _ in range(n_new):
-        logits = model.forward(step if use_cache else seq, cache)[:, -1]
+    if use_cache:
+        from .kv_cache import decoder_for  # the fast path, when the model has one
+
+        decoder = decoder_for(model, B)
+    else:
+        decoder = None
+    state = {"cache": None, "window": None}
+
+    def encode(x):  # a fresh context holding x (B, n), n <= W
+        if decoder is not None:
+            decoder.reset()
+            return decoder.prefill(x)
+        if use_cache:
+            state["cache"] = model.new_cache()
+            return model.forward(x, state["cache"])[:, -1]
+        state["window"] = x
+        return model.forward(x)[:, -1]
+
+    def feed(t):  # t (B,) at the next position
+        if decoder is not None:
+            return decoder.step(t)
+        if use_cache:
+            return model.forward(t[:, None], state["cache"])[:, -1]
+        state["window"] = np.concatenate([state["window"], t[:, None]], axis=1)
+        return model.forward(state["window"])[:, -1]
+
+    # The running text, as far as the context may still need it: a buffer whose
+    # last `held` columns are the context, refilled when it runs out.
+    text = np.empty((B, 2 * W), dtype=np.int64)
+    held = min(seq.shape[1], W)  # positions in the context
+    text[:, :held] = seq[:, -held:]
+    end = held
+    logits = encode(text[:, :end])
+    for i in range(n_new):
         logits = logits.astype(np.float64) if float64 else logits
         nxt = pick_next_token(logits, temperature, top_k, top_p, rng)  # (B,)
-        seq = np.concatenate([seq, nxt[:, None]], axis=1)
-        step = nxt[:, None]
-    return seq[0] if tokens.ndim == 1 else seq
+        yield nxt
+        if i + 1 == n_new:
+            break
+        if end == text.shape[1]:  # keep the last W - 1 tokens
+            text[:, : W - 1] = text[:, end - (W - 1) : end]
+            end = W - 1
+        text[:, end] = nxt
+        end += 1
+        if held < W:
+            logits = feed(nxt)
+            held += 1
+        else:  # full: the last H tokens again, at positions 0 .. H - 1
+            logits = encode(text[:, end - H : end])
+            held = H
 
 
 def pick_next_token(logits, temperature, top_k, top_p, rng):
-    """The next token of each row of ``logits`` (B, V): greedy or sampled."""
+    """The next token of each row of ``logits`` (B, V): greedy or sampled.
+
+    Sampling divides the logits by ``temperature`` and refuses (``ValueError``
+    naming ``temperature``) a division that is not finite, before drawing.
+    The draw is the inverse CDF: with ``u`` uniform in [0, 1) the token is the
+    first whose cumulative probability exceeds ``u``, so a token of probability
+    0 (outside top-k or top-p) is never picked; if rounding leaves the total
+    below ``u``, the last token of positive probability is taken.
+    """
     if temperature == 0:
         return logits.argmax(axis=-1)
-    p = softmax(filter_logits(logits / temperature, top_k, top_p), axis=-1)
+    z = scaled_logits(logits, temperature)
+    p = softmax(filter_logits(z, top_k, top_p), axis=-1)
     u = rng.random((p.shape[0], 1))
-    return np.minimum((p.cumsum(axis=-1) < u).sum(axis=-1), p.shape[-1] - 1)
+    return inverse_cdf(p, u)

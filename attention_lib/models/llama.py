@@ -249,15 +249,25 @@ class Llama(Composite):
         top_p=None,
         rng=None,
         use_cache=True,
+        crop=True,
     ):
         """Continue ``tokens`` (for Llama starting with ``<s>``, id 1) by ``max_new_tokens`` tokens.
 
         As :meth:`attention_lib.TinyGPT.generate` (the same arguments and
-        choices), sampling from float64 logits. Returns an int64 array, the
-        prompt followed by the new tokens (same ndim).
+        choices, ``crop`` included), sampling from float64 logits. Returns an
+        int64 array, the prompt followed by the new tokens (same ndim).
         """
         return generate_tokens(
-            self, tokens, max_new_tokens, temperature, top_k, top_p, rng, use_cache, float64=True
+            self,
+            tokens,
+            max_new_tokens,
+            temperature,
+            top_k,
+            top_p,
+            rng,
+            use_cache,
+            float64=True,
+            crop=crop,
         )
 
     @classmethod

@@ -324,14 +324,20 @@ class RNNencdec(Composite):
             The attention weights at each output step (zeros without attention).
         """
         src, lengths = self._check_source(src, lengths)
-        max_len = 2 * src.shape[1] + 10 if max_len is None else as_int(max_len, "max_len", 1)
+        # Each sentence's own limit (2 * its length + 10), not its batch's padded width.
+        limits = (
+            2 * lengths + 10
+            if max_len is None
+            else np.full(len(lengths), as_int(max_len, "max_len", 1))
+        )
+        max_len = int(limits.max())
         H_enc, mask, s = self.encode(src, lengths)
         self._start_context(H_enc, mask)
         B, S = src.shape
         y = np.full(B, BOS)
         done = np.zeros(B, bool)
         out, weights = [], []
-        for _ in range(max_len):
+        for t in range(max_len):
             c, alpha, _ = self._context(s)
             ey = self.tgt_emb.params["E"][y]
             s, _ = self.dec.step(np.concatenate([ey, c], axis=-1), s)
@@ -341,14 +347,14 @@ class RNNencdec(Composite):
             y = np.where(done, PAD, logits.argmax(axis=-1))
             out.append(y)
             weights.append(np.zeros((B, S), self.dtype) if alpha is None else alpha)
-            done |= y == EOS
+            done |= (y == EOS) | (limits <= t + 1)
             if done.all():
                 break
         out = np.stack(out, axis=1)
         ids = []
         for row in out:
             row = row.tolist()
-            ids.append(row[: row.index(EOS)] if EOS in row else row)
+            ids.append(row[: row.index(EOS)] if EOS in row else [t for t in row if t != PAD])
         return ids, np.stack(weights, axis=1)
 
     # -- checkpoints: state_dict() and save() write what load_state_dict() and load() read

@@ -384,7 +384,9 @@ def draft_pieces(parser, args, model, context, rng, continue_text):
         parser.error(f"--draft {args.draft}: {err}")
 
     def rest(seq, n):
-        return continue_text(model, seq[-(model.max_len - 1) :], n, args.temperature, rng=rng)
+        # The whole text so far (at most max_len tokens): continue_text then
+        # crops exactly as plain generation does past the context.
+        return continue_text(model, seq, n, args.temperature, rng=rng)
 
     return speculative_pieces(
         model, draft, context, args.max_new_tokens, args.temperature, rng, rest

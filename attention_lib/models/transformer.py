@@ -39,6 +39,7 @@ from ..nn.norm import LayerNorm
 from ..positions import sinusoidal_positions
 from ..softmax import log_softmax
 from .decoding import beam_search
+from .kv_cache import TransformerDecoder
 
 PAD, BOS, EOS = 0, 1, 2
 
@@ -368,34 +369,47 @@ class Transformer(Composite):
     ) -> list[list[int]]:
         """Batched greedy decoding: each sentence's ids, up to (without) ``<eos>``.
 
+        Each sentence stops at ``<eos>`` or after ``max_len`` tokens (default
+        ``2 * its own length + 10``, whatever the other sentences' lengths).
+
         With ``cache=True`` each decoder layer keeps its self-attention keys and
         values (one row appended per step) and computes the cross-attention
         keys and values once; ``cache=False`` reruns the decoder over the whole
         prefix at every step (the same tokens, slower).
         """
         src = np.asarray(src)
-        B, S = src.shape
-        max_len = self._max_out(S, max_len)
+        B = src.shape[0]
+        limits = self._max_out(lengths, max_len)
         memory, mask = self.encode(src, lengths)
-        caches = self._caches()
+        n_steps = int(limits.max(initial=0))
+        if cache:  # the fast path: one-token steps, cross-attention keys computed once
+            decoder = TransformerDecoder(self, memory, mask, 1, max(n_steps, 1))
         y = np.full(B, BOS)
-        out, done = [y], np.zeros(B, bool)
-        for t in range(max_len):
+        out, done = [y], limits <= 0
+        for t in range(n_steps):
             if cache:
-                logp = self._step(out[-1], t, memory, mask, caches)
+                logp = decoder.logits(out[-1], t)  # argmax as of the log-probabilities
             else:
                 logits = self.decode(np.stack(out, axis=1), memory, mask)[:, -1]
                 logp = logits
             nxt = np.where(done, PAD, logp.argmax(axis=-1))
             out.append(nxt)
-            done |= nxt == EOS
+            done |= (nxt == EOS) | (limits <= t + 1)  # ended, or at its own limit
             if done.all():
                 break
         return [_until_eos(row) for row in np.stack(out[1:], axis=1).tolist()]
 
-    def _max_out(self, S, max_len):
+    def _max_out(self, lengths, max_len):
+        """Each sentence's longest output (B,): ``2 * its length + 10`` by default.
+
+        A sentence's own source length, not its batch's padded width: its
+        translation must not depend on the sentences beside it.
+        """
         limit = self.max_len - 1
-        return min(limit, 2 * S + 10) if max_len is None else min(limit, int(max_len))
+        lengths = np.asarray(lengths, dtype=np.int64).reshape(-1)
+        if max_len is None:
+            return np.minimum(limit, 2 * lengths + 10)
+        return np.full(lengths.shape, min(limit, int(max_len)))
 
     def beam_search(
         self,
@@ -415,24 +429,18 @@ class Transformer(Composite):
         if int(beam) < 1:
             raise ValueError(f"beam must be at least 1, got {beam}")
         src, K = np.asarray(src), int(beam)
-        B, S = src.shape
-        max_len = self._max_out(S, max_len)
+        B = src.shape[0]
+        limits = self._max_out(lengths, max_len)
         memory, mask = self.encode(src, lengths)
-        rows = np.repeat(np.arange(B), K)  # K rows per sentence
-        memory, mask = memory[rows], mask[rows]
-        caches = self._caches()
+        # K rows per sentence. Self-attention caches follow the surviving hypotheses;
+        # the cross-attention keys and values are the same for the K rows of a
+        # sentence, and idx never leaves a sentence's rows: computed once per sentence.
+        decoder = TransformerDecoder(self, memory, mask, K, max(int(limits.max(initial=0)), 1))
 
         def step(y, t):
-            return self._step(y, t, memory, mask, caches)
+            return log_softmax(decoder.logits(y, t))
 
-        def reorder(idx):
-            # Self-attention caches follow the surviving hypotheses. The cross-attention
-            # keys and values are the same for the K rows of a sentence, and idx never
-            # leaves a sentence's rows, so they need no reordering.
-            for self_cache, _ in caches:
-                self_cache.k, self_cache.v = self_cache.k[idx], self_cache.v[idx]
-
-        return beam_search(step, reorder, B, K, max_len, length_penalty)
+        return beam_search(step, decoder.reorder, B, K, limits, length_penalty)
 
 
 def _until_eos(row):

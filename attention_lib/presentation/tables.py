@@ -16,8 +16,8 @@ def _cell(value, spec):
         return "-"
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not spec:
         return str(value)
-    if isinstance(value, numbers.Integral) and spec[-1] not in "dnxXob,_":
-        return str(value)  # a count stays a whole number under a float format
+    if isinstance(value, numbers.Integral) and spec[-1] not in "dnxXob,_%":
+        return str(value)  # a count stays a whole number under a float format (not under %)
     return format(value, spec)
 
 
@@ -35,7 +35,8 @@ def format_table(rows, headers, formats=None):
         A format specification for the numbers of every column (``".3f"``,
         ``".1%"``), or one per column (``None`` or ``""`` for ``str``).
         Text cells, and whole numbers under a float format, are printed as
-        they are.
+        they are; a whole number under a percentage format is a percentage
+        (1 prints as ``100.0%`` under ``".1%"``).
 
     Returns
     -------

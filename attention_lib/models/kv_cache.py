@@ -1,0 +1,470 @@
+"""The decoding fast path: a preallocated KV cache and one-token steps.
+
+A model's ``forward(tokens, cache)`` is the reference: every call checks its
+arguments, builds the causal mask, recomputes the rotary tables, projects the
+queries, keys and values with three weights joined at every call and appends
+to the cache with ``np.concatenate``. That costs about a thousand Python-level
+calls per generated token, far more than the arithmetic of a small model.
+
+This module does the same arithmetic with the overhead paid once per
+generation instead of once per token:
+
+- :class:`StaticKVCache` holds every layer's keys and values in one array
+  preallocated to the context length, written in place (no
+  ``np.concatenate``); beam search reorders its rows in place;
+- the query, key and value weights (and biases) of each layer are joined into
+  one matrix once, with the attention's ``1 / sqrt(d_head)`` folded into the
+  query's columns, and SwiGLU's ``W1`` and ``W3`` into one;
+- the rotary angles of every position are one table of complex numbers
+  ``exp(i p theta_j)``, computed once: rotating the pairs ``(2j, 2j+1)`` of
+  a query or key is one complex multiplication; learned and sinusoidal
+  position rows are sliced from their tables;
+- a step with one new token needs no mask (it sees every cached key); the
+  causal mask of a prompt is built once per prompt;
+- only the last position goes through the output layer.
+
+The logits are those of ``forward`` up to float rounding (the products are
+grouped differently) and the tokens the same: ``tests/test_kv_cache.py``
+compares them for TinyGPT (every kind of position), Llama (grouped-query
+heads) and the translation Transformer (greedy and beam search).
+
+:func:`decoder_for` gives the fast decoder of a model, or None for a
+configuration it does not cover (the callers then take the plain path).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import expit, ndtr
+
+from ..positions import _frequencies  # the rotary frequencies base^(-2i/d)
+
+
+class StaticKVCache:
+    """The keys and values of every layer, preallocated and written in place.
+
+    Parameters
+    ----------
+    n_layers, batch, n_kv_heads, max_len, d_head : int
+        The arrays ``k`` and ``v`` have shape
+        ``(n_layers, batch, n_kv_heads, max_len, d_head)``.
+    dtype : float32 or float64
+
+    Attributes
+    ----------
+    kv : ndarray, shape (n_layers, batch, 2, n_kv_heads, max_len, d_head)
+        Keys (``kv[:, :, 0]``) and values (``kv[:, :, 1]``) side by side, so
+        that one assignment stores both of a step; only the first
+        :attr:`length` positions hold anything.
+    k, v : ndarray, shape (n_layers, batch, n_kv_heads, max_len, d_head)
+        Views of the keys and the values.
+    length : int
+        How many positions are filled (the position of the next token).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> cache = StaticKVCache(2, 1, 4, 16, 8, np.float32)
+    >>> cache.write(0, np.ones((1, 4, 3, 8), np.float32), np.ones((1, 4, 3, 8), np.float32))
+    >>> cache.advance(3)
+    >>> len(cache), cache.nbytes        # 2 layers x 2 arrays x 1 x 4 x 16 x 8 x 4 bytes
+    (3, 8192)
+    """
+
+    def __init__(self, n_layers, batch, n_kv_heads, max_len, d_head, dtype):
+        self.kv = np.zeros((n_layers, batch, 2, n_kv_heads, max_len, d_head), dtype)
+        self.k, self.v = self.kv[:, :, 0], self.kv[:, :, 1]
+        self.length = 0
+
+    def __len__(self) -> int:
+        return self.length
+
+    @property
+    def capacity(self) -> int:
+        """The most positions the cache can hold."""
+        return self.kv.shape[4]
+
+    @property
+    def nbytes(self) -> int:
+        return self.kv.nbytes
+
+    def write(self, layer: int, k: np.ndarray, v: np.ndarray) -> None:
+        """Store ``k, v`` (B, n_kv_heads, T, d_head) of ``layer`` at positions ``length ..``.
+
+        :attr:`length` moves on with :meth:`advance`, once every layer has written.
+        (The models' steps write the joined ``kv`` directly, in one assignment.)
+        """
+        end = self.length + k.shape[2]
+        self.k[layer, :, :, self.length : end] = k
+        self.v[layer, :, :, self.length : end] = v
+
+    def advance(self, T: int) -> None:
+        self.length += T
+
+    def reorder(self, idx: np.ndarray) -> None:
+        """Keep the rows ``idx`` of the batch (beam search's surviving hypotheses)."""
+        n = self.length
+        self.kv[:, :, :, :, :n] = self.kv[:, idx, :, :, :n]
+
+    def reset(self) -> None:
+        """Forget every position (the arrays are reused)."""
+        self.length = 0
+
+
+def _softmax_rows(s):
+    """Softmax over the last axis, in place."""
+    s -= s.max(axis=-1, keepdims=True)
+    np.exp(s, out=s)
+    s /= s.sum(axis=-1, keepdims=True)
+    return s
+
+
+def _rotary_table(max_len, d_head, base, dtype):
+    """``exp(i p theta_j)`` for positions ``p < max_len``: (max_len, d_head / 2), complex."""
+    angles = np.arange(max_len, dtype=np.float64)[:, None] * _frequencies(d_head, base)
+    ctype = np.complex64 if np.dtype(dtype) == np.float32 else np.complex128
+    table = np.empty(angles.shape, ctype)
+    # cos and sin rounded to the model's dtype first, as rotary_tables does
+    table.real = np.cos(angles).astype(dtype)
+    table.imag = np.sin(angles).astype(dtype)
+    return table
+
+
+def _fold(norm, W, b, dtype):
+    """``W, b`` with a norm's scale (and shift) folded in, for rows from :func:`_unit`.
+
+    ``norm(x) @ W + b = (gamma sqrt(d) u + beta) @ W + b = u @ W' + b'`` with
+    ``u`` the row divided by its root sum of squares (:func:`_unit`),
+    ``W' = diag(gamma sqrt(d)) W`` and ``b' = b + beta @ W``: a matrix product
+    replaces the norm's scale and shift. Computed in float64, then cast.
+    """
+    W = np.asarray(W, dtype=np.float64)
+    gamma = np.asarray(norm.params["gamma"], dtype=np.float64)
+    W2 = (gamma * np.sqrt(W.shape[0]))[:, None] * W
+    b2 = np.zeros(W.shape[1]) if b is None else np.asarray(b, dtype=np.float64)
+    if "beta" in norm.params:
+        b2 = b2 + norm.params["beta"].astype(np.float64) @ W
+    has_bias = b is not None or "beta" in norm.params
+    return np.ascontiguousarray(W2, dtype=dtype), b2.astype(dtype) if has_bias else None
+
+
+def _activation(act):
+    """GELU's ``x Phi(x)`` with SciPy's ``ndtr`` for ``Phi`` (one ufunc; the layer's
+    float32 ``Phi`` is a polynomial of about 20 array operations, which costs more
+    than the rest of a one-token step), or the layer's own ``forward`` for the
+    tanh form."""
+    if getattr(act, "approximate", None) == "none":
+        return lambda h: h * ndtr(h)
+    return act.forward
+
+
+def _unit(x, eps_d, centre):
+    """``x`` (centred first for LayerNorm) divided by ``sqrt(sum of squares + eps d)``.
+
+    ``norm(x) = gamma sqrt(d) _unit(x) (+ beta)``; :func:`_fold` puts
+    ``gamma sqrt(d)`` (and ``beta``) into the next matrix product.
+    """
+    if centre:
+        x = x - np.add.reduce(x, axis=-1, keepdims=True) / x.shape[-1]
+    return x / np.sqrt(np.vecdot(x, x)[..., None] + eps_d)
+
+
+class _Attention:
+    """One attention layer's joined weights and its step over ``T`` new positions.
+
+    ``norm`` (the LayerNorm or RMSNorm before it) is folded into the joined
+    query/key/value weights, which take :func:`_unit` rows.
+    """
+
+    def __init__(self, att, dtype, norm, rotary_table=None):
+        p = att.params
+        H, H_kv, d = att.n_heads, att.n_kv_heads, att.d_head
+        scale = 1 / np.sqrt(d)
+        self.H, self.H_kv, self.d, self.G = H, H_kv, d, H // H_kv
+        W = np.concatenate([p["W_Q"] * scale, p["W_K"], p["W_V"]], axis=1)
+        b = np.concatenate([p["b_Q"] * scale, p["b_K"], p["b_V"]]) if att.bias else None
+        self.W, self.b = _fold(norm, W, b, dtype)
+        self.W_O = np.ascontiguousarray(p["W_O"], dtype=dtype)
+        self.b_O = p["b_O"].astype(dtype) if att.bias else None
+        self.rot = rotary_table
+        self.ctype = None if rotary_table is None else rotary_table.dtype
+        self.n_q, self.n_qk = H * d, (H + H_kv) * d
+
+    def __call__(self, u, cache, layer, mask=None):
+        """Attend from ``u`` (B, T, E) at positions ``cache.length ..`` to every cached key."""
+        B, T, _ = u.shape
+        H_kv, d, G, n_q, n_qk = self.H_kv, self.d, self.G, self.n_q, self.n_qk
+        qkv = u @ self.W
+        if self.b is not None:
+            qkv += self.b
+        start = cache.length
+        S = start + T
+        if self.rot is not None:  # one complex product rotates every pair of q and k
+            qk = qkv[..., :n_qk].view(self.ctype).reshape(B, T, n_qk // d, d // 2)
+            qk *= self.rot[start] if T == 1 else self.rot[start:S, None]
+        KV = cache.kv[layer]  # (B, 2, H_kv, max_len, d), written in place
+        K, V = KV[:, 0], KV[:, 1]
+        if T == 1:  # keys and values in one assignment; no mask
+            KV[:, :, :, start] = qkv[:, 0, n_q:].reshape(B, 2, H_kv, d)
+            # the G query heads of a key head are the rows of one product
+            s = qkv[..., :n_q].reshape(B, H_kv, G, d) @ K[:, :, :S].transpose(0, 1, 3, 2)
+            ctx = (_softmax_rows(s) @ V[:, :, :S]).reshape(B, 1, n_q)
+        else:
+            KV[:, :, :, start:S] = qkv[..., n_q:].reshape(B, T, 2, H_kv, d).transpose(0, 2, 3, 1, 4)
+            q = qkv[..., :n_q].reshape(B, T, H_kv, G, d).transpose(0, 2, 3, 1, 4)
+            s = q @ K[:, :, None, :S].transpose(0, 1, 2, 4, 3)  # (B, H_kv, G, T, S)
+            if mask is not None:
+                s += mask
+            ctx = _softmax_rows(s) @ V[:, :, None, :S]
+            ctx = ctx.transpose(0, 3, 1, 2, 4).reshape(B, T, n_q)
+        out = ctx @ self.W_O
+        if self.b_O is not None:
+            out += self.b_O
+        return out
+
+
+def causal_mask(start, T, dtype):
+    """0 where the query at ``start + t`` may see key ``s``, -inf after it: (T, start + T)."""
+    S = start + T
+    allowed = np.arange(S) <= np.arange(start, S)[:, None]
+    return np.where(allowed, 0, -np.inf).astype(dtype)
+
+
+class _Decoder:
+    """A model's fast decoder: :meth:`prefill` a prompt, then :meth:`step` token by token."""
+
+    def prefill(self, tokens: np.ndarray) -> np.ndarray:
+        """Logits (B, V) after ``tokens`` (B, T), which continue what the cache holds."""
+        T = tokens.shape[1]
+        mask = causal_mask(self.cache.length, T, self.dtype) if T > 1 else None
+        return self._run(tokens, mask)
+
+    def step(self, token: np.ndarray) -> np.ndarray:
+        """Logits (B, V) after one more token per row, ``token`` (B,)."""
+        return self._run(token[:, None], None)
+
+    def reset(self) -> None:
+        """Empty the cache (a new sequence starts at position 0)."""
+        self.cache.reset()
+
+
+class GPTDecoder(_Decoder):
+    """:class:`~attention_lib.TinyGPT`'s fast path (learned, sinusoidal, rotary or no positions)."""
+
+    def __init__(self, model, batch, capacity=None):
+        dtype = np.result_type(*model.params.values())
+        self.dtype, self.model = dtype, model
+        first = model.blocks[0].attn
+        capacity = model.max_len if capacity is None else capacity
+        rot = None
+        if model.positions == "rotary":
+            rot = _rotary_table(model.max_len, first.d_head, first.rotary_base, dtype)
+        self.E = model.tok.params["E"].astype(dtype, copy=False)
+        self.pos = None
+        if model.positions == "learned":
+            self.pos = model.pos.params["E"].astype(dtype, copy=False)
+        elif model.positions == "sinusoidal":
+            self.pos = model.pe.astype(dtype, copy=False)
+        self.layers = []
+        for b in model.blocks:
+            ffn = None
+            if not b.attention_only:
+                f = b.ffn
+                W1, b1 = _fold(b.ln2, f.fc1.params["W"], f.fc1.params["b"], dtype)
+                ffn = (b.ln2.eps * W1.shape[0], W1, b1, _activation(f.act), f.fc2.params["W"])
+                ffn += (f.fc2.params["b"],)
+            attn = _Attention(b.attn, dtype, b.ln1, rot)
+            self.layers.append((b.ln1.eps * attn.W.shape[0], attn, ffn))
+        self.cache = StaticKVCache(
+            len(model.blocks), batch, first.n_kv_heads, capacity, first.d_head, dtype
+        )
+        ln_f = model.ln_f
+        self.W_head, self.b_head = _fold(
+            ln_f, model.head.params["W"], model.head.params["b"], dtype
+        )
+        self.eps_f = ln_f.eps * self.W_head.shape[0]
+
+    def _run(self, tokens, mask):
+        cache = self.cache
+        T = tokens.shape[1]
+        x = self.E[tokens]
+        if self.pos is not None:
+            x = x + self.pos[cache.length : cache.length + T]
+        for i, (eps1, attn, ffn) in enumerate(self.layers):
+            x = x + attn(_unit(x, eps1, True), cache, i, mask)
+            if ffn is not None:
+                eps2, W1, b1, act, W2, b2 = ffn
+                h = _unit(x, eps2, True) @ W1
+                h += b1
+                h = act(h) @ W2
+                h += b2
+                x += h
+        cache.advance(T)
+        out = _unit(x[:, -1], self.eps_f, True) @ self.W_head
+        out += self.b_head
+        return out
+
+
+class LlamaDecoder(_Decoder):
+    """:class:`~attention_lib.models.llama.Llama`'s fast path (grouped-query heads, rotary)."""
+
+    def __init__(self, model, batch, capacity=None):
+        dtype = model.dtype
+        self.dtype, self.model = dtype, model
+        first = model.blocks[0].attn
+        capacity = model.max_len if capacity is None else capacity
+        rot = _rotary_table(model.max_len, first.d_head, first.rotary_base, dtype)
+        self.E = model.tok.params["E"]
+        self.layers = []
+        for b in model.blocks:
+            p = b.ffn.params
+            W13, _ = _fold(b.ffn_norm, np.concatenate([p["W1"], p["W3"]], axis=1), None, dtype)
+            attn = _Attention(b.attn, dtype, b.attn_norm, rot)
+            eps = (b.attn_norm.eps * W13.shape[0], b.ffn_norm.eps * W13.shape[0])
+            self.layers.append((eps, attn, W13, p["W1"].shape[1], p["W2"]))
+        self.cache = StaticKVCache(
+            len(model.blocks), batch, first.n_kv_heads, capacity, first.d_head, dtype
+        )
+        head = self.E.T if model.head is None else model.head.params["W"]  # (E, V)
+        self.W_head, _ = _fold(model.norm, head, None, dtype)
+        self.eps_f = model.norm.eps * self.W_head.shape[0]
+
+    def _run(self, tokens, mask):
+        cache = self.cache
+        x = self.E[tokens]
+        for i, ((eps1, eps2), attn, W13, d_ff, W2) in enumerate(self.layers):
+            x = x + attn(_unit(x, eps1, False), cache, i, mask)
+            au = _unit(x, eps2, False) @ W13
+            a = au[..., :d_ff]
+            a *= expit(a)
+            a *= au[..., d_ff:]
+            x += a @ W2
+        cache.advance(tokens.shape[1])
+        return _unit(x[:, -1], self.eps_f, False) @ self.W_head
+
+
+def decoder_for(model, batch: int, capacity: int | None = None):
+    """The fast decoder of ``model`` for ``batch`` sequences, or None if it has none.
+
+    TinyGPT (learned, sinusoidal, interleaved rotary or no positions) and
+    Llama are covered; another model, or another kind of position, gets None
+    and the caller uses ``model.forward`` with its own cache.
+    """
+    from ..nn.multi_head_attention import MultiHeadAttention
+    from .gpt import TinyGPT
+    from .llama import Llama
+
+    def plain(attn):  # the library's layer, with none of the long-context options
+        return (
+            isinstance(attn, MultiHeadAttention)
+            and attn.window is None
+            and attn.alibi is None
+            and attn.rope_scaling is None
+        )
+
+    if not all(plain(b.attn) for b in getattr(model, "blocks", ())):
+        return None
+    if isinstance(model, Llama) and type(model).forward is Llama.forward:
+        ok = all(b.attn.rotary == "interleaved" for b in model.blocks)
+        return LlamaDecoder(model, batch, capacity) if ok else None
+    if isinstance(model, TinyGPT) and type(model).forward is TinyGPT.forward:
+        if model.positions not in ("learned", "sinusoidal", "rotary", None):
+            return None
+        rotary = model.positions == "rotary"
+        if any((b.attn.rotary == "interleaved") != rotary for b in model.blocks):
+            return None
+        return GPTDecoder(model, batch, capacity)
+    return None
+
+
+class TransformerDecoder:
+    """The translation Transformer's decoder, one step for many rows at once.
+
+    Built once per batch from the encoder's memory: each layer's
+    cross-attention keys and values are computed here, once, for the ``B``
+    sentences (the ``K`` hypotheses of a sentence share them: its ``K``
+    queries are the rows of one product), and the source mask becomes an
+    additive 0 / -inf row. Rows are ``b * K + k``.
+
+    Parameters
+    ----------
+    model : Transformer
+    memory : ndarray (B, S, d_model)
+    src_mask : ndarray of bool (B, 1, 1, S)
+    beams : int
+        ``K`` rows per sentence.
+    capacity : int
+        The longest output (positions of the self-attention cache).
+    """
+
+    def __init__(self, model, memory, src_mask, beams, capacity):
+        dtype = model.dtype
+        B, S, _ = memory.shape
+        self.B, self.K, self.dtype, self.model = B, beams, dtype, model
+        self.layers = []
+        for layer in model.decoder:
+            ca = layer.cross_attn
+            p, H, d = ca.params, ca.n_heads, ca.d_head
+            scale = 1 / np.sqrt(d)
+            kv = memory @ np.concatenate([p["W_K"], p["W_V"]], axis=1)
+            kv += np.concatenate([p["b_K"], p["b_V"]])
+            k = kv[..., : H * d].reshape(B, S, H, d)
+            v = kv[..., H * d :].reshape(B, S, H, d)
+            W_Q, b_Q = _fold(layer.ln2, p["W_Q"] * scale, p["b_Q"] * scale, dtype)
+            cross = (
+                layer.ln2.eps * W_Q.shape[0],
+                W_Q,
+                b_Q,
+                np.ascontiguousarray(k.transpose(0, 2, 3, 1)),  # (B, H, d, S)
+                np.ascontiguousarray(v.transpose(0, 2, 1, 3)),  # (B, H, S, d)
+                p["W_O"],
+                p["b_O"],
+            )
+            f = layer.ffn
+            W1, b1 = _fold(layer.ln3, f.fc1.params["W"], f.fc1.params["b"], dtype)
+            ffn = (layer.ln3.eps * W1.shape[0], W1, b1, _activation(f.act), f.fc2.params["W"])
+            ffn += (f.fc2.params["b"],)
+            attn = _Attention(layer.self_attn, dtype, layer.ln1)
+            self.layers.append((layer.ln1.eps * W1.shape[0], attn, cross, ffn))
+        self.H, self.d = model.decoder[0].cross_attn.n_heads, model.decoder[0].cross_attn.d_head
+        self.mask = np.where(src_mask.reshape(B, 1, 1, S), 0, -np.inf).astype(dtype)
+        att = model.decoder[0].self_attn
+        self.cache = StaticKVCache(
+            len(model.decoder), B * beams, att.n_kv_heads, capacity, att.d_head, dtype
+        )
+        self.E = model.emb.params["E"]
+        self.W_head, _ = _fold(model.dec_ln, self.E.T, None, dtype)
+        self.b_head = (model.dec_ln.params["beta"].astype(np.float64) @ self.E.T).astype(dtype)
+        self.eps_f = model.dec_ln.eps * self.W_head.shape[0]
+        self.sqrt_d = dtype.type(np.sqrt(model.d_model))
+
+    def logits(self, y: np.ndarray, t: int) -> np.ndarray:
+        """Logits (B K, V) of the next token after ``y`` (B K,) at position ``t``."""
+        B, K, H, d = self.B, self.K, self.H, self.d
+        cache = self.cache
+        x = self.E[y][:, None] * self.sqrt_d + self.model.pe[t]  # (B K, 1, d_model)
+        for i, (eps1, self_attn, cross, ffn) in enumerate(self.layers):
+            x = x + self_attn(_unit(x, eps1, True), cache, i)
+            eps2, W_Q, b_Q, keys, values, W_O, b_O = cross
+            q = _unit(x, eps2, True) @ W_Q
+            q += b_Q
+            s = q.reshape(B, K, H, d).transpose(0, 2, 1, 3) @ keys  # (B, H, K, S)
+            s += self.mask  # a sentence's K queries against its own keys
+            ctx = (_softmax_rows(s) @ values).transpose(0, 2, 1, 3).reshape(B * K, 1, H * d)
+            h = ctx @ W_O
+            h += b_O
+            x += h
+            eps3, W1, b1, act, W2, b2 = ffn
+            h = _unit(x, eps3, True) @ W1
+            h += b1
+            h = act(h) @ W2
+            h += b2
+            x += h
+        cache.advance(1)
+        out = _unit(x[:, 0], self.eps_f, True) @ self.W_head
+        out += self.b_head
+        return out
+
+    def reorder(self, idx: np.ndarray) -> None:
+        """Keep the self-attention keys and values of rows ``idx`` (within each sentence)."""
+        self.cache.reorder(idx)
