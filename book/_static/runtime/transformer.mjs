@@ -14,12 +14,18 @@
 //     a byte-pair encoder read from a Hugging Face `tokenizers` JSON file.
 //
 // API (what the project's checks call from node):
-//   const model = loadModel(manifest, weights)   // parsed JSON, ArrayBuffer
-//   model.tokenizer.encode(text) -> ids, model.tokenizer.decode(ids) -> text
-//   model.generate(promptIds, maxNewTokens, {temperature, topK, topP, seed}) -> new ids
-//   model.translate(text, {beam}) -> text              (translator only)
-//   model.steps(...) yields one token at a time, with the attention weights of
-//   every layer and head when asked ({attention: true}).
+//   const model = loadModel(manifest, weights)   // parsed JSON, ArrayBuffer: checked against
+//                                                // the manifest (size, SHA-256, shapes, finite)
+//   model.tokenizer.encode(text) -> ids, model.tokenizer.decode(ids) -> text,
+//   model.tokenizer.streamDecoder() -> {push(id) -> new text, flush()}
+//   model.generate(promptIds, maxNewTokens, {temperature, topK, topP, seed, crop}) -> new ids
+//       (past max_len the context is cropped as the library crops it; crop: false refuses)
+//   model.steps(...) yields one token at a time, with its logits and, when asked
+//   ({attention: true}), the attention weights of every layer and head;
+//   distribution(logits, {temperature, topK, topP}) -> {ids, probs}: what the sampler draws from
+//   model.translate(text, {beam}) -> text, model.translateMany(texts, {beam}) -> texts
+//       (translator only: greedy, or the library's beam search; sentences decoded together,
+//       each exactly as if alone).
 //
 // Matrices are stored row-major as (n_in, n_out), the library's `x @ W`
 // convention (scripts/export_models.py writes them so), whatever the source.
@@ -236,9 +242,45 @@ function linearRows(X, n, nIn, WT, b, out) {
     }
   }
   if (r < n) {
+    // one row left (a single token: the decoding step): two outputs at a time, each x read
+    // serving both, each output summed exactly as above
     const x = r * nIn;
     const o = r * nOut;
-    for (let j = 0; j < nOut; j++) out[o + j] = dot4(X, x, WT, j * nIn, nIn) + (b ? b[j] : 0);
+    let j = 0;
+    for (; j + 1 < nOut; j += 2) {
+      const w = j * nIn;
+      const v = w + nIn;
+      let a0 = 0;
+      let a1 = 0;
+      let a2 = 0;
+      let a3 = 0;
+      let c0 = 0;
+      let c1 = 0;
+      let c2 = 0;
+      let c3 = 0;
+      let i = 0;
+      for (; i + 3 < nIn; i += 4) {
+        const x0 = X[x + i];
+        const x1 = X[x + i + 1];
+        const x2 = X[x + i + 2];
+        const x3 = X[x + i + 3];
+        a0 += x0 * WT[w + i];
+        a1 += x1 * WT[w + i + 1];
+        a2 += x2 * WT[w + i + 2];
+        a3 += x3 * WT[w + i + 3];
+        c0 += x0 * WT[v + i];
+        c1 += x1 * WT[v + i + 1];
+        c2 += x2 * WT[v + i + 2];
+        c3 += x3 * WT[v + i + 3];
+      }
+      for (; i < nIn; i++) {
+        a0 += X[x + i] * WT[w + i];
+        c0 += X[x + i] * WT[v + i];
+      }
+      out[o + j] = a0 + a1 + (a2 + a3) + (b ? b[j] : 0);
+      out[o + j + 1] = c0 + c1 + (c2 + c3) + (b ? b[j + 1] : 0);
+    }
+    for (; j < nOut; j++) out[o + j] = dot4(X, x, WT, j * nIn, nIn) + (b ? b[j] : 0);
   }
   return out;
 }
