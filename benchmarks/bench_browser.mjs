@@ -1,17 +1,22 @@
-// Speed of the in-browser runtime (book/_static/runtime/transformer.mjs):
+// Speed of the in-browser runtime (book/_static/runtime/transformer.mjs), against the library:
 //
-//  1. in node, ms per generated token with the KV cache, for each exported model
-//     (wall-clock and CPU time of this process: on a busy machine the CPU time is the
-//     steadier figure); goal < 5 ms for stories260k and shakespeare;
+//  1. ms per generated token (greedy, KV cache) of each exported model, in node and in the
+//     NumPy library (attention_lib, one BLAS thread), the same prompt and the same number
+//     of tokens, timed in turns (runtime, library, runtime, ...) so that a busy spell of the
+//     machine hits both; CPU time of each process (the steadier figure on a shared machine)
+//     and wall time. The translator: ms per French token, greedy and beam 4, on test
+//     sentences. Each line gives the ratio runtime / library. The first line gives the
+//     machine: lscpu's model name, its CPUs, the threads each side uses, the load average.
 //  2. in Chromium (headless), the time from page load to the first generated token of a
-//     widget that is clicked as soon as the page has loaded (weights fetched, parsed and the
-//     prompt run: the widget loads its model on first use), and from the click alone;
-//     goal < 1 s.
+//     widget that is clicked as soon as the page has loaded (weights fetched, checked,
+//     parsed and the prompt run: the widget loads its model on first use), and from the
+//     click alone; goal < 1 s.
 //
-//   node benchmarks/bench_browser.mjs [--tokens 100] [--chromium /usr/bin/chromium] [--no-browser]
+//   node benchmarks/bench_browser.mjs [--tokens 100] [--rounds 3] [--python .venv/bin/python]
+//                                     [--chromium /usr/bin/chromium] [--no-browser] [--no-library]
 import { readFileSync, existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:http";
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { tmpdir, loadavg, cpus } from "node:os";
 import { join, extname } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -21,43 +26,117 @@ const root = fileURLToPath(new URL("../", import.meta.url));
 const args = process.argv.slice(2);
 const opt = (name, dflt) => (args.includes(name) ? args[args.indexOf(name) + 1] : dflt);
 const N = Number(opt("--tokens", 100));
+const ROUNDS = Number(opt("--rounds", 3));
 const chromium = opt("--chromium", "/usr/bin/chromium");
+const python = opt("--python", existsSync(`${root}.venv/bin/python`) ? `${root}.venv/bin/python` : "python3");
 const PROMPTS = { shakespeare: "ROMEO:\n", stories260k: "Once upon a time", translator: "I like green apples." };
 const models = ["shakespeare", "stories260k", "translator"].filter((n) => existsSync(`${root}book/_static/models/${n}.json`));
 
-console.log(`machine: ${cpus().length} cores (${cpus()[0].model}), load average ${loadavg().map((x) => x.toFixed(1)).join(" ")}; node ${process.version}`);
-console.log("\n1. ms per generated token, KV cache, one token at a time (best of 3 runs)");
+const lscpu = spawnSync("lscpu", [], { encoding: "utf8" }).stdout || "";
+const cpuModel = (/^Model name:\s*(.+)$/m.exec(lscpu) || [])[1] || cpus()[0].model;
+console.log(`machine: ${cpuModel} (lscpu), ${cpus().length} CPUs; runtime: node ${process.version}, one thread; ` +
+  `library: one BLAS thread; load average ${loadavg().map((x) => x.toFixed(1)).join(" ")} at the start`);
+
+// The library's side: one Python process per measurement, printing JSON {cpu_ms, wall_ms, n, ids}.
+const LIBRARY = String.raw`
+import json, sys, time, os
+import numpy as np
+name, n, what = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+if name == "translator":
+    from attention_lib.translate import load_model, translate_ids
+    from attention_lib.data.tatoeba import load_references
+    model, tok = load_model("transformer")
+    src = [tok.encode(s)[:48] for s in load_references("test")[0][:n]]
+    beam = 4 if what == "beam" else None
+    translate_ids(model, src[:2], beam)
+    c0, t0 = time.process_time(), time.perf_counter()
+    out = translate_ids(model, src, beam)
+    cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+    print(json.dumps({"cpu_ms": cpu * 1e3, "wall_ms": wall * 1e3, "n": sum(len(o) + 1 for o in out),
+                      "ids": out}))
+else:
+    from attention_lib.models import load_pretrained
+    model, tok = load_pretrained(name)
+    prompt = np.asarray(tok.encode(sys.argv[4]))
+    model.generate(prompt, 4, temperature=0)
+    c0, t0 = time.process_time(), time.perf_counter()
+    seq = model.generate(prompt, n, temperature=0)
+    cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+    print(json.dumps({"cpu_ms": cpu * 1e3, "wall_ms": wall * 1e3, "n": n,
+                      "ids": [int(t) for t in np.asarray(seq).reshape(-1)[len(prompt):]]}))
+`;
+
+function library(name, n, what, prompt) {
+  const r = spawnSync(python, ["-c", LIBRARY, name, String(n), what, prompt ?? ""], {
+    encoding: "utf8", env: { ...process.env, PYTHONPATH: root, OPENBLAS_NUM_THREADS: "1", OMP_NUM_THREADS: "1" },
+    maxBuffer: 64 << 20,
+  });
+  if (r.status !== 0) return { error: (r.stderr || "").trim().split("\n").pop() };
+  return JSON.parse(r.stdout.trim().split("\n").pop());
+}
+
+function timed(fn) {
+  const c0 = process.cpuUsage();
+  const t0 = performance.now();
+  const out = fn();
+  const c = process.cpuUsage(c0);
+  return { out, cpu_ms: (c.user + c.system) / 1000, wall_ms: performance.now() - t0 };
+}
+
+const fmt = (x) => (x === undefined ? "-" : x.toFixed(2));
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+console.log(`\n1. ms per token, greedy with the KV cache (median of ${ROUNDS} rounds, sides in turn)`);
+console.log("  model          side      CPU ms/token  wall ms/token   runtime/library (CPU)   same ids");
 for (const name of models) {
   const t0 = performance.now();
   const model = loadModel(JSON.parse(readFileSync(`${root}book/_static/models/${name}.json`, "utf8")),
     readFileSync(`${root}book/_static/models/${name}.bin`));
   const loadMs = performance.now() - t0;
-  if (name === "translator") {
-    let best = Infinity;
-    for (let r = 0; r < 3; r++) {
-      const t = performance.now();
-      const out = model.translate(PROMPTS[name], { details: true });
-      best = Math.min(best, (performance.now() - t) / Math.max(1, out.ids.length + 1));
+  const kinds = name === "translator" ? ["greedy", "beam"] : ["greedy"];
+  for (const what of kinds) {
+    const js = [];
+    const py = [];
+    let jsIds = null;
+    let pyIds = null;
+    for (let r = 0; r < ROUNDS; r++) {
+      if (name === "translator") {
+        const sentences = JSON.parse(readFileSync(`${root}tests/js/fixtures/beam.json`, "utf8")).cases.slice(0, 50);
+        const run = timed(() => model.decodeBatch(sentences.map((c) => c.ids), { beam: what === "beam" ? 4 : 1 }));
+        const n = run.out.reduce((a, o) => a + o.ids.length + 1, 0);
+        js.push({ cpu: run.cpu_ms / n, wall: run.wall_ms / n });
+        jsIds = run.out.map((o) => o.ids);
+        if (!args.includes("--no-library")) {
+          const lib = library(name, 50, what);
+          if (lib.error) { console.log(`  ${name}: library failed: ${lib.error}`); break; }
+          py.push({ cpu: lib.cpu_ms / lib.n, wall: lib.wall_ms / lib.n });
+          pyIds = lib.ids;
+        }
+      } else {
+        const ids = model.tokenizer.encode(PROMPTS[name]);
+        const run = timed(() => model.generate(ids, N, { temperature: 0 }));
+        js.push({ cpu: run.cpu_ms / N, wall: run.wall_ms / N });
+        jsIds = run.out;
+        if (!args.includes("--no-library")) {
+          const lib = library(name, N, what, PROMPTS[name]);
+          if (lib.error) { console.log(`  ${name}: library failed: ${lib.error}`); break; }
+          py.push({ cpu: lib.cpu_ms / lib.n, wall: lib.wall_ms / lib.n });
+          pyIds = lib.ids;
+        }
+      }
     }
-    console.log(`  ${name.padEnd(12)} load ${loadMs.toFixed(0)} ms; ${best.toFixed(2)} ms per French token (greedy, encoder included)`);
-    continue;
+    const label = name === "translator" ? `${name} ${what}` : name;
+    const jc = median(js.map((x) => x.cpu));
+    const jw = median(js.map((x) => x.wall));
+    const pc = py.length ? median(py.map((x) => x.cpu)) : undefined;
+    const pw = py.length ? median(py.map((x) => x.wall)) : undefined;
+    const same = pyIds ? JSON.stringify(jsIds) === JSON.stringify(pyIds) : "-";
+    console.log(`  ${label.padEnd(19)}runtime ${fmt(jc).padStart(10)} ${fmt(jw).padStart(13)} ` +
+      `${pc ? (jc / pc).toFixed(2).padStart(12) : "-".padStart(12)}x              ${same}   (load ${loadMs.toFixed(0)} ms)`);
+    if (py.length) console.log(`  ${"".padEnd(19)}library ${fmt(pc).padStart(10)} ${fmt(pw).padStart(13)}`);
   }
-  const ids = model.tokenizer.encode(PROMPTS[name]);
-  const n = Math.min(N, model.maxLen - ids.length);
-  model.generate(ids, 8, { temperature: 0 }); // warm up the JIT
-  let wall = Infinity;
-  let cpu = Infinity;
-  for (let r = 0; r < 3; r++) {
-    const c0 = process.cpuUsage();
-    const t = performance.now();
-    model.generate(ids, n, { temperature: 0.8, topK: 40, seed: r });
-    wall = Math.min(wall, (performance.now() - t) / n);
-    const c = process.cpuUsage(c0);
-    cpu = Math.min(cpu, (c.user + c.system) / 1000 / n);
-  }
-  console.log(`  ${name.padEnd(12)} load ${loadMs.toFixed(0)} ms; ${n} tokens: ${wall.toFixed(2)} ms/token wall, ` +
-    `${cpu.toFixed(2)} ms/token CPU${wall < 5 || name === "translator" ? "" : "  (goal < 5 ms)"}`);
 }
+console.log(`  load average at the end: ${loadavg().map((x) => x.toFixed(1)).join(" ")}`);
 
 if (args.includes("--no-browser") || !existsSync(chromium)) {
   if (!args.includes("--no-browser")) console.log(`\n2. skipped: no Chromium at ${chromium}`);
@@ -78,7 +157,7 @@ const go = () => {
   const w = document.querySelector(".aft-widget");
   const click = performance.now();
   const seen = new MutationObserver(() => {
-    const first = w.querySelector("button.aft-token, .aft-french:not(:empty)");
+    const first = w.querySelector(".aft-token.aft-new, .aft-french:not(:empty)");
     if (first) {
       seen.disconnect();
       const now = performance.now();

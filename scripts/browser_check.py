@@ -214,6 +214,32 @@ async () => {
 }
 """
 
+# Unfolds every folded block of the article (hidden code cells: <details>; the
+# solutions' dropdowns: sphinx-togglebutton), measures the code boxes that only
+# then show, and folds them again: a folded box a reader opens must not scroll
+# sideways either.
+UNFOLD_JS = r"""
+async () => {
+  const frame = () => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  const article = document.querySelector('.bd-article') || document.body;
+  const shown = el => el.checkVisibility();
+  const before = new Set([...article.querySelectorAll('pre')].filter(shown));
+  const opened = [...article.querySelectorAll('details:not([open])')];
+  for (const d of opened) d.open = true;
+  const pressed = [...article.querySelectorAll('button.toggle-button[aria-expanded="false"]')];
+  for (const b of pressed) b.click();
+  await frame();
+  const snippet = el => (el.textContent || '').trim().replace(/\s+/g, ' ').slice(0, 60);
+  const folded = [...article.querySelectorAll('pre')].filter(el => shown(el) && !before.has(el));
+  const scrolls = folded.filter(el => el.scrollWidth > el.clientWidth + 1)
+    .map(el => ({text: snippet(el), by: el.scrollWidth - el.clientWidth}));
+  for (const b of pressed) b.click();
+  for (const d of opened) d.open = false;
+  await frame();
+  return {folded: folded.length, scrolls};
+}
+"""
+
 # Measures what a phone shows (run at PHONE_WIDTH): what sticks out of the
 # screen, tables, charts and figures against the text column.
 PHONE_LAYOUT_JS = r"""
@@ -306,8 +332,13 @@ async () => {
   const rules = Object.fromEntries(axe.getRules(['experimental'])
                                    .map(r => [r.ruleId, {enabled: true}]));
   // preload: false: no stylesheets fetched again (axe resolves their @imports
-  // against the wrong base and asks the server for /basic.css)
-  const result = await axe.run(document, {resultTypes: ['violations'], rules, preload: false});
+  // against the wrong base and asks the server for /basic.css).
+  // MathJax's box for a TeX error (mjx-merror, red on yellow: 3.7:1) is left out:
+  // the math-error check already fails its page, and axe's verdict on its colours
+  // changes with the browser (axe 4.11 under Chromium 156 calls it a serious
+  // color-contrast violation, earlier pairs left it undecided).
+  const result = await axe.run({exclude: [['mjx-merror']]},
+                               {resultTypes: ['violations'], rules, preload: false});
   return result.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
       nodes: v.nodes.length, target: v.nodes.slice(0, 3).map(n => n.target.join(' '))}));
 }
@@ -406,6 +437,18 @@ def check_layout(page, problems, site=None, base=None):
                         f"(> {MAX_CELL_LINES}): {c['text']!r}",
                     )
                 )
+        folded = ""
+        if width == LAYOUT_WIDTHS[0]:
+            u = page.evaluate(UNFOLD_JS)
+            for box in u["scrolls"]:
+                problems.append(
+                    (
+                        "code-scrolls",
+                        f"{width} px: a folded code box scrolls sideways by {box['by']} px "
+                        f"when unfolded: {box['text']!r}",
+                    )
+                )
+            folded = f"; folded boxes {u['folded']} unfolded, {len(u['scrolls'])} scroll"
         longest = max(m["cells"], key=lambda c: c["lines"], default=None)
         ratios = " ".join(
             f"{f['ratio']:.2f}" + ("" if f["svg"] else f"/x{f['density']:.1f}")
@@ -415,7 +458,7 @@ def check_layout(page, problems, site=None, base=None):
             f"{width} px: pre {m['pres']} checked, {len(m['preOver'])} overflow; "
             f"equations {m['equations']} checked, {len(m['eqOver'])} overflow; "
             f"figures {len(m['figures'])} (size ratio/px density: {ratios or '-'}); "
-            f"longest visible cell {longest['lines'] if longest else 0} lines{text}"
+            f"longest visible cell {longest['lines'] if longest else 0} lines{folded}{text}"
         )
     page.set_viewport_size({"width": LAYOUT_WIDTHS[0], "height": 900})
     return lines
@@ -689,6 +732,11 @@ def check_page(
         ),
     )
     page.on("requestfinished", lambda r: finished.append(r))
+    # requests in flight, as the page sees them (started, neither finished nor failed)
+    in_flight = {}
+    page.on("request", lambda r: in_flight.__setitem__(id(r), r.url))
+    page.on("requestfinished", lambda r: in_flight.pop(id(r), None))
+    page.on("requestfailed", lambda r: in_flight.pop(id(r), None))
 
     def on_response(r):
         if local(r.url) and r.status >= 400 and where(r.url) != "/favicon.ico":
@@ -708,12 +756,20 @@ def check_page(
         try:
             page.wait_for_load_state("networkidle", timeout=timeout * 500)
         except PlaywrightError:
-            # (Not on the phone: the same requests were judged on the desktop,
-            # and emulated-mobile Chromium can leave a web font's request
-            # pending for ever on a page whose MathJax reports an error.)
-            if not phone:
+            # Chromium can stay "busy" with no request of the page in flight: it
+            # leaves a web font's load pending for ever on a page whose MathJax
+            # reports an error (Chromium 156, on the desktop and on the phone;
+            # the self-test's math_error page, under load). Only a request that
+            # is really still in flight is a fault, and it is named. (Not on the
+            # phone: the same requests were judged on the desktop.)
+            pending = sorted(set(in_flight.values()))
+            if pending and not phone:
                 problems.append(
-                    ("timeout", f"the network was still busy {timeout / 2:.0f} s after load")
+                    (
+                        "timeout",
+                        f"the network was still busy {timeout / 2:.0f} s after load: "
+                        + ", ".join(where(u) for u in pending[:3]),
+                    )
                 )
         info = page.evaluate(INSPECT_PAGE_JS, min(20000, int(timeout * 1000 / 3)))
         viewport = page.viewport_size
@@ -811,8 +867,55 @@ def check_page(
     return problems, report
 
 
+# Folded code boxes of the book that scrolled sideways at 1280 px when the check
+# learnt to unfold them ({page: [start of the box's text, ...]}): reported, not
+# failed, until their chapters are rewrapped (issue 37). A box not listed here
+# fails; an entry whose box no longer scrolls is reported as no longer needed,
+# to be deleted.
+KNOWN_CODE_SCROLLS = {
+    "book/03_learning_to_align.html": [
+        "def landing_of(j, gold, source): # Where",
+        "content of a 45-50 word sentence: about",
+    ],
+    "book/10_transformer.html": [
+        "def without_residual(block, x): # the tw",
+        "sizes = {} for name, fwd, bwd in ((",
+        "rng = np.random.default_rng(2) small = T",
+        "L, E = 64, 32 rng = np.random.default_rn",
+        "attention = SelfAttention(E, 4, rng) att",
+        "fig, ax = plt.subplots(figsize=(6.4, 2.5",
+        "i = 0 a, m = segments[i] labels = [str(t",
+        "rng = np.random.default_rng(11) no_repea",
+        "lean = TinyGPT(n_vocab=N_VOCAB, d_model=",
+        "started = time.process_time() train(make",
+        "big = TinyGPT(n_vocab=N_VOCAB, d_model=6",
+    ],
+    "book/11_translation.html": [
+        "%matplotlib inline import inspect import",
+        "fig, ax = plt.subplots(figsize=(7.2, 3.5",
+        "manifest = json.loads((checkpoint_dir()",
+        "fig, axes = plt.subplots(1, 2, figsize=(",
+        "i = int(np.flatnonzero((words >= 6) & (w",
+        "agree, last, chance = np.zeros((3, 4)),",
+        "mine = [",
+    ],
+    "book/13_stories260k.html": [
+        "def show(value): if isinstance(value, fl",
+        "ms = {} for use_cache in (True, False):",
+        "story = (",
+        "for word in (",
+    ],
+}
+
+
+def allowed_code_scroll(page, detail):
+    """Whether a code-scrolls finding on ``page`` is one of KNOWN_CODE_SCROLLS."""
+    return any(start in detail for start in KNOWN_CODE_SCROLLS.get(page, ()))
+
+
 LAYOUT_KINDS = {
     "overflow",
+    "code-scrolls",
     "figure-shrunk",
     "figure-blurry",
     "long-cell",
@@ -943,7 +1046,20 @@ def check_site(
                     ("needs-network", f"blocked request for {u}")
                     for u in dict.fromkeys(blocked.get(current, []))
                 ]
-                shown = [(k, d, report_only and k in LAYOUT_KINDS) for k, d in problems]
+                shown = [
+                    (
+                        k,
+                        d,
+                        (report_only and k in LAYOUT_KINDS)
+                        or (k == "code-scrolls" and allowed_code_scroll(current, d)),
+                    )
+                    for k, d in problems
+                ]
+                stale = [
+                    start
+                    for start in KNOWN_CODE_SCROLLS.get(current, ())
+                    if not any(k == "code-scrolls" and start in d for k, d in problems)
+                ]
                 results[current] = [(k, d) for k, d, warn in shown if not warn]
                 if verbose:
                     bad = len(results[current])
@@ -964,6 +1080,11 @@ def check_site(
                             print(f"    {line}")
                     for kind, detail, warn in shown:
                         print(f"    {'REPORT' if warn else 'FAIL'} [{kind}] {detail}")
+                    for start in stale:
+                        print(
+                            "    NOTE [code-scrolls] no longer scrolls: delete its entry "
+                            f"{start!r} from KNOWN_CODE_SCROLLS"
+                        )
             browser.close()
     finally:
         server.shutdown()
@@ -1026,6 +1147,9 @@ SELF_TEST_PAGES = {
         CHAPTER_PARTS
         + FIGURE
         + CELL.format("x = 1\n" * 20)
+        + '<details class="hide above-input"><summary>Show code</summary>'
+        + CELL.format("y = 2  # folded, and short enough")
+        + "</details>"
         + """
         <link rel="stylesheet" href="style.css"><script src="app.js"></script>
         <p>Inline <span class="math notranslate nohighlight">\\(\\alpha_{ij} = \\frac{a}{b}\\)</span>.</p>
@@ -1071,14 +1195,38 @@ SELF_TEST_PAGES = {
         "<script>fetch('https://example.invalid/data.json').catch(() => {});</script>",
         {"needs-network"},
     ),
+    "folded_code_scrolls.html": (
+        True,
+        CHAPTER_PARTS
+        + FIGURE
+        + '<details class="hide above-input"><summary>Show code</summary>'
+        + CELL.format("z = " + "2 * " * 200)
+        + "</details>",
+        {"code-scrolls"},
+    ),
     "math_unrendered.html": (
         False,
         '<span class="math notranslate nohighlight">\\(x\\)</span>',
         {"math-not-rendered"},
     ),
+    # MathJax draws a TeX error red on yellow (3.7:1, below WCAG's 4.5:1): axe 4.11
+    # under Chromium 156 reports a serious color-contrast finding on its mjx-utext,
+    # which older pairs left undecided. The checker leaves the error box out of
+    # axe's run (AXE_RUN_JS), so this page shows one fault, the TeX error, whatever
+    # the versions. (Restyling the box instead kept Chromium's network busy for
+    # ever on this page: a renderer font load that never ends.)
     "math_error.html": (
         False,
         """<span class="math notranslate nohighlight">\\(\\frac{a}\\)</span>""",
+        {"math-error"},
+    ),
+    # MathJax's error box as it draws it (red on yellow), made by hand: axe would
+    # call its text a serious color-contrast violation; the check leaves it to math-error
+    "math_error_box.html": (
+        False,
+        '<mjx-merror data-mjx-error="Missing argument for \\frac" '
+        'style="display: inline-block; color: red; background-color: yellow">'
+        "<mjx-utext>Missing argument for \\frac</mjx-utext></mjx-merror>",
         {"math-error"},
     ),
     # (no stylesheet: on a phone the long line and the wide figure below also
@@ -1211,6 +1359,89 @@ CHART_PAGES = {
 }
 
 
+# What produces each verdict, for the self-test's report of a verdict it did not expect.
+VERDICT_SOURCES = {
+    "failed-request": "a local request that failed or got an HTTP error (on_response/on_failed)",
+    "needs-network": "a request outside the local server (the route handler)",
+    "broken-image": "an <img> with naturalWidth 0 (INSPECT_PAGE_JS)",
+    "missing-alt": "an <img> in the article without real alt text",
+    "math-not-rendered": "a .math element without an mjx-container",
+    "math-error": "MathJax's mjx-merror / data-mjx-error elements",
+    "script-error": "an uncaught exception (pageerror)",
+    "console-error": "console.error on the page",
+    "no-figure": "a chapter without a figure of 50 px or more",
+    "chapter-structure": "the chapter template's parts (INSPECT_PAGE_JS)",
+    "overflow": "a visible pre or equation wider than its box (LAYOUT_JS)",
+    "code-scrolls": "a code cell, unfolded, that scrolls sideways at 1280 px (LAYOUT_JS)",
+    "figure-shrunk": "a figure below 80% of its intended width",
+    "figure-blurry": "a PNG figure below 1.9 image px per CSS px",
+    "long-cell": "a visible code cell longer than 20 lines",
+    "sideways-scroll": "the page wider than the 390-px phone (PHONE_LAYOUT_JS)",
+    "table-cut-off": "a table neither fitting nor scrolling in its own box",
+    "chart-too-wide": "a chart wider than the phone's column",
+    "chart-not-rendered": "a chart without canvas or svg after 10 s",
+    "chart-no-tooltip": "no Vega tooltip on hovering a mark",
+    "chart-static": "a chart unchanged when its first control moves",
+    "figure-text-small": "figure text under 8 CSS px that cannot be enlarged enough",
+    "figure-text-unknown": "a PNG figure that does not record its smallest text",
+    "figure-distorted": "a figure shown at another aspect ratio than drawn",
+    "timeout": "a page, its images or MathJax still loading at the time limit",
+}
+
+
+def verdict_source(kind, detail):
+    """The rule or check behind one verdict: axe-core's rule id for an axe finding."""
+    if kind.startswith("axe-"):
+        rule = re.search(r"(?:^|: )([a-z][\w-]*) on \d+ element", detail)
+        return (
+            f"axe-core rule {rule.group(1) if rule else '?'} ({kind.removeprefix('axe-')} impact)"
+        )
+    return VERDICT_SOURCES.get(kind, "?")
+
+
+def verdict_diff(name, expected, problems):
+    """One line per verdict of fixture ``name`` that was not expected, or expected and missing."""
+    found = {kind for kind, _ in problems}
+    lines = []
+    for kind, detail in problems:
+        if kind not in expected:
+            lines.append(f"{name}: EXTRA {kind} from {verdict_source(kind, detail)}: {detail}")
+    for kind in sorted(expected - found):
+        lines.append(
+            f"{name}: MISSING {kind}: {VERDICT_SOURCES.get(kind, '?')} did not fire; "
+            f"found instead: {sorted(found) or 'nothing'}"
+        )
+    return lines
+
+
+def browser_version(chromium):
+    """``chromium --version``'s text, or '?'."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            [chromium, "--version"], capture_output=True, text=True, timeout=30
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+    return out.strip().removeprefix("Chromium ").split(" ")[0] or "?"
+
+
+def axe_version(axe):
+    """The version of the axe-core at ``axe`` (its package.json, or the script's own text)."""
+    if not axe:
+        return "off"
+    package = Path(axe).parent / "package.json"
+    try:
+        import json
+
+        return json.loads(package.read_text(encoding="utf-8"))["version"]
+    except (OSError, ValueError, KeyError):
+        text = Path(axe).read_text(encoding="utf-8", errors="replace")[:4000]
+        found = re.search(r"axe v(\d+\.\d+\.\d+)", text)
+        return found.group(1) if found else "?"
+
+
 def self_test(chromium, axe=DEFAULT_AXE):
     """Build a tiny site with one fault per page and check that exactly those faults are found."""
     mathjax = REPO / "book" / "_static" / "mathjax"
@@ -1246,6 +1477,8 @@ def self_test(chromium, axe=DEFAULT_AXE):
             )
         pages = [(name, chapter, chapter) for name, (chapter, _, _) in SELF_TEST_PAGES.items()]
         results = check_site(site, pages, chromium, verbose=False, timeout=120, axe=axe)
+    versions = f"Chromium {browser_version(chromium)}, axe-core {axe_version(axe)}"
+    print(f"browser check self-test under {versions}")
 
     wrong = []
     for name, (_, _, expected) in SELF_TEST_PAGES.items():
@@ -1256,13 +1489,17 @@ def self_test(chromium, axe=DEFAULT_AXE):
             f"found {sorted(found) or 'nothing'}: {status}"
         )
         if found != expected:
-            wrong.append(name)
-            for kind, detail in results[name]:
-                print(f"    [{kind}] {detail}")
+            for line in verdict_diff(name, expected, results[name]):
+                print(f"    {line}")
+                wrong.append(line)
     if wrong:
+        print(
+            f"browser check self-test: {len(wrong)} verdict(s) differ, under {versions}:\n  "
+            + "\n  ".join(wrong)
+        )
         raise SystemExit(
-            f"browser check self-test failed on {', '.join(wrong)}: "
-            "the checker does not see what it should"
+            "browser check self-test failed: the checker does not see what it should "
+            "(each line above names the fixture, the verdict and the rule or check behind it)"
         )
     print(f"browser check self-test: all {len(SELF_TEST_PAGES)} cases behave as expected")
 

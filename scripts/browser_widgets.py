@@ -10,8 +10,13 @@ before a chapter carries them), at 1280 and at 390 px wide:
   the vocabulary, emoji) gives a message inside the widget and no console error;
 - a typed prompt is continued (or translated): tokens appear, and a heat map of
   where the heads looked is drawn (non-blank canvas);
-- moving a slider (temperature) changes the output;
+- the heat map has its legend (one colour scale, weight 0 to 1) and the layer
+  and head selects say, before the model loads, that they wait for it;
+- the next-token bar shows the last step's candidates and reshapes while the
+  temperature slider moves; moving a slider (temperature) changes the output;
+- an error clears what the widget showed before (no stale output beside it);
 - the keyboard alone reaches and presses the button and a generated token;
+- no word of the generated text is broken across two lines;
 - nothing scrolls sideways, every control has an accessible name, and no
   request leaves the local server.
 
@@ -79,6 +84,24 @@ def canvas_ink(widget):
         let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++; return n; }""")
 
 
+# Generated tokens whose line starts inside a word: a letter token at the start of
+# a line (its box below the one before) right after another letter token.
+BROKEN_WORDS_JS = r"""
+out => {
+  const spans = [...out.querySelectorAll('.aft-token')];
+  const broken = [];
+  for (let i = 1; i < spans.length; i++) {
+    const a = spans[i - 1], b = spans[i];
+    if (!/[\p{L}\p{N}]$/u.test(a.textContent) || !/^[\p{L}\p{N}]/u.test(b.textContent)) continue;
+    const ra = a.getClientRects(), rb = b.getClientRects();
+    if (!ra.length || !rb.length) continue;
+    if (rb[0].top > ra[ra.length - 1].top + 2) broken.push(a.textContent + '|' + b.textContent);
+  }
+  return broken;
+}
+"""
+
+
 def check_widget(page, widget, label, problems, shots, width, timeout):
     """Drive one widget; append (label, problem) to problems."""
     kind = widget.get_attribute("data-kind")
@@ -86,6 +109,9 @@ def check_widget(page, widget, label, problems, shots, width, timeout):
     fail = lambda what: problems.append(f"{label} at {width}px: {what}")
     widget.scroll_into_view_if_needed()
     handle = widget.element_handle()
+    for sel in widget.locator("select[disabled]").all():
+        if "once the model has loaded" not in sel.inner_text():
+            fail("a select waits for the model without saying so")
     if kind != "translator":
         widget.locator("input[type=number]").nth(1).fill("12")  # short runs for bad input
     text = widget.locator("textarea")
@@ -126,6 +152,14 @@ def check_widget(page, widget, label, problems, shots, width, timeout):
         widget.locator("select").nth(2).select_option("1")
         if canvas_ink(widget) < 50:
             fail("no heat map after choosing another head")
+        if "head 1" not in widget.locator("select").nth(2).inner_text():
+            fail("heads are not numbered from 0 ('head 0', 'head 1', ...)")
+        if "scale" not in widget.locator("canvas.aft-heatmap").get_attribute("aria-label"):
+            fail("the heat map does not describe its colour scale")
+        if run(""):
+            fail("an empty sentence was translated")
+        if widget.locator(".aft-french").inner_text().strip() or canvas_ink(widget):
+            fail("an error left the last translation or its heat map on show")
     else:
         for what, bad in BAD_INPUTS.items():
             ok = run(bad)
@@ -141,7 +175,7 @@ def check_widget(page, widget, label, problems, shots, width, timeout):
         widget.locator("input[type=number]").nth(1).fill("40")
         if not run(prompt):
             fail(f"no continuation of a typed prompt: {status.inner_text()}")
-        tokens = widget.locator("button.aft-token")
+        tokens = widget.locator(".aft-token.aft-new")
         if tokens.count() < 10:
             fail(f"only {tokens.count()} generated tokens shown")
         first = widget.locator(".aft-output").inner_text()
@@ -151,9 +185,29 @@ def check_widget(page, widget, label, problems, shots, width, timeout):
         # keyboard: focus a generated token, the heat map follows it
         tokens.nth(5).focus()
         page.keyboard.press("Tab")
-        chosen = widget.locator("button.aft-token.aft-chosen").count()
+        chosen = widget.locator(".aft-token.aft-chosen").count()
         if chosen != 1:
             fail("focusing a token by keyboard did not choose it")
+        if "layer 0" not in widget.locator("select").first.inner_text():
+            fail("layers are not numbered from 0 ('layer 0', ...)")
+        broken = widget.locator(".aft-output").evaluate(BROKEN_WORDS_JS)
+        if broken:
+            fail(f"words broken across lines: {broken[:3]}")
+        bars = widget.locator(".aft-bars li")
+        if bars.count() < 1:
+            fail("no next-token probability bar under the text")
+        before = widget.locator(".aft-next").inner_text()
+        slider = widget.locator("input[type=range]").first
+        slider.evaluate(
+            "s => { s.value = String(Number(s.value) + 0.5); "
+            "s.dispatchEvent(new Event('input', {bubbles: true})); }"
+        )
+        if widget.locator(".aft-next").inner_text() == before:
+            fail("the next-token bar did not reshape when the temperature moved")
+        slider.evaluate(
+            "s => { s.value = String(Number(s.value) - 0.5); "
+            "s.dispatchEvent(new Event('input', {bubbles: true})); }"
+        )
         # a slider moved: temperature up, the widget writes again, and the text changes
         widget.evaluate("w => { delete w.dataset.state }")
         slider = widget.locator("input[type=range]").first
@@ -166,6 +220,10 @@ def check_widget(page, widget, label, problems, shots, width, timeout):
         )
         if widget.locator(".aft-output").inner_text() == first:
             fail("moving the temperature slider did not change the output")
+        if run(""):
+            fail("an empty prompt was continued")
+        if widget.locator(".aft-token").count() or widget.locator(".aft-bars li").count():
+            fail("an error left the last output or its next-token bar on show")
     overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
     if overflow > 1:
         fail(f"the page scrolls sideways by {overflow}px")

@@ -11,14 +11,19 @@
 # least 8 CSS px (or enlarged to it on a tap). Needs a built _build/html
 # (scripts/build-book.sh); writes one screenshot per page to _build/screenshots/.
 #
-#   bash scripts/check-browser.sh              # self-test of the checker, then the site
-#   bash scripts/check-browser.sh --site DIR   # check another built site
+#   bash scripts/check-browser.sh                  # self-test of the checker, then the site
+#   bash scripts/check-browser.sh --site DIR       # check another built site
+#   bash scripts/check-browser.sh --self-test-only # just prove the checker (no built site needed)
+#   AXE_VERSION=latest bash scripts/check-browser.sh   # the newest axe-core on npm (the
+#                                                      # weekly newest-releases workflow)
 #
 # Installs Debian's chromium with apt-get when /usr/bin/chromium is missing,
-# and npm's axe-core into build/axe.
+# and npm's axe-core into build/axe (pinned below; $AXE_VERSION overrides).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$SECONDS
+self_test_only=0
+if [ "${1:-}" = "--self-test-only" ]; then self_test_only=1; shift; fi
 
 CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
 if [ ! -x "$CHROMIUM" ]; then
@@ -33,7 +38,11 @@ fi
 
 # axe-core (npm), which browser_check.py injects into every page for the
 # accessibility check: installed once into build/axe (git-ignored), pinned.
-AXE_VERSION=4.11.0
+AXE_VERSION=${AXE_VERSION:-4.11.0}
+if [ "$AXE_VERSION" = latest ]; then
+    AXE_VERSION=$(npm view axe-core version)
+    echo "==> axe-core: the newest on npm is $AXE_VERSION"
+fi
 axe_dir=build/axe/node_modules/axe-core
 if ! grep -qs "\"version\": \"$AXE_VERSION\"" "$axe_dir/package.json"; then
     echo "==> installing axe-core $AXE_VERSION with npm into build/axe"
@@ -46,6 +55,13 @@ export AXE_JS="$PWD/$axe_dir/axe.min.js"
 # (requirements-test.txt), which drives the Chromium above, never a browser
 # build of its own.
 python=${PYTHON:-$(if [ -x .venv/bin/python ]; then echo .venv/bin/python; else echo python3; fi)}
+
+echo "==> $("$CHROMIUM" --version 2>/dev/null || echo "$CHROMIUM"), axe-core $AXE_VERSION"
+if [ "$self_test_only" = 1 ]; then
+    timeout --kill-after=15 300 "$python" scripts/browser_check.py --chromium "$CHROMIUM" --self-test
+    echo "==> browser self-test: $((SECONDS - t0)) s"
+    exit 0
+fi
 
 # First prove the checker can fail: a tiny hand-made site with one good page
 # and one page for each fault it must catch. Most of its time is spent waiting

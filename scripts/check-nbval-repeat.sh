@@ -8,6 +8,12 @@
 #   bash scripts/check-nbval-repeat.sh --repeat 10   # the manual 10-times run
 #   bash scripts/check-nbval-repeat.sh --repeat 3 book/05_masks.ipynb
 #   bash scripts/check-nbval-repeat.sh --no-load     # without the background load
+#
+# Then one more pass with MPLBACKEND=agg in the environment (as on many CI
+# machines and servers), on two chapters that draw figures: a chapter that does
+# not set `%matplotlib inline` itself draws nothing there and fails (issue 38).
+# Every chapter sets it, which tests/test_notebook_backend.py checks; this pass
+# proves it matters. MPLBACKEND_CHAPTERS overrides the two; empty skips the pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repeat=${NBVAL_REPEAT:-1}
@@ -75,3 +81,14 @@ for i in $(seq 1 "$repeat"); do
     echo "==> nbval pass $i of $repeat under load: ok ($((SECONDS - t)) s)"
 done
 echo "==> nbval repeated $repeat time(s) under load: ok ($((SECONDS - t0)) s)"
+
+agg_chapters=${MPLBACKEND_CHAPTERS-book/appendix_tutorial_numbers.ipynb book/05_masks.ipynb}
+if [ -n "$agg_chapters" ]; then
+    t=$SECONDS
+    # shellcheck disable=SC2086  # a list of paths
+    if ! MPLBACKEND=agg "$python" -m pytest -q -p no:cacheprovider --nbval --nbval-current-env $agg_chapters; then
+        echo "==> nbval with MPLBACKEND=agg FAILED: a chapter draws nothing without %matplotlib inline" >&2
+        exit 1
+    fi
+    echo "==> nbval with MPLBACKEND=agg ($agg_chapters): ok ($((SECONDS - t)) s)"
+fi

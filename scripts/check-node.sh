@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# The browser runtime (book/_static/runtime/transformer.mjs) under node: greedy tokens and
-# logits against the NumPy library's (tests/js/fixtures/parity.json), seeded sampling.
+# The browser runtime (book/_static/runtime/transformer.mjs) under node, against the NumPy
+# library's fixtures (scripts/make_parity_fixture.py): greedy tokens and logits
+# (parity.json), greedy generation far past the context, cropped (crop.json), beam search
+# on every sentence of the translation test set (beam.json); seeded sampling, the sampler's
+# boundary draws, the checks on damaged weights, and the command line (cli.mjs).
 # Installs Debian's nodejs with apt-get when node is missing (node >= 18 runs node --test).
 set -euo pipefail
 cd "$(dirname "$0")/.."

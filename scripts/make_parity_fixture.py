@@ -9,7 +9,15 @@ browser runtime produces the same ids and logits within 1e-3, and
 ``tests/test_parity_fixture.py`` regenerates this file and compares it with the
 committed one, so it cannot go stale when a checkpoint or the library changes.
 
-    python scripts/make_parity_fixture.py            # rewrite the fixture
+    python scripts/make_parity_fixture.py              # rewrite all three fixtures
+    python scripts/make_parity_fixture.py --beam-only  # only tests/js/fixtures/beam.json
+    python scripts/make_parity_fixture.py --crop-only  # only tests/js/fixtures/crop.json
+
+It also writes ``tests/js/fixtures/crop.json``, greedy generation far past
+the context (cropped), which ``tests/js/crop.test.mjs`` compares with the
+runtime's, and ``tests/js/fixtures/beam.json``, the library's beam search
+(beam 4) on every sentence of the translation test set, which
+``tests/js/beam.test.mjs`` compares with the runtime's beam search.
 """
 
 import argparse
@@ -22,7 +30,10 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "js" / "fixtures" / "parity.json"
+BEAM_FIXTURE = ROOT / "tests" / "js" / "fixtures" / "beam.json"
+CROP_FIXTURE = ROOT / "tests" / "js" / "fixtures" / "crop.json"
 N_NEW = 32
+BEAM, LENGTH_PENALTY = 4, 0.6
 
 PROMPTS = {
     "shakespeare": [
@@ -141,6 +152,112 @@ def translator_cases(folder):
     return cases
 
 
+def translator_beam(folder, every=1):
+    """The library's beam search (beam 4, length penalty 0.6) on the translation test set.
+
+    Every English sentence of the test split once (``load_references``), cut to
+    the command line's 48 tokens as ``translate_sentences`` cuts it; with
+    ``every`` > 1 only every ``every``-th sentence (the staleness test's sample).
+    Sentences are decoded in batches of equal source length, so that each one's
+    output cannot depend on the padded width of a batch (a sentence's own length
+    sets its output limit, ``2 S + 10``).
+    """
+    from attention_lib.data.tatoeba import load_references
+    from attention_lib.models.train_translation import pad_batch
+    from attention_lib.translate import MAX_SOURCE_TOKENS, load_model
+
+    model, tok = load_model("transformer", folder)
+    sources = load_references("test")[0][::every]
+    encoded = [tok.encode(s)[:MAX_SOURCE_TOKENS] for s in sources]
+    by_length = {}
+    for i, ids in enumerate(encoded):
+        by_length.setdefault(len(ids), []).append(i)
+    out = [None] * len(sources)
+    for length, idx in sorted(by_length.items()):
+        for start in range(0, len(idx), 64):
+            part = idx[start : start + 64]
+            src, lengths = pad_batch([encoded[i] for i in part])
+            ids = model.beam_search(src, lengths, beam=BEAM, length_penalty=LENGTH_PENALTY)
+            for i, row in zip(part, ids):
+                out[i] = [int(t) for t in row]
+    return [
+        {"source": s, "ids": [int(t) for t in e], "beam_ids": o}
+        for s, e, o in zip(sources, encoded, out)
+    ]
+
+
+def build_beam(folder, every=1):
+    """The beam fixture as a dict (``tests/js/fixtures/beam.json``)."""
+    manifest = json.loads((ROOT / "book" / "_static" / "models" / "translator.json").read_text())
+    return {
+        "weights_sha256": manifest["sha256"],
+        "beam": BEAM,
+        "length_penalty": LENGTH_PENALTY,
+        "cases": translator_beam(folder, every),
+    }
+
+
+#: Greedy generation past the context (cropped): prompt, new tokens.
+CROP_CASES = {
+    "shakespeare": [
+        ("ROMEO:", 1000),
+        ("First Citizen:\n" + "Before we proceed any further, hear me speak. " * 4, 200),
+    ],
+    "stories260k": [("Once upon a time", 700)],
+}
+
+
+def crop_greedy(model, prompt_ids, n_new):
+    """Greedy ids past the context, cropped as the runtime's ``steps()`` crops them.
+
+    The library's ``generate(..., crop=True)`` when it has it; else the same rule
+    written here on the library's ``forward`` and KV cache: with ``W = max_len``
+    and ``H = W // 2``, encode the prompt's last ``W`` tokens; feed each new token
+    at the next position while the cache has room, and when it is full encode the
+    last ``H`` tokens of the text afresh in a new cache.
+    """
+    try:
+        seq = model.generate(np.array(prompt_ids), n_new, temperature=0, crop=True)
+        return [int(t) for t in np.asarray(seq).reshape(-1)[len(prompt_ids) :]]
+    except TypeError:
+        pass
+    W, H = model.max_len, model.max_len // 2
+    ids = [int(t) for t in prompt_ids]
+    cache = model.new_cache()
+    logits = model.forward(np.array([ids[-W:]]), cache)[0, -1]
+    out = []
+    for i in range(n_new):
+        t = int(np.argmax(logits))
+        ids.append(t)
+        out.append(t)
+        if i + 1 == n_new:
+            break
+        if cache[0].position < W:
+            logits = model.forward(np.array([[t]]), cache)[0, -1]
+        else:
+            cache = model.new_cache()
+            logits = model.forward(np.array([ids[-H:]]), cache)[0, -1]
+    return out
+
+
+def build_crop(sources):
+    """The cropped-generation fixture as a dict (``tests/js/fixtures/crop.json``)."""
+    out = {"models": {}}
+    for name, cases in CROP_CASES.items():
+        manifest = json.loads((ROOT / "book" / "_static" / "models" / f"{name}.json").read_text())
+        model, encode = LOADERS[name](sources[name])
+        rows = []
+        for prompt, n_new in cases:
+            ids = encode(prompt)
+            rows.append({"prompt": prompt, "ids": ids, "new_ids": crop_greedy(model, ids, n_new)})
+        out["models"][name] = {
+            "weights_sha256": manifest["sha256"],
+            "max_len": int(model.max_len),
+            "cases": rows,
+        }
+    return out
+
+
 LOADERS = {
     "shakespeare": shakespeare_model,
     "stories260k": stories_model,
@@ -196,7 +313,36 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(FIXTURE))
     parser.add_argument("--shakespeare", metavar="PATH", help="the Shakespeare checkpoint")
+    parser.add_argument(
+        "--beam-only",
+        action="store_true",
+        help="write only the beam-search fixture (tests/js/fixtures/beam.json)",
+    )
+    parser.add_argument(
+        "--no-beam", action="store_true", help="do not rewrite the beam-search fixture"
+    )
+    parser.add_argument(
+        "--crop-only",
+        action="store_true",
+        help="write only the cropped-generation fixture (tests/js/fixtures/crop.json)",
+    )
     args = parser.parse_args(argv)
+    if args.crop_only or not args.beam_only:
+        crop = build_crop(default_sources())
+        tmp = CROP_FIXTURE.with_suffix(".tmp")
+        tmp.write_text(json.dumps(crop, separators=(",", ":"), ensure_ascii=False) + "\n")
+        os.replace(tmp, CROP_FIXTURE)
+        print(f"cropped greedy generation past the context -> {CROP_FIXTURE}")
+    if args.crop_only:
+        return
+    if not args.no_beam and not args.crop_only:
+        beam = build_beam(default_sources()["translator"])
+        tmp = BEAM_FIXTURE.with_suffix(".tmp")
+        tmp.write_text(json.dumps(beam, separators=(",", ":"), ensure_ascii=False) + "\n")
+        os.replace(tmp, BEAM_FIXTURE)
+        print(f"translator: beam {BEAM} on {len(beam['cases'])} test sentences -> {BEAM_FIXTURE}")
+    if args.beam_only:
+        return
     sources = default_sources()
     if args.shakespeare:
         sources["shakespeare"] = Path(args.shakespeare)

@@ -30,7 +30,7 @@ function wrap(text, width) {
   return lines;
 }
 
-/** An SVG: title, wrapped text, and a heat map (rows x cols, each row scaled to its max). */
+/** An SVG: title, wrapped text, and a heat map (rows x cols) on the widgets' absolute scale, 0 to 1, with its legend. */
 function svg(title, text, rows, rowLabels, colLabels, caption) {
   const lines = wrap(text, 60);
   const cell = 22;
@@ -39,7 +39,8 @@ function svg(title, text, rows, rowLabels, colLabels, caption) {
   const top = textH + 70;
   const W = Math.max(560, left + cell * colLabels.length + 10);
   const captionLines = wrap(caption, 80); // about 500 px of 12-px text: inside the 560-px figure
-  const H = top + cell * rows.length + 14 + captionLines.length * 16;
+  const legend = 34;
+  const H = top + cell * rows.length + 14 + legend + captionLines.length * 16;
   const out = [`<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${W} ${H}" width="${W}" role="img" aria-label="${esc(caption)}">`,
     `<title>${esc(caption)}</title>`,
     `<text x="4" y="16" font-family="sans-serif" font-size="14" font-weight="bold">${esc(title)}</text>`];
@@ -51,14 +52,21 @@ function svg(title, text, rows, rowLabels, colLabels, caption) {
   rows.forEach((row, i) => {
     const y = top + i * cell;
     out.push(`<text x="4" y="${y + 15}" font-family="sans-serif" font-size="12">${esc(rowLabels[i])}</text>`);
-    const max = Math.max(...row);
     row.forEach((w, j) => {
-      const light = Math.round(98 - 68 * (max > 0 ? w / max : 0));
+      const light = Math.round(98 - 68 * Math.min(1, Math.max(0, w))); // the same scale in every row
       out.push(`<rect x="${left + j * cell}" y="${y}" width="${cell - 1}" height="${cell - 1}" fill="hsl(215,70%,${light}%)"/>`);
     });
   });
+  const ly = top + cell * rows.length + 10;
+  out.push(`<text x="4" y="${ly + 10}" font-family="sans-serif" font-size="12">weight</text>`);
+  for (let i = 0; i < 20; i++) {
+    out.push(`<rect x="${left + i * 8}" y="${ly}" width="8" height="10" fill="hsl(215,70%,${Math.round(98 - 68 * (i / 19))}%)"/>`);
+  }
+  for (const v of [0, 0.5, 1]) {
+    out.push(`<text x="${left + v * 152 + 4}" y="${ly + 24}" font-family="sans-serif" font-size="11" text-anchor="middle">${v}</text>`);
+  }
   captionLines.forEach((l, i) => {
-    const y = top + cell * rows.length + 20 + i * 16;
+    const y = top + cell * rows.length + 20 + legend + i * 16;
     out.push(`<text x="4" y="${y}" font-family="sans-serif" font-size="12">${esc(l)}</text>`);
   });
   out.push("</svg>");
@@ -76,7 +84,7 @@ for (const name of ["shakespeare", "stories260k", "translator"]) {
     const rows = out.cross.map((step) => Array.from(step[l][0]));
     figure = svg("Translate English into French", `${english}\n→ ${out.text}`, rows,
       out.ids.map((t) => shown(model.tokenizer.piece(t)).slice(0, 8)), out.src.map((t) => shown(model.tokenizer.piece(t))),
-      `Cross-attention of layer ${l + 1}, head 1: each French token (row) over the English tokens (columns).`);
+      `Cross-attention of layer ${l}, head 0 (numbered from 0): each French token (row) over the English tokens (columns); colour: the weight, 0 to 1.`);
   } else {
     const [prompt, n] = PROMPTS[name];
     const ids = model.tokenizer.encode(prompt);
@@ -89,8 +97,8 @@ for (const name of ["shakespeare", "stories260k", "translator"]) {
     const rows = last.attention[l].map((w) => Array.from(w.subarray(from, S)));
     const cols = all.slice(from, S).map((t) => shown(model.tokenizer.piece(t)));
     figure = svg(`Greedy continuation of "${shown(prompt)}"`, model.tokenizer.decode(all), rows,
-      rows.map((_, i) => `head ${i + 1}`), cols,
-      `Layer ${l + 1}: where each head looked from the last position (columns: the last ${S - from} tokens).`);
+      rows.map((_, i) => `head ${i}`), cols,
+      `Layer ${l} (numbered from 0): where each head looked from the last position (columns: the last ${S - from} tokens); colour: the weight, 0 to 1.`);
   }
   writeFileSync(`${dir}${name}.fallback.svg`, figure);
   console.log(`${name}: ${dir}${name}.fallback.svg`);

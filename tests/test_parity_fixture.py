@@ -39,3 +39,45 @@ def test_the_committed_fixture_is_what_the_library_computes():
             )
             for key in ("logits_first", "logits_last"):
                 np.testing.assert_allclose(new[key], ref[key], atol=1e-4, err_msg=f"{name} {key}")
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location(
+        "make_parity_fixture", ROOT / "scripts" / "make_parity_fixture.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_cropped_generation_fixture_is_what_the_library_computes():
+    """Greedy past the context (tests/js/fixtures/crop.json): the first tokens past max_len."""
+    module = _module()
+    committed = json.loads(module.CROP_FIXTURE.read_text(encoding="utf8"))
+    sources = module.default_sources()
+    for name, ref in committed["models"].items():
+        model, encode = module.LOADERS[name](sources[name])
+        for case in ref["cases"]:
+            ids = encode(case["prompt"])
+            assert ids == case["ids"], f"{name}: encode({case['prompt']!r}) changed"
+            # far enough to cross the context and re-encode at least once (greedy: a prefix)
+            n = min(len(case["new_ids"]), max(model.max_len + 80 - len(ids), 80))
+            assert module.crop_greedy(model, ids, n) == case["new_ids"][:n], (
+                f"{name}: cropped greedy ids after {case['prompt'][:20]!r} changed: "
+                "run scripts/make_parity_fixture.py --crop-only"
+            )
+
+
+def test_the_beam_fixture_is_what_the_library_computes_on_a_sample():
+    """Beam search on every 29th test sentence (tests/js/fixtures/beam.json holds them all)."""
+    module = _module()
+    committed = json.loads(module.BEAM_FIXTURE.read_text(encoding="utf8"))
+    fresh = module.build_beam(module.default_sources()["translator"], every=29)
+    assert fresh["weights_sha256"] == committed["weights_sha256"]
+    old = committed["cases"][::29]
+    assert [c["source"] for c in fresh["cases"]] == [c["source"] for c in old]
+    changed = [c["source"] for c, o in zip(fresh["cases"], old) if c["beam_ids"] != o["beam_ids"]]
+    assert not changed, (
+        f"the library's beam search changed on {changed}: "
+        "run scripts/make_parity_fixture.py --beam-only"
+    )

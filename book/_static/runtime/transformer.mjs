@@ -14,12 +14,18 @@
 //     a byte-pair encoder read from a Hugging Face `tokenizers` JSON file.
 //
 // API (what the project's checks call from node):
-//   const model = loadModel(manifest, weights)   // parsed JSON, ArrayBuffer
-//   model.tokenizer.encode(text) -> ids, model.tokenizer.decode(ids) -> text
-//   model.generate(promptIds, maxNewTokens, {temperature, topK, topP, seed}) -> new ids
-//   model.translate(text, {beam}) -> text              (translator only)
-//   model.steps(...) yields one token at a time, with the attention weights of
-//   every layer and head when asked ({attention: true}).
+//   const model = loadModel(manifest, weights)   // parsed JSON, ArrayBuffer: checked against
+//                                                // the manifest (size, SHA-256, shapes, finite)
+//   model.tokenizer.encode(text) -> ids, model.tokenizer.decode(ids) -> text,
+//   model.tokenizer.streamDecoder() -> {push(id) -> new text, flush()}
+//   model.generate(promptIds, maxNewTokens, {temperature, topK, topP, seed, crop}) -> new ids
+//       (past max_len the context is cropped as the library crops it; crop: false refuses)
+//   model.steps(...) yields one token at a time, with its logits and, when asked
+//   ({attention: true}), the attention weights of every layer and head;
+//   distribution(logits, {temperature, topK, topP}) -> {ids, probs}: what the sampler draws from
+//   model.translate(text, {beam}) -> text, model.translateMany(texts, {beam}) -> texts
+//       (translator only: greedy, or the library's beam search; sentences decoded together,
+//       each exactly as if alone).
 //
 // Matrices are stored row-major as (n_in, n_out), the library's `x @ W`
 // convention (scripts/export_models.py writes them so), whatever the source.
@@ -40,61 +46,251 @@ function halfToFloat(h) {
 
 let HALF_TABLE = null; // all 65,536 halves, converted once: decoding is then a lookup
 
-/** The tensors of a manifest as Float32Arrays: {name: {data, shape}}. */
+const BYTES = { float16: 2, float32: 4 };
+
+/**
+ * The tensors of a manifest as Float32Arrays: {name: {data, shape}}. Every entry is checked
+ * against the file before anything is allocated (a claimed shape cannot make the reader
+ * allocate more than the file holds), and every value must be finite.
+ */
 function readTensors(manifest, buffer) {
   const view = new DataView(buffer);
+  const entries = Object.entries(manifest.tensors);
+  for (const [name, t] of entries) {
+    if (!t || typeof t !== "object" || !Array.isArray(t.shape)) {
+      throw new Error(`tensor ${name}: the manifest gives no shape`);
+    }
+    if (!t.shape.every((n) => Number.isInteger(n) && n >= 1)) {
+      throw new Error(`tensor ${name}: its shape must be positive integers, got [${t.shape}]`);
+    }
+    if (!(t.dtype in BYTES)) throw new Error(`tensor ${name}: dtype must be float16 or float32, got ${t.dtype}`);
+    if (!(Number.isInteger(t.offset) && t.offset >= 0)) {
+      throw new Error(`tensor ${name}: its offset must be an integer >= 0, got ${t.offset}`);
+    }
+    const n = t.shape.reduce((a, b) => a * b, 1);
+    if (t.offset + n * BYTES[t.dtype] > buffer.byteLength) {
+      throw new Error(`tensor ${name} (shape [${t.shape}]) lies past the end of the weights (${buffer.byteLength} bytes)`);
+    }
+  }
   const tensors = {};
-  for (const [name, t] of Object.entries(manifest.tensors)) {
+  for (const [name, t] of entries) {
     const n = t.shape.reduce((a, b) => a * b, 1);
     const data = new Float32Array(n);
-    if (t.offset + n * (t.dtype === "float16" ? 2 : 4) > buffer.byteLength) {
-      throw new Error(`tensor ${name} lies past the end of the weights (${buffer.byteLength} bytes)`);
-    }
     if (t.dtype === "float16") {
       if (!HALF_TABLE) HALF_TABLE = Float32Array.from({ length: 65536 }, (_, h) => halfToFloat(h));
       for (let i = 0; i < n; i++) data[i] = HALF_TABLE[view.getUint16(t.offset + 2 * i, true)];
-    } else if (t.dtype === "float32") {
-      for (let i = 0; i < n; i++) data[i] = view.getFloat32(t.offset + 4 * i, true);
     } else {
-      throw new Error(`tensor ${name}: dtype must be float16 or float32, got ${t.dtype}`);
+      for (let i = 0; i < n; i++) data[i] = view.getFloat32(t.offset + 4 * i, true);
     }
+    let bad = 0;
+    for (let i = 0; i < n; i++) if (!Number.isFinite(data[i])) bad += 1;
+    if (bad) throw new Error(`tensor ${name} holds ${bad} values that are NaN or infinite: the weights are damaged`);
     tensors[name] = { data, shape: t.shape };
   }
   return tensors;
 }
 
+/**
+ * Compare every tensor a model reads with the shape its configuration implies, before the
+ * model is built: a missing, extra-sized or misnamed tensor is named in the error.
+ * expected: {name: shape}; optional: names that may be absent (biases, for one).
+ */
+function checkShapes(tensors, expected, optional = new Set()) {
+  for (const [name, shape] of Object.entries(expected)) {
+    const t = tensors[name];
+    if (!t) {
+      if (optional.has(name)) continue;
+      throw new Error(`the weights have no tensor ${name} (shape [${shape}] expected from the configuration)`);
+    }
+    if (t.shape.length !== shape.length || t.shape.some((n, i) => n !== shape[i])) {
+      throw new Error(`tensor ${name} has shape [${t.shape}], but the configuration implies [${shape}]`);
+    }
+  }
+}
+
+/** A positive integer setting of a configuration, or an error naming it. */
+function configInt(config, key, min = 1) {
+  const v = config[key];
+  if (!(Number.isInteger(v) && v >= min)) throw new Error(`config.${key} must be an integer >= ${min}, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+// SHA-256 (FIPS 180-4) in plain JavaScript, synchronous, so that loadModel can check the
+// weights in every browser (WebCrypto's digest is async and absent outside secure contexts).
+const SHA_K = new Int32Array([
+  0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+  0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+  0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+  0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+  0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+  0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+  0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+  0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+]);
+
+/** SHA-256 of bytes (an ArrayBuffer or a typed array) as 64 hex digits. */
+export function sha256Hex(bytes) {
+  const src = bytes instanceof ArrayBuffer ? new Uint8Array(bytes) : new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const n = src.length;
+  const full = n - (n % 64); // whole blocks are read in place; the tail is padded in a copy
+  const tail = new Uint8Array(n - full + 9 <= 64 ? 64 : 128);
+  tail.set(src.subarray(full));
+  tail[n - full] = 0x80;
+  const tv = new DataView(tail.buffer);
+  tv.setUint32(tail.length - 8, Math.floor(n / 2 ** 29), false);
+  tv.setUint32(tail.length - 4, (n * 8) >>> 0, false);
+  const H = new Int32Array([0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19]);
+  const K = SHA_K;
+  const w = new Int32Array(64);
+  const block = (buf, off) => {
+    for (let i = 0; i < 16; i++) {
+      const j = off + 4 * i;
+      w[i] = (buf[j] << 24) | (buf[j + 1] << 16) | (buf[j + 2] << 8) | buf[j + 3];
+    }
+    for (let i = 16; i < 64; i++) {
+      const x = w[i - 15];
+      const y = w[i - 2];
+      const s0 = ((x >>> 7) | (x << 25)) ^ ((x >>> 18) | (x << 14)) ^ (x >>> 3);
+      const s1 = ((y >>> 17) | (y << 15)) ^ ((y >>> 19) | (y << 13)) ^ (y >>> 10);
+      w[i] = (w[i - 16] + s0 + w[i - 7] + s1) | 0;
+    }
+    let a = H[0], b = H[1], c = H[2], d = H[3], e = H[4], f = H[5], g = H[6], h = H[7];
+    for (let i = 0; i < 64; i++) {
+      const S1 = ((e >>> 6) | (e << 26)) ^ ((e >>> 11) | (e << 21)) ^ ((e >>> 25) | (e << 7));
+      const t1 = (h + S1 + ((e & f) ^ (~e & g)) + K[i] + w[i]) | 0;
+      const S0 = ((a >>> 2) | (a << 30)) ^ ((a >>> 13) | (a << 19)) ^ ((a >>> 22) | (a << 10));
+      const t2 = (S0 + ((a & b) ^ (a & c) ^ (b & c))) | 0;
+      h = g; g = f; f = e; e = (d + t1) | 0;
+      d = c; c = b; b = a; a = (t1 + t2) | 0;
+    }
+    H[0] += a; H[1] += b; H[2] += c; H[3] += d; H[4] += e; H[5] += f; H[6] += g; H[7] += h;
+  };
+  for (let off = 0; off < full; off += 64) block(src, off);
+  for (let off = 0; off < tail.length; off += 64) block(tail, off);
+  return Array.from(H, (x) => (x >>> 0).toString(16).padStart(8, "0")).join("");
+}
+
 // ---------------------------------------------------------------------------
-// The pieces of a block, each on one row vector (one position)
+// The pieces of a block, on rows (one row a position)
 // ---------------------------------------------------------------------------
 
+/** One dot product of X[x..x+n) and W[w..w+n), summed in double precision over four accumulators. */
+function dot4(X, x, W, w, n) {
+  let s0 = 0;
+  let s1 = 0;
+  let s2 = 0;
+  let s3 = 0;
+  let i = 0;
+  for (; i + 3 < n; i += 4) {
+    s0 += X[x + i] * W[w + i];
+    s1 += X[x + i + 1] * W[w + i + 1];
+    s2 += X[x + i + 2] * W[w + i + 2];
+    s3 += X[x + i + 3] * W[w + i + 3];
+  }
+  for (; i < n; i++) s0 += X[x + i] * W[w + i];
+  return s0 + s1 + (s2 + s3);
+}
+
 /**
- * out = x W + b for a row x (n_in) and W (n_in, n_out), given as WT = W^T (n_out rows of
- * n_in: see transposed()), b optional. Each output is one dot product over a contiguous row,
- * summed in double precision in four lanes (faster than one, and at least as accurate as
- * float32).
+ * out = X W + b for n rows X (n x nIn, row-major) and W (nIn, nOut), given as WT = W^T
+ * (nOut rows of nIn: see transposed()), b optional; out holds n rows of nOut. Each output is
+ * one dot product over two contiguous rows, summed in double precision over four
+ * accumulators (independent sums keep the CPU's pipelines busy; at least as accurate as
+ * float32). Rows of X go two at a time, so that each weight read serves both, and every
+ * row of W^T is read once per pair while it is in the cache. A row's sums are the same
+ * whatever n is and whichever row it pairs with: batching never changes a result.
  */
-function linear(x, WT, b, out) {
-  const nIn = x.length;
-  for (let j = 0; j < out.length; j++) {
-    const r = j * nIn;
-    let s0 = 0;
-    let s1 = 0;
-    let s2 = 0;
-    let s3 = 0;
-    let i = 0;
-    for (; i + 3 < nIn; i += 4) {
-      s0 += x[i] * WT[r + i];
-      s1 += x[i + 1] * WT[r + i + 1];
-      s2 += x[i + 2] * WT[r + i + 2];
-      s3 += x[i + 3] * WT[r + i + 3];
+function linearRows(X, n, nIn, WT, b, out) {
+  const nOut = WT.length / nIn;
+  let r = 0;
+  for (; r + 1 < n; r += 2) {
+    const x = r * nIn;
+    const y = x + nIn;
+    const o = r * nOut;
+    for (let j = 0; j < nOut; j++) {
+      const w = j * nIn;
+      let a0 = 0;
+      let a1 = 0;
+      let a2 = 0;
+      let a3 = 0;
+      let c0 = 0;
+      let c1 = 0;
+      let c2 = 0;
+      let c3 = 0;
+      let i = 0;
+      for (; i + 3 < nIn; i += 4) {
+        const w0 = WT[w + i];
+        const w1 = WT[w + i + 1];
+        const w2 = WT[w + i + 2];
+        const w3 = WT[w + i + 3];
+        a0 += X[x + i] * w0;
+        a1 += X[x + i + 1] * w1;
+        a2 += X[x + i + 2] * w2;
+        a3 += X[x + i + 3] * w3;
+        c0 += X[y + i] * w0;
+        c1 += X[y + i + 1] * w1;
+        c2 += X[y + i + 2] * w2;
+        c3 += X[y + i + 3] * w3;
+      }
+      for (; i < nIn; i++) {
+        a0 += X[x + i] * WT[w + i];
+        c0 += X[y + i] * WT[w + i];
+      }
+      const bias = b ? b[j] : 0;
+      out[o + j] = a0 + a1 + (a2 + a3) + bias;
+      out[o + nOut + j] = c0 + c1 + (c2 + c3) + bias;
     }
-    for (; i < nIn; i++) s0 += x[i] * WT[r + i];
-    out[j] = s0 + s1 + (s2 + s3) + (b ? b[j] : 0);
+  }
+  if (r < n) {
+    // one row left (a single token: the decoding step): two outputs at a time, each x read
+    // serving both, each output summed exactly as above
+    const x = r * nIn;
+    const o = r * nOut;
+    let j = 0;
+    for (; j + 1 < nOut; j += 2) {
+      const w = j * nIn;
+      const v = w + nIn;
+      let a0 = 0;
+      let a1 = 0;
+      let a2 = 0;
+      let a3 = 0;
+      let c0 = 0;
+      let c1 = 0;
+      let c2 = 0;
+      let c3 = 0;
+      let i = 0;
+      for (; i + 3 < nIn; i += 4) {
+        const x0 = X[x + i];
+        const x1 = X[x + i + 1];
+        const x2 = X[x + i + 2];
+        const x3 = X[x + i + 3];
+        a0 += x0 * WT[w + i];
+        a1 += x1 * WT[w + i + 1];
+        a2 += x2 * WT[w + i + 2];
+        a3 += x3 * WT[w + i + 3];
+        c0 += x0 * WT[v + i];
+        c1 += x1 * WT[v + i + 1];
+        c2 += x2 * WT[v + i + 2];
+        c3 += x3 * WT[v + i + 3];
+      }
+      for (; i < nIn; i++) {
+        a0 += X[x + i] * WT[w + i];
+        c0 += X[x + i] * WT[v + i];
+      }
+      out[o + j] = a0 + a1 + (a2 + a3) + (b ? b[j] : 0);
+      out[o + j + 1] = c0 + c1 + (c2 + c3) + (b ? b[j + 1] : 0);
+    }
+    for (; j < nOut; j++) out[o + j] = dot4(X, x, WT, j * nIn, nIn) + (b ? b[j] : 0);
   }
   return out;
 }
 
-/** W (n_in, n_out), row-major, as W^T (n_out, n_in): the layout linear() reads. */
+/** out = x W + b for one row x: linearRows with n = 1. */
+function linear(x, WT, b, out) {
+  return linearRows(x, 1, x.length, WT, b, out);
+}
+
+/** W (n_in, n_out), row-major, as W^T (n_out, n_in): the layout linearRows() reads. */
 function transposed({ data, shape }) {
   const [nIn, nOut] = shape;
   const WT = new Float32Array(data.length);
@@ -115,6 +311,9 @@ function accessors(tensors) {
   };
   return { t, m };
 }
+
+/** Row r (length d) of a flat array of rows, as a view. */
+const row = (A, r, d) => A.subarray(r * d, (r + 1) * d);
 
 /** LayerNorm: (x - mean) / sqrt(var + eps) * gamma + beta (biased variance). */
 function layerNorm(x, gamma, beta, eps, out) {
@@ -216,9 +415,9 @@ function rotate(x, start, hd, p, layout, base) {
  * appended one position at a time (chapter 12's KV cache, in a flat array).
  */
 class KVCache {
-  constructor(maxLen, width) {
-    this.k = new Float32Array(maxLen * width);
-    this.v = new Float32Array(maxLen * width);
+  constructor(maxLen, width, capacity = Math.min(maxLen, 16)) {
+    this.k = new Float32Array(capacity * width);
+    this.v = new Float32Array(capacity * width);
     this.width = width;
     this.length = 0;
     this.maxLen = maxLen;
@@ -226,13 +425,23 @@ class KVCache {
 
   append(k, v) {
     if (this.length >= this.maxLen) throw new Error(`the KV cache is full (${this.maxLen} positions)`);
+    if ((this.length + 1) * this.width > this.k.length) {
+      // grow by doubling (a beam copies its hypotheses' caches: short ones copy fast)
+      const rows = Math.min(this.maxLen, Math.max(16, 2 * this.length));
+      const k = new Float32Array(rows * this.width);
+      const v = new Float32Array(rows * this.width);
+      k.set(this.k.subarray(0, this.length * this.width));
+      v.set(this.v.subarray(0, this.length * this.width));
+      this.k = k;
+      this.v = v;
+    }
     this.k.set(k, this.length * this.width);
     this.v.set(v, this.length * this.width);
     this.length += 1;
   }
 
   clone() {
-    const c = new KVCache(this.maxLen, this.width);
+    const c = new KVCache(this.maxLen, this.width, Math.min(this.maxLen, this.length + 8));
     c.k.set(this.k.subarray(0, this.length * this.width));
     c.v.set(this.v.subarray(0, this.length * this.width));
     c.length = this.length;
@@ -241,18 +450,20 @@ class KVCache {
 }
 
 /**
- * Attention of one query row q (nHeads * hd) over the S rows of a cache.
+ * Attention of one query row q (nHeads * hd) over the first S rows of a cache (all of them
+ * by default; fewer for the earlier rows of a prompt run at once: causal attention).
  * Grouped-query attention: query head h reads key/value head floor(h / (nHeads / nKv)),
  * so nKv = nHeads is ordinary multi-head attention and nKv = 1 multi-query attention.
- * Returns the context (nHeads * hd) and, when `weightsOut` is given, fills it with
+ * Returns the context (nHeads * hd) and, when `weightsOut` is given, pushes into it
  * each head's weights over the S positions (nHeads rows of S).
  */
-function attend(q, cache, nHeads, nKv, hd, context, weightsOut) {
-  const S = cache.length;
+function attend(q, cache, nHeads, nKv, hd, context, weightsOut, S = cache.length) {
   const group = nHeads / nKv;
   const scale = 1 / Math.sqrt(hd);
   const width = nKv * hd;
   const scores = new Float32Array(S);
+  const K = cache.k;
+  const V = cache.v;
   context.fill(0);
   for (let h = 0; h < nHeads; h++) {
     const kvOff = Math.floor(h / group) * hd;
@@ -260,14 +471,14 @@ function attend(q, cache, nHeads, nKv, hd, context, weightsOut) {
     for (let s = 0; s < S; s++) {
       let dot = 0;
       const kRow = s * width + kvOff;
-      for (let i = 0; i < hd; i++) dot += q[qOff + i] * cache.k[kRow + i];
+      for (let i = 0; i < hd; i++) dot += q[qOff + i] * K[kRow + i];
       scores[s] = dot * scale;
     }
     softmaxInPlace(scores, S);
     for (let s = 0; s < S; s++) {
       const w = scores[s];
       const vRow = s * width + kvOff;
-      for (let i = 0; i < hd; i++) context[qOff + i] += w * cache.v[vRow + i];
+      for (let i = 0; i < hd; i++) context[qOff + i] += w * V[vRow + i];
     }
     if (weightsOut) weightsOut.push(Float32Array.from(scores));
   }
@@ -298,18 +509,29 @@ export function argmax(logits) {
 }
 
 /**
- * The next token from logits: greedy when temperature is 0, else sampled from
- * softmax(logits / temperature) restricted to the topK most likely tokens and then
- * to the smallest set whose probability reaches topP (nucleus sampling; the most
- * likely token is always kept, as in torch/transformers).
+ * The distribution the sampler draws from: softmax(logits / temperature) restricted to the
+ * topK most likely tokens and then to the smallest set whose probability reaches topP
+ * (nucleus sampling; the most likely token is always kept, as in torch/transformers).
+ * Returns {ids, probs}: the kept token ids, most likely first, and their probabilities,
+ * renormalised to sum to 1 (the widget's probability bar shows them). temperature 0:
+ * the most likely token alone. A temperature so small that logits / temperature overflows
+ * (1e-320, say) is refused, naming the argument, as the library refuses it.
  */
-export function pickToken(logits, { temperature = 1, topK = 0, topP = 1 } = {}, rng = Math.random) {
-  if (!(temperature > 0)) return argmax(logits);
+export function distribution(logits, { temperature = 1, topK = 0, topP = 1 } = {}) {
+  if (!(temperature > 0)) return { ids: [argmax(logits)], probs: [1] };
   const V = logits.length;
-  const order = Array.from({ length: V }, (_, i) => i).sort((a, b) => logits[b] - logits[a] || a - b);
+  const scaled = new Float64Array(V);
+  for (let i = 0; i < V; i++) {
+    scaled[i] = logits[i] / temperature;
+    if (!Number.isFinite(scaled[i])) {
+      throw new RangeError(`temperature ${temperature} is too small: logits / temperature is not finite ` +
+        `(${logits[i]} / ${temperature}); use a larger temperature, or 0 for greedy decoding`);
+    }
+  }
+  const order = Array.from({ length: V }, (_, i) => i).sort((a, b) => scaled[b] - scaled[a] || a - b);
   const keep = topK > 0 ? Math.min(topK, V) : V;
   const probs = new Float64Array(keep);
-  for (let r = 0; r < keep; r++) probs[r] = logits[order[r]] / temperature;
+  for (let r = 0; r < keep; r++) probs[r] = scaled[order[r]];
   softmaxInPlace(probs);
   let n = keep;
   if (topP < 1) {
@@ -322,14 +544,27 @@ export function pickToken(logits, { temperature = 1, topK = 0, topP = 1 } = {}, 
       }
     }
   }
+  // tokens whose probability underflowed to 0 can never be drawn: leave them out
+  while (n > 1 && probs[n - 1] === 0) n -= 1;
   let total = 0;
   for (let r = 0; r < n; r++) total += probs[r];
-  let u = rng() * total;
-  for (let r = 0; r < n; r++) {
+  return { ids: order.slice(0, n), probs: Array.from(probs.subarray(0, n), (p) => p / total) };
+}
+
+/**
+ * The next token from logits: greedy when temperature is 0, else drawn from distribution()
+ * by the inverse of its cumulative sum at a uniform u in [0, 1). Whatever u is (0, or the
+ * largest double below 1), the token drawn has a probability above 0.
+ */
+export function pickToken(logits, options = {}, rng = Math.random) {
+  if (!((options.temperature ?? 1) > 0)) return argmax(logits);
+  const { ids, probs } = distribution(logits, options);
+  let u = rng();
+  for (let r = 0; r < ids.length; r++) {
     u -= probs[r];
-    if (u < 0) return order[r];
+    if (u < 0) return ids[r];
   }
-  return order[n - 1];
+  return ids[ids.length - 1]; // u rounded past the total: the last kept token (probability > 0)
 }
 
 function checkOptions({ temperature = 1, topK = 0, topP = 1, seed = 0 } = {}) {
@@ -340,7 +575,9 @@ function checkOptions({ temperature = 1, topK = 0, topP = 1, seed = 0 } = {}) {
     throw new RangeError(`topK must be an integer >= 0 (0: no limit), got ${topK}`);
   }
   if (!(topP > 0 && topP <= 1)) throw new RangeError(`topP must be in (0, 1], got ${topP}`);
-  if (!Number.isInteger(seed)) throw new RangeError(`seed must be an integer, got ${seed}`);
+  if (!(Number.isInteger(seed) && seed >= 0 && seed < 2 ** 32)) {
+    throw new RangeError(`seed must be an integer in [0, 2^32), got ${seed}`);
+  }
   return { temperature, topK, topP, seed };
 }
 
@@ -362,16 +599,48 @@ function checkOptions({ temperature = 1, topK = 0, topP = 1, seed = 0 } = {}) {
  */
 class DecoderLM {
   constructor(config, tensors, tokenizer) {
+    const c = config;
+    const V = configInt(c, "n_vocab");
+    const d = configInt(c, "d_model");
+    const nh = configInt(c, "n_heads");
+    const nKv = c.n_kv_heads === undefined || c.n_kv_heads === null ? nh : configInt(c, "n_kv_heads");
+    configInt(c, "n_layers");
+    const dff = configInt(c, "d_ff");
+    const W = configInt(c, "max_len");
+    if (d % nh !== 0) throw new Error(`config.d_model (${d}) must be a multiple of config.n_heads (${nh})`);
+    if (nh % nKv !== 0) throw new Error(`config.n_heads (${nh}) must be a multiple of config.n_kv_heads (${nKv})`);
+    if (c.positions === "rotary" && (d / nh) % 2 !== 0) throw new Error(`rotary positions need an even head size, got ${d / nh}`);
+    if (!["layernorm", "rmsnorm"].includes(c.norm)) throw new Error(`config.norm must be layernorm or rmsnorm, got ${c.norm}`);
+    if (!["gelu", "swiglu"].includes(c.ffn)) throw new Error(`config.ffn must be gelu or swiglu, got ${c.ffn}`);
+    if (![undefined, null, "learned", "sinusoidal", "rotary"].includes(c.positions)) {
+      throw new Error(`config.positions must be learned, sinusoidal, rotary or null, got ${c.positions}`);
+    }
+    const hd = d / nh;
+    const expected = { tok_emb: [V, d], "norm_f.weight": [d], "norm_f.bias": [d] };
+    const optional = new Set(["norm_f.bias"]);
+    if (c.positions === "learned") expected.pos_emb = [W, d];
+    if (!c.tied_head) Object.assign(expected, { "head.weight": [d, V], "head.bias": [V] });
+    optional.add("head.bias");
+    for (let l = 0; l < c.n_layers; l++) {
+      const p = `layers.${l}`;
+      const shapes = {
+        [`${p}.norm1.weight`]: [d], [`${p}.norm1.bias`]: [d], [`${p}.norm2.weight`]: [d], [`${p}.norm2.bias`]: [d],
+        [`${p}.attn.wq`]: [d, d], [`${p}.attn.bq`]: [d], [`${p}.attn.wk`]: [d, nKv * hd], [`${p}.attn.bk`]: [nKv * hd],
+        [`${p}.attn.wv`]: [d, nKv * hd], [`${p}.attn.bv`]: [nKv * hd], [`${p}.attn.wo`]: [d, d], [`${p}.attn.bo`]: [d],
+        [`${p}.ffn.w1`]: [d, dff], [`${p}.ffn.b1`]: [dff], [`${p}.ffn.w2`]: [dff, d], [`${p}.ffn.b2`]: [d],
+      };
+      if (c.ffn === "swiglu") shapes[`${p}.ffn.w3`] = [d, dff];
+      Object.assign(expected, shapes);
+      for (const b of ["norm1.bias", "norm2.bias", "attn.bq", "attn.bk", "attn.bv", "attn.bo", "ffn.b1", "ffn.b2"]) optional.add(`${p}.${b}`);
+    }
+    if (c.norm === "layernorm") for (const name of Object.keys(expected)) if (/norm\w*\.bias$/.test(name)) optional.delete(name);
+    checkShapes(tensors, expected, optional);
     this.config = config;
     this.tokenizer = tokenizer;
-    this.maxLen = config.max_len;
+    this.maxLen = W;
     Object.assign(this, accessors(tensors));
-    const c = config;
-    this.hd = c.d_model / c.n_heads;
-    this.nKv = c.n_kv_heads || c.n_heads;
-    for (const name of ["tok_emb", "layers.0.attn.wq", "layers.0.ffn.w1"]) {
-      if (!tensors[name]) throw new Error(`the weights have no tensor ${name}`);
-    }
+    this.hd = hd;
+    this.nKv = nKv;
   }
 
   norm(x, prefix, out) {
@@ -386,83 +655,102 @@ class DecoderLM {
   }
 
   /**
-   * Run one token at the next position of `cache`; return its logits (n_vocab) and, when
-   * `attention` is true, the weights [layer][head] -> Float32Array over positions 0..pos.
+   * Run tokens at the next positions of `cache`, all at once (a prompt, or one token); return
+   * the logits (n_vocab) of the last one and, when `attention` is true, its attention weights
+   * [layer][head] -> Float32Array over positions 0..its position. Each row gets exactly the
+   * numbers it would get run alone, one token at a time (attention is causal: row r reads
+   * the cache up to its own position).
    */
-  step(token, cache, attention = false) {
+  forwardRows(tokens, cache, attention = false) {
     const c = this.config;
     const d = c.d_model;
-    const pos = cache[0].length;
-    if (!(Number.isInteger(token) && token >= 0 && token < c.n_vocab)) {
-      throw new RangeError(`token must be an integer id in [0, ${c.n_vocab}), got ${token}`);
+    const n = tokens.length;
+    const start = cache[0].length;
+    for (const token of tokens) {
+      if (!(Number.isInteger(token) && token >= 0 && token < c.n_vocab)) {
+        throw new RangeError(`token must be an integer id in [0, ${c.n_vocab}), got ${token}`);
+      }
     }
-    if (pos >= this.maxLen) throw new RangeError(`the model reads at most ${this.maxLen} tokens`);
-    const x = Float32Array.from(this.t("tok_emb").subarray(token * d, (token + 1) * d));
-    if (c.positions === "learned") {
-      const pe = this.t("pos_emb");
-      for (let i = 0; i < d; i++) x[i] += pe[pos * d + i];
-    } else if (c.positions === "sinusoidal") {
-      const pe = sinusoid(pos, d);
-      for (let i = 0; i < d; i++) x[i] += pe[i];
+    if (n === 0) throw new RangeError("forwardRows needs at least one token");
+    if (start + n > this.maxLen) throw new RangeError(`the model reads at most ${this.maxLen} tokens`);
+    const kvw = this.nKv * this.hd;
+    const X = new Float32Array(n * d);
+    const E = this.t("tok_emb");
+    for (let r = 0; r < n; r++) {
+      X.set(E.subarray(tokens[r] * d, (tokens[r] + 1) * d), r * d);
+      const pos = start + r;
+      if (c.positions === "learned") {
+        const pe = this.t("pos_emb");
+        for (let i = 0; i < d; i++) X[r * d + i] += pe[pos * d + i];
+      } else if (c.positions === "sinusoidal") {
+        const pe = sinusoid(pos, d);
+        for (let i = 0; i < d; i++) X[r * d + i] += pe[i];
+      }
     }
-    const h = new Float32Array(d);
-    const q = new Float32Array(d);
-    const k = new Float32Array(this.nKv * this.hd);
-    const v = new Float32Array(this.nKv * this.hd);
-    const context = new Float32Array(d);
-    const out = new Float32Array(d);
-    const ff1 = new Float32Array(c.d_ff);
-    const ff3 = c.ffn === "swiglu" ? new Float32Array(c.d_ff) : null;
+    const H = new Float32Array(n * d);
+    const Q = new Float32Array(n * d);
+    const K = new Float32Array(n * kvw);
+    const Vv = new Float32Array(n * kvw);
+    const C = new Float32Array(n * d);
+    const O = new Float32Array(n * d);
+    const F1 = new Float32Array(n * c.d_ff);
+    const F3 = c.ffn === "swiglu" ? new Float32Array(n * c.d_ff) : null;
     const weights = attention ? [] : null;
     for (let l = 0; l < c.n_layers; l++) {
       const p = `layers.${l}`;
       // attention half: x + W_O attend(norm(x))
-      this.norm(x, `${p}.norm1`, h);
-      linear(h, this.m(`${p}.attn.wq`), this.t(`${p}.attn.bq`), q);
-      linear(h, this.m(`${p}.attn.wk`), this.t(`${p}.attn.bk`), k);
-      linear(h, this.m(`${p}.attn.wv`), this.t(`${p}.attn.bv`), v);
-      if (c.positions === "rotary") {
-        const base = c.rotary_base || 10000;
-        for (let hh = 0; hh < c.n_heads; hh++) rotate(q, hh * this.hd, this.hd, pos, c.rotary_layout, base);
-        for (let hh = 0; hh < this.nKv; hh++) rotate(k, hh * this.hd, this.hd, pos, c.rotary_layout, base);
+      for (let r = 0; r < n; r++) this.norm(row(X, r, d), `${p}.norm1`, row(H, r, d));
+      linearRows(H, n, d, this.m(`${p}.attn.wq`), this.t(`${p}.attn.bq`), Q);
+      linearRows(H, n, d, this.m(`${p}.attn.wk`), this.t(`${p}.attn.bk`), K);
+      linearRows(H, n, d, this.m(`${p}.attn.wv`), this.t(`${p}.attn.bv`), Vv);
+      for (let r = 0; r < n; r++) {
+        if (c.positions === "rotary") {
+          const base = c.rotary_base || 10000;
+          for (let hh = 0; hh < c.n_heads; hh++) rotate(Q, r * d + hh * this.hd, this.hd, start + r, c.rotary_layout, base);
+          for (let hh = 0; hh < this.nKv; hh++) rotate(K, r * kvw + hh * this.hd, this.hd, start + r, c.rotary_layout, base);
+        }
+        cache[l].append(row(K, r, kvw), row(Vv, r, kvw));
       }
-      cache[l].append(k, v);
-      const layerWeights = attention ? [] : null;
-      attend(q, cache[l], c.n_heads, this.nKv, this.hd, context, layerWeights);
-      if (attention) weights.push(layerWeights);
-      linear(context, this.m(`${p}.attn.wo`), this.t(`${p}.attn.bo`), out);
-      for (let i = 0; i < d; i++) x[i] += out[i];
+      for (let r = 0; r < n; r++) {
+        const layerWeights = attention && r === n - 1 ? [] : null;
+        attend(row(Q, r, d), cache[l], c.n_heads, this.nKv, this.hd, row(C, r, d), layerWeights, start + r + 1);
+        if (layerWeights) weights.push(layerWeights);
+      }
+      linearRows(C, n, d, this.m(`${p}.attn.wo`), this.t(`${p}.attn.bo`), O);
+      for (let i = 0; i < n * d; i++) X[i] += O[i];
       // feed-forward half: x + FFN(norm(x))
-      this.norm(x, `${p}.norm2`, h);
-      linear(h, this.m(`${p}.ffn.w1`), this.t(`${p}.ffn.b1`), ff1);
+      for (let r = 0; r < n; r++) this.norm(row(X, r, d), `${p}.norm2`, row(H, r, d));
+      linearRows(H, n, d, this.m(`${p}.ffn.w1`), this.t(`${p}.ffn.b1`), F1);
       if (c.ffn === "swiglu") {
-        linear(h, this.m(`${p}.ffn.w3`), null, ff3);
-        for (let i = 0; i < c.d_ff; i++) ff1[i] = silu(ff1[i]) * ff3[i];
+        linearRows(H, n, d, this.m(`${p}.ffn.w3`), null, F3);
+        for (let i = 0; i < F1.length; i++) F1[i] = silu(F1[i]) * F3[i];
       } else {
-        gelu(ff1);
+        gelu(F1);
       }
-      linear(ff1, this.m(`${p}.ffn.w2`), this.t(`${p}.ffn.b2`), out);
-      for (let i = 0; i < d; i++) x[i] += out[i];
+      linearRows(F1, n, c.d_ff, this.m(`${p}.ffn.w2`), this.t(`${p}.ffn.b2`), O);
+      for (let i = 0; i < n * d; i++) X[i] += O[i];
     }
-    this.norm(x, "norm_f", h);
+    const h = this.norm(row(X, n - 1, d), "norm_f", new Float32Array(d));
     return { logits: this.project(h), attention: weights };
+  }
+
+  /** One token at the next position of `cache`: its logits (and attention weights). */
+  step(token, cache, attention = false) {
+    return this.forwardRows([token], cache, attention);
   }
 
   /** Logits from the last hidden row: x W_head + b, or x E^T with a tied embedding. */
   project(h) {
+    return this.projectRows(h, 1);
+  }
+
+  /** Logits of n hidden rows at once (n rows of n_vocab): each output row of W read once. */
+  projectRows(H, n) {
     const c = this.config;
-    const logits = new Float32Array(c.n_vocab);
-    if (c.tied_head) {
-      const E = this.t("tok_emb");
-      const d = c.d_model;
-      for (let tkn = 0; tkn < c.n_vocab; tkn++) {
-        let dot = 0;
-        for (let i = 0; i < d; i++) dot += h[i] * E[tkn * d + i];
-        logits[tkn] = dot;
-      }
-      return logits;
-    }
-    return linear(h, this.m("head.weight"), this.t("head.bias"), logits);
+    const logits = new Float32Array(n * c.n_vocab);
+    // E (V, d) is already the layout linearRows() reads for x E^T
+    if (c.tied_head) return linearRows(H, n, c.d_model, this.t("tok_emb"), null, logits);
+    return linearRows(H, n, c.d_model, this.m("head.weight"), this.t("head.bias"), logits);
   }
 
   /** Logits (n_prompt rows) of every position of a prompt, as model.forward returns them. */
@@ -472,31 +760,58 @@ class DecoderLM {
   }
 
   /**
-   * Continue promptIds one token at a time: yields {id, logits, attention, position} for
-   * each new token. attention (when options.attention) holds, for every layer and head,
-   * where the position that produced the token looked.
+   * Continue promptIds one token at a time: yields {id, logits, attention, position, offset}
+   * for each new token. `position` is the index, in prompt + new tokens, of the token whose
+   * logits chose it; `attention` (when options.attention) holds, for every layer and head,
+   * where that token looked, over the window the model read: prompt + new tokens from
+   * index `offset` on.
+   *
+   * Past the context (options.crop, the default): with W = max_len and H = W / 2 (rounded
+   * down), a prompt longer than W is cut to its last W tokens; each new token is fed at the
+   * next position while the KV cache has room, and when it is full the last H tokens of the
+   * text are encoded afresh at positions 0..H-1. Every prediction reads between H and W
+   * tokens, and the re-encoding costs H tokens every W - H new tokens. (The library's
+   * generate() does the same, token for token.) crop: false refuses, as before, a prompt and
+   * maxNewTokens that together exceed max_len.
    */
   *steps(promptIds, maxNewTokens, options = {}) {
     const opts = checkOptions(options);
+    const crop = options.crop ?? true;
     const ids = Array.from(promptIds);
     if (ids.length === 0) throw new RangeError("the prompt must hold at least one token");
     if (!(Number.isInteger(maxNewTokens) && maxNewTokens >= 0)) {
       throw new RangeError(`maxNewTokens must be an integer >= 0, got ${maxNewTokens}`);
     }
-    if (ids.length + maxNewTokens > this.maxLen) {
-      throw new RangeError(`prompt (${ids.length}) + maxNewTokens (${maxNewTokens}) exceeds the ` +
-        `context of ${this.maxLen} tokens`);
+    for (const token of ids) {
+      if (!(Number.isInteger(token) && token >= 0 && token < this.config.n_vocab)) {
+        throw new RangeError(`token must be an integer id in [0, ${this.config.n_vocab}), got ${token}`);
+      }
     }
+    const W = this.maxLen;
+    const half = Math.floor(W / 2);
+    if (!crop && ids.length + maxNewTokens > W) {
+      throw new RangeError(`prompt (${ids.length}) + maxNewTokens (${maxNewTokens}) exceeds the ` +
+        `context of ${W} tokens`);
+    }
+    if (maxNewTokens === 0) return;
+    const attention = Boolean(options.attention);
     const rng = makeRng(opts.seed);
-    const cache = this.newCache();
-    let out = null;
-    for (let i = 0; i < ids.length - 1; i++) this.step(ids[i], cache);
-    let last = ids[ids.length - 1];
+    let offset = Math.max(0, ids.length - W);
+    let cache = this.newCache();
+    let out = this.forwardRows(ids.slice(offset), cache, attention);
     for (let n = 0; n < maxNewTokens; n++) {
-      out = this.step(last, cache, Boolean(options.attention));
-      last = pickToken(out.logits, opts, rng);
-      yield { id: last, logits: out.logits, attention: out.attention, position: cache[0].length - 1 };
-      if (options.stopAt !== undefined && last === options.stopAt) return;
+      const id = pickToken(out.logits, opts, rng);
+      ids.push(id);
+      yield { id, logits: out.logits, attention: out.attention, position: ids.length - 2, offset };
+      if (options.stopAt !== undefined && id === options.stopAt) return;
+      if (n + 1 === maxNewTokens) break;
+      if (cache[0].length < W) {
+        out = this.forwardRows([id], cache, attention);
+      } else {
+        offset = ids.length - half;
+        cache = this.newCache();
+        out = this.forwardRows(ids.slice(offset), cache, attention);
+      }
     }
   }
 
@@ -515,6 +830,38 @@ class DecoderLM {
 // The encoder-decoder (the translator)
 // ---------------------------------------------------------------------------
 
+/** GNMT's length penalty ((5 + n) / 6)^alpha (Wu et al., 2016), as the library's. */
+const lengthPenaltyGnmt = (n, alpha) => ((5 + n) / 6) ** alpha;
+
+/** log softmax of float32 logits, each value rounded to float32 as the library's is. */
+function logSoftmax(z) {
+  let m = -Infinity;
+  for (let i = 0; i < z.length; i++) if (z[i] > m) m = z[i];
+  let s = 0;
+  for (let i = 0; i < z.length; i++) s += Math.exp(z[i] - m);
+  const lse = m + Math.log(s);
+  const out = new Float64Array(z.length);
+  for (let i = 0; i < z.length; i++) out[i] = Math.fround(z[i] - lse);
+  return out;
+}
+
+/** The `count` largest entries of x: indices, largest first, the lower index first on a tie. */
+function topIndices(x, count) {
+  const idx = [];
+  for (let i = 0; i < x.length; i++) {
+    const v = x[i];
+    if (idx.length === count && !(v > x[idx[count - 1]])) continue;
+    let at = idx.length === count ? count - 1 : idx.length;
+    while (at > 0 && v > x[idx[at - 1]]) at -= 1;
+    idx.splice(at, 0, i);
+    if (idx.length > count) idx.pop();
+  }
+  return idx;
+}
+
+/** Most hypotheses a beam search keeps (a wider beam is refused before any memory is taken). */
+export const MAX_BEAM = 100;
+
 /**
  * The encoder-decoder of "Attention Is All You Need". config:
  *   n_vocab (shared by both sides), d_model, n_heads, d_ff, n_enc_layers, n_dec_layers,
@@ -527,208 +874,359 @@ class DecoderLM {
  */
 class EncoderDecoder {
   constructor(config, tensors, tokenizer) {
+    const c = config;
+    const V = configInt(c, "n_vocab");
+    const d = configInt(c, "d_model");
+    const nh = configInt(c, "n_heads");
+    const dff = configInt(c, "d_ff");
+    const W = configInt(c, "max_len");
+    configInt(c, "n_enc_layers");
+    configInt(c, "n_dec_layers");
+    for (const key of ["bos_id", "eos_id"]) {
+      if (!(Number.isInteger(c[key]) && c[key] >= 0 && c[key] < V)) throw new Error(`config.${key} must be a token id in [0, ${V}), got ${c[key]}`);
+    }
+    if (d % nh !== 0) throw new Error(`config.d_model (${d}) must be a multiple of config.n_heads (${nh})`);
+    const expected = { tok_emb: [V, d] };
+    const optional = new Set();
+    if (c.positions === "learned") expected.pos_emb = [W, d];
+    if (!c.tied_head) Object.assign(expected, { "head.weight": [d, V], "head.bias": [V] });
+    optional.add("head.bias");
+    const attn = (p) => ({
+      [`${p}.wq`]: [d, d], [`${p}.bq`]: [d], [`${p}.wk`]: [d, d], [`${p}.bk`]: [d],
+      [`${p}.wv`]: [d, d], [`${p}.bv`]: [d], [`${p}.wo`]: [d, d], [`${p}.bo`]: [d],
+    });
+    const ffn = (p) => ({ [`${p}.w1`]: [d, dff], [`${p}.b1`]: [dff], [`${p}.w2`]: [dff, d], [`${p}.b2`]: [d] });
+    const norm = (p) => ({ [`${p}.weight`]: [d], [`${p}.bias`]: [d] });
+    for (let l = 0; l < c.n_enc_layers; l++) {
+      Object.assign(expected, attn(`enc.${l}.self`), ffn(`enc.${l}.ffn`), norm(`enc.${l}.norm1`), norm(`enc.${l}.norm2`));
+    }
+    for (let l = 0; l < c.n_dec_layers; l++) {
+      Object.assign(expected, attn(`dec.${l}.self`), attn(`dec.${l}.cross`), ffn(`dec.${l}.ffn`),
+        norm(`dec.${l}.norm1`), norm(`dec.${l}.norm2`), norm(`dec.${l}.norm3`));
+    }
+    if (c.norm_position !== "post") {
+      Object.assign(expected, norm("enc_norm"), norm("dec_norm"));
+      for (const name of ["enc_norm.weight", "enc_norm.bias", "dec_norm.weight", "dec_norm.bias"]) optional.add(name);
+    }
+    checkShapes(tensors, expected, optional);
     this.config = config;
     this.tokenizer = tokenizer;
-    this.maxLen = config.max_len;
+    this.maxLen = W;
     Object.assign(this, accessors(tensors));
-    this.hd = config.d_model / config.n_heads;
+    this.hd = d / nh;
     this.project = DecoderLM.prototype.project;
+    this.projectRows = DecoderLM.prototype.projectRows;
   }
 
   norm(x, prefix, out) {
     return layerNorm(x, this.t(`${prefix}.weight`), this.t(`${prefix}.bias`), this.config.norm_eps, out);
   }
 
-  embed(token, pos) {
+  /** Rows of normalised X (n rows of d_model). */
+  normRows(X, n, prefix) {
+    const d = this.config.d_model;
+    const out = new Float32Array(n * d);
+    for (let r = 0; r < n; r++) this.norm(row(X, r, d), prefix, row(out, r, d));
+    return out;
+  }
+
+  /** The embedding rows (scaled, plus positions) of tokens at positions pos[r]. */
+  embedRows(tokens, positions) {
     const c = this.config;
     const d = c.d_model;
-    if (!(Number.isInteger(token) && token >= 0 && token < c.n_vocab)) {
-      throw new RangeError(`token must be an integer id in [0, ${c.n_vocab}), got ${token}`);
-    }
-    const x = Float32Array.from(this.t("tok_emb").subarray(token * d, (token + 1) * d));
+    const X = new Float32Array(tokens.length * d);
+    const E = this.t("tok_emb");
     const scale = c.emb_scale || 1;
-    const pe = c.positions === "learned" ? this.t("pos_emb").subarray(pos * d, (pos + 1) * d) : sinusoid(pos, d);
-    for (let i = 0; i < d; i++) x[i] = x[i] * scale + pe[i];
-    return x;
+    tokens.forEach((token, r) => {
+      if (!(Number.isInteger(token) && token >= 0 && token < c.n_vocab)) {
+        throw new RangeError(`token must be an integer id in [0, ${c.n_vocab}), got ${token}`);
+      }
+      const pos = positions[r];
+      const pe = c.positions === "learned" ? this.t("pos_emb").subarray(pos * d, (pos + 1) * d) : sinusoid(pos, d);
+      for (let i = 0; i < d; i++) X[r * d + i] = E[token * d + i] * scale + pe[i];
+    });
+    return X;
   }
 
-  /** A residual sub-layer: pre-LN x + f(LN(x)) or post-LN LN(x + f(x)). */
-  residual(x, normName, f) {
+  /** A residual sub-layer on n rows, in place: pre-LN x + f(LN(x)) or post-LN LN(x + f(x)). */
+  residualRows(X, n, normName, f) {
     const d = this.config.d_model;
-    const h = new Float32Array(d);
     if (this.config.norm_position === "post") {
-      const y = f(x);
-      for (let i = 0; i < d; i++) h[i] = x[i] + y[i];
-      this.norm(h, normName, x);
+      const Y = f(X);
+      const S = new Float32Array(n * d);
+      for (let i = 0; i < n * d; i++) S[i] = X[i] + Y[i];
+      for (let r = 0; r < n; r++) this.norm(row(S, r, d), normName, row(X, r, d));
     } else {
-      const y = f(this.norm(x, normName, h));
-      for (let i = 0; i < d; i++) x[i] += y[i];
+      const Y = f(this.normRows(X, n, normName));
+      for (let i = 0; i < n * d; i++) X[i] += Y[i];
     }
   }
 
-  ffn(prefix) {
-    return (h) => {
-      const ff = linear(h, this.m(`${prefix}.w1`), this.t(`${prefix}.b1`), new Float32Array(this.config.d_ff));
-      if (this.config.activation === "relu") for (let i = 0; i < ff.length; i++) ff[i] = Math.max(0, ff[i]);
-      else gelu(ff);
-      return linear(ff, this.m(`${prefix}.w2`), this.t(`${prefix}.b2`), new Float32Array(this.config.d_model));
+  /** The feed-forward sub-layer on n rows. */
+  ffnRows(prefix, n) {
+    const c = this.config;
+    return (H) => {
+      const F = linearRows(H, n, c.d_model, this.m(`${prefix}.w1`), this.t(`${prefix}.b1`), new Float32Array(n * c.d_ff));
+      if (c.activation === "relu") for (let i = 0; i < F.length; i++) F[i] = Math.max(0, F[i]);
+      else gelu(F);
+      return linearRows(F, n, c.d_ff, this.m(`${prefix}.w2`), this.t(`${prefix}.b2`), new Float32Array(n * c.d_model));
     };
   }
 
-  /** The encoder's output rows (S rows of d_model) for source ids: bidirectional self-attention. */
+  /** The linear map `name` (wq, wk, ...) of an attention sub-layer on n rows. */
+  proj(prefix, name, H, n) {
+    const d = this.config.d_model;
+    return linearRows(H, n, d, this.m(`${prefix}.w${name}`), this.t(`${prefix}.b${name}`), new Float32Array(n * d));
+  }
+
+  /** The encoder's output rows (an array of S rows of d_model) for source ids: bidirectional self-attention. */
   encode(srcIds) {
     const c = this.config;
     const d = c.d_model;
-    let rows = srcIds.map((id, pos) => this.embed(id, pos));
+    const S = srcIds.length;
+    if (S === 0) throw new RangeError("the source must hold at least one token");
+    if (S > this.maxLen) throw new RangeError(`the encoder reads at most ${this.maxLen} tokens, got ${S}`);
+    const X = this.embedRows(srcIds, srcIds.map((_, i) => i));
     for (let l = 0; l < c.n_enc_layers; l++) {
       const p = `enc.${l}`;
-      // every position attends to every other: fill one cache with all keys, then query it
-      const cache = new KVCache(rows.length, d);
-      const normed = rows.map((x) => (c.norm_position === "post" ? x : this.norm(x, `${p}.norm1`, new Float32Array(d))));
-      for (const h of normed) {
-        cache.append(linear(h, this.m(`${p}.self.wk`), this.t(`${p}.self.bk`), new Float32Array(d)),
-          linear(h, this.m(`${p}.self.wv`), this.t(`${p}.self.bv`), new Float32Array(d)));
-      }
-      rows = rows.map((x, s) => {
-        const y = Float32Array.from(x);
-        const attn = () => {
-          const q = linear(normed[s], this.m(`${p}.self.wq`), this.t(`${p}.self.bq`), new Float32Array(d));
-          const ctx = attend(q, cache, c.n_heads, c.n_heads, this.hd, new Float32Array(d), null);
-          return linear(ctx, this.m(`${p}.self.wo`), this.t(`${p}.self.bo`), new Float32Array(d));
-        };
-        this.residual(y, `${p}.norm1`, attn);
-        this.residual(y, `${p}.norm2`, this.ffn(`${p}.ffn`));
-        return y;
+      this.residualRows(X, S, `${p}.norm1`, (H) => {
+        // every position attends to every other: fill one cache with all keys, then query it
+        const cache = new KVCache(S, d);
+        const K = this.proj(`${p}.self`, "k", H, S);
+        const V = this.proj(`${p}.self`, "v", H, S);
+        for (let s = 0; s < S; s++) cache.append(row(K, s, d), row(V, s, d));
+        const Q = this.proj(`${p}.self`, "q", H, S);
+        const C = new Float32Array(S * d);
+        for (let s = 0; s < S; s++) attend(row(Q, s, d), cache, c.n_heads, c.n_heads, this.hd, row(C, s, d), null);
+        return this.proj(`${p}.self`, "o", C, S);
       });
+      this.residualRows(X, S, `${p}.norm2`, this.ffnRows(`${p}.ffn`, S));
     }
-    if (c.norm_position !== "post" && this.t("enc_norm.weight")) {
-      rows = rows.map((x) => this.norm(x, "enc_norm", new Float32Array(d)));
-    }
-    return rows;
+    const out = c.norm_position !== "post" && this.t("enc_norm.weight") ? this.normRows(X, S, "enc_norm") : X;
+    return Array.from({ length: S }, (_, s) => out.slice(s * d, (s + 1) * d));
   }
 
   /** Decoder state for one sentence: self-attention caches, and cross-attention keys/values computed once. */
   newState(memory) {
     const c = this.config;
     const d = c.d_model;
+    const S = memory.length;
+    const M = new Float32Array(S * d);
+    memory.forEach((m, s) => M.set(m, s * d));
     const self = [];
     const cross = [];
     for (let l = 0; l < c.n_dec_layers; l++) {
       self.push(new KVCache(this.maxLen, d));
-      const kv = new KVCache(memory.length, d);
-      for (const m of memory) {
-        kv.append(linear(m, this.m(`dec.${l}.cross.wk`), this.t(`dec.${l}.cross.bk`), new Float32Array(d)),
-          linear(m, this.m(`dec.${l}.cross.wv`), this.t(`dec.${l}.cross.bv`), new Float32Array(d)));
-      }
+      const kv = new KVCache(S, d);
+      const K = this.proj(`dec.${l}.cross`, "k", M, S);
+      const V = this.proj(`dec.${l}.cross`, "v", M, S);
+      for (let s = 0; s < S; s++) kv.append(row(K, s, d), row(V, s, d));
       cross.push(kv);
     }
     return { self, cross };
   }
 
-  /** One decoder step: logits for the next target token, and the cross-attention weights [layer][head]. */
-  step(token, state) {
+  /**
+   * One decoder step for n hypotheses at once: tokens[r] at the next position of states[r].
+   * Returns, for each, {logits, cross}: cross[layer][head] is its cross-attention row over
+   * its source. The linear maps run on all n rows together (each weight row read once);
+   * attention runs on each row's own caches, so a row's numbers never depend on the others.
+   */
+  stepRows(tokens, states) {
     const c = this.config;
     const d = c.d_model;
-    const pos = state.self[0].length;
-    if (pos >= this.maxLen) throw new RangeError(`the decoder reads at most ${this.maxLen} tokens`);
-    const x = this.embed(token, pos);
-    const crossWeights = [];
+    const n = tokens.length;
+    const positions = states.map((s) => s.self[0].length);
+    for (const pos of positions) if (pos >= this.maxLen) throw new RangeError(`the decoder reads at most ${this.maxLen} tokens`);
+    const X = this.embedRows(tokens, positions);
+    const crossWeights = Array.from({ length: n }, () => []);
     for (let l = 0; l < c.n_dec_layers; l++) {
       const p = `dec.${l}`;
-      this.residual(x, `${p}.norm1`, (h) => {
-        const q = linear(h, this.m(`${p}.self.wq`), this.t(`${p}.self.bq`), new Float32Array(d));
-        state.self[l].append(linear(h, this.m(`${p}.self.wk`), this.t(`${p}.self.bk`), new Float32Array(d)),
-          linear(h, this.m(`${p}.self.wv`), this.t(`${p}.self.bv`), new Float32Array(d)));
-        const ctx = attend(q, state.self[l], c.n_heads, c.n_heads, this.hd, new Float32Array(d), null);
-        return linear(ctx, this.m(`${p}.self.wo`), this.t(`${p}.self.bo`), new Float32Array(d));
+      this.residualRows(X, n, `${p}.norm1`, (H) => {
+        const Q = this.proj(`${p}.self`, "q", H, n);
+        const K = this.proj(`${p}.self`, "k", H, n);
+        const V = this.proj(`${p}.self`, "v", H, n);
+        const C = new Float32Array(n * d);
+        for (let r = 0; r < n; r++) {
+          states[r].self[l].append(row(K, r, d), row(V, r, d));
+          attend(row(Q, r, d), states[r].self[l], c.n_heads, c.n_heads, this.hd, row(C, r, d), null);
+        }
+        return this.proj(`${p}.self`, "o", C, n);
       });
-      this.residual(x, `${p}.norm2`, (h) => {
-        const q = linear(h, this.m(`${p}.cross.wq`), this.t(`${p}.cross.bq`), new Float32Array(d));
-        const w = [];
-        const ctx = attend(q, state.cross[l], c.n_heads, c.n_heads, this.hd, new Float32Array(d), w);
-        crossWeights.push(w);
-        return linear(ctx, this.m(`${p}.cross.wo`), this.t(`${p}.cross.bo`), new Float32Array(d));
+      this.residualRows(X, n, `${p}.norm2`, (H) => {
+        const Q = this.proj(`${p}.cross`, "q", H, n);
+        const C = new Float32Array(n * d);
+        for (let r = 0; r < n; r++) {
+          const w = [];
+          attend(row(Q, r, d), states[r].cross[l], c.n_heads, c.n_heads, this.hd, row(C, r, d), w);
+          crossWeights[r].push(w);
+        }
+        return this.proj(`${p}.cross`, "o", C, n);
       });
-      this.residual(x, `${p}.norm3`, this.ffn(`${p}.ffn`));
+      this.residualRows(X, n, `${p}.norm3`, this.ffnRows(`${p}.ffn`, n));
     }
-    const h = c.norm_position !== "post" && this.t("dec_norm.weight") ? this.norm(x, "dec_norm", new Float32Array(d)) : x;
-    return { logits: this.project(h), cross: crossWeights };
+    const final = c.norm_position !== "post" && this.t("dec_norm.weight") ? this.normRows(X, n, "dec_norm") : X;
+    const logits = this.projectRows(final, n);
+    return Array.from({ length: n }, (_, r) => ({ logits: row(logits, r, c.n_vocab), cross: crossWeights[r] }));
+  }
+
+  /** One decoder step of one hypothesis: logits for the next target token, and the cross-attention weights [layer][head]. */
+  step(token, state) {
+    return this.stepRows([token], [state])[0];
   }
 
   /**
-   * Target ids for source ids: greedy (beam 1) or beam search with a length penalty
-   * ((5 + n) / 6)^alpha (Wu et al., 2016), stopping at eos_id or maxLen.
+   * Target ids for source ids: greedy (beam 1) or beam search; see decodeBatch().
    * Returns {ids, cross}: cross[t][layer][head] is the weight row over the source tokens.
    */
-  decode(srcIds, { beam = 1, lengthPenalty = 0.6, maxLen = this.maxLen } = {}) {
+  decode(srcIds, options = {}) {
+    return this.decodeBatch([srcIds], options)[0];
+  }
+
+  /**
+   * Target ids for several sources at once, each decoded as if alone: greedy (beam 1) or the
+   * library's beam search (attention_lib.models.decoding.beam_search) with GNMT's length
+   * penalty ((5 + n) / 6)^alpha (Wu et al., 2016). A sentence of S source tokens gets at
+   * most min(max_len - 1, 2 S + 10) target tokens: its own length sets its limit, never
+   * its neighbours'. The decoder steps of every live hypothesis of every sentence run
+   * together (stepRows).
+   *
+   * Beam search, per sentence: K slots, at first one live hypothesis. Each step looks at the
+   * 2K best extensions of its live hypotheses (ranked by log-probability, the lower slot
+   * and token first on a tie), in order: an extension by <eos> is finished, with the score
+   * log p / lp(its length + 1); the others fill the K slots. The sentence stops when it has
+   * K finished hypotheses and its best live one, scored with the largest penalty, ranks
+   * below the K-th best finished one; or at its length limit. The best finished hypothesis
+   * wins (the first on a tie), or, if none finished, the best live one.
+   */
+  decodeBatch(sources, { beam = 1, lengthPenalty = 0.6, maxLen = this.maxLen } = {}) {
     const c = this.config;
-    if (!(Number.isInteger(beam) && beam >= 1)) throw new RangeError(`beam must be an integer >= 1, got ${beam}`);
-    const memory = this.encode(srcIds);
-    // as the library: at most max_len - 1 target tokens, and 2 S + 10 for a source of S
-    const limit = Math.min(maxLen - 1, this.maxLen - 1, 2 * srcIds.length + 10);
+    if (!(Number.isInteger(beam) && beam >= 1 && beam <= MAX_BEAM)) {
+      throw new RangeError(`beam must be an integer from 1 to ${MAX_BEAM}, got ${beam}`);
+    }
+    if (!(Number.isFinite(lengthPenalty) && lengthPenalty >= 0 && lengthPenalty <= 10)) {
+      throw new RangeError(`lengthPenalty must be a number from 0 to 10, got ${lengthPenalty}`);
+    }
+    const limits = sources.map((src) => Math.min(maxLen - 1, this.maxLen - 1, 2 * src.length + 10));
+    const states = sources.map((src) => this.newState(this.encode(src)));
     if (beam === 1) {
-      const state = this.newState(memory);
-      const ids = [];
-      const cross = [];
-      let token = c.bos_id;
-      while (ids.length < limit) {
-        const out = this.step(token, state);
-        token = argmax(out.logits);
-        if (token === c.eos_id) break;
-        ids.push(token);
-        cross.push(out.cross);
+      const hyps = states.map((state) => ({ state, ids: [], cross: [], last: c.bos_id, done: false }));
+      for (;;) {
+        const live = hyps.filter((hyp, b) => !hyp.done && hyp.ids.length < limits[b]);
+        if (!live.length) break;
+        const outs = this.stepRows(live.map((hyp) => hyp.last), live.map((hyp) => hyp.state));
+        live.forEach((hyp, r) => {
+          const token = argmax(outs[r].logits);
+          if (token === c.eos_id) hyp.done = true;
+          else {
+            hyp.ids.push(token);
+            hyp.cross.push(outs[r].cross);
+            hyp.last = token;
+          }
+        });
       }
-      return { ids, cross };
+      return hyps.map(({ ids, cross }) => ({ ids, cross }));
     }
-    const logSoftmax = (z) => {
-      let m = -Infinity;
-      for (const v of z) m = Math.max(m, v);
-      let s = 0;
-      for (const v of z) s += Math.exp(v - m);
-      const lse = m + Math.log(s);
-      return Array.from(z, (v) => v - lse);
-    };
-    const penalty = (n) => ((5 + n) / 6) ** lengthPenalty;
-    let beams = [{ ids: [], cross: [], score: 0, state: this.newState(memory), last: c.bos_id }];
-    const finished = [];
-    for (let t = 0; t < limit && beams.length; t++) {
-      const candidates = [];
-      for (const b of beams) {
-        const out = this.step(b.last, b.state);
-        const lp = logSoftmax(out.logits);
-        const order = lp.map((v, i) => i).sort((i, j) => lp[j] - lp[i]).slice(0, beam);
-        for (const tok of order) candidates.push({ from: b, tok, score: b.score + lp[tok], cross: out.cross });
-      }
-      candidates.sort((a, b) => b.score - a.score);
-      beams = [];
-      for (const cand of candidates) {
-        if (cand.tok === c.eos_id) {
-          finished.push({ ids: cand.from.ids, cross: cand.from.cross, score: cand.score / penalty(cand.from.ids.length + 1) });
-        } else if (beams.length < beam) {
-          const state = { self: cand.from.state.self.map((k) => k.clone()), cross: cand.from.state.cross };
-          beams.push({ ids: [...cand.from.ids, cand.tok], cross: [...cand.from.cross, cand.cross], score: cand.score, state, last: cand.tok });
+    const K = beam;
+    const lp = (n) => lengthPenaltyGnmt(n, lengthPenalty);
+    // per sentence: its K slots (live hypotheses, or null for a dead slot), finished ones
+    const sent = states.map((state) => ({
+      slots: [{ ids: [], cross: [], score: 0, state, last: c.bos_id }, ...Array(K - 1).fill(null)],
+      finished: [],
+      active: true,
+      t: 0,
+    }));
+    for (;;) {
+      const rows = [];
+      sent.forEach((s, b) => {
+        if (s.active && s.t >= limits[b]) s.active = false;
+        if (s.active) for (const hyp of s.slots) if (hyp) rows.push(hyp);
+      });
+      if (!rows.length) break;
+      const outs = this.stepRows(rows.map((hyp) => hyp.last), rows.map((hyp) => hyp.state));
+      rows.forEach((hyp, r) => {
+        hyp.logp = logSoftmax(outs[r].logits);
+        hyp.stepCross = outs[r].cross;
+      });
+      sent.forEach((s, b) => {
+        if (!s.active) return;
+        const penalty = lp(s.t + 1); // of a hypothesis that ends now
+        const cands = [];
+        s.slots.forEach((hyp, k) => {
+          if (!hyp) return;
+          for (const tok of topIndices(hyp.logp, 2 * K)) cands.push({ k, tok, score: hyp.score + hyp.logp[tok] });
+        });
+        const V = c.n_vocab;
+        cands.sort((x, y) => y.score - x.score || x.k * V + x.tok - (y.k * V + y.tok));
+        const slots = [];
+        const taken = new Set();
+        for (const cand of cands.slice(0, 2 * K)) {
+          if (!Number.isFinite(cand.score)) break;
+          const from = s.slots[cand.k];
+          if (cand.tok === c.eos_id) {
+            s.finished.push({ score: cand.score / penalty, ids: from.ids, cross: from.cross });
+            continue;
+          }
+          // the first extension of a hypothesis takes over its caches; the others copy them
+          const state = taken.has(cand.k) ? { self: from.state.self.map((kv) => kv.clone()), cross: from.state.cross } : from.state;
+          taken.add(cand.k);
+          slots.push({ ids: [...from.ids, cand.tok], cross: [...from.cross, from.stepCross], score: cand.score, state, last: cand.tok });
+          if (slots.length === K) break;
         }
-        if (beams.length >= beam && finished.length >= beam) break;
-      }
-      const bestFinished = Math.max(-Infinity, ...finished.map((f) => f.score));
-      if (finished.length >= beam && beams.every((b) => b.score / penalty(limit) < bestFinished)) break;
+        // Copies are made before any hypothesis runs its next step, so a cache taken over
+        // above is still the parent's when a later sibling copies it.
+        while (slots.length < K) slots.push(null);
+        s.slots = slots;
+        s.t += 1;
+        if (s.finished.length >= K) {
+          const bestLive = Math.max(-Infinity, ...slots.filter(Boolean).map((hyp) => hyp.score)) / lp(limits[b]);
+          const worstKept = s.finished.map((f) => f.score).sort((x, y) => x - y)[s.finished.length - K];
+          if (bestLive < worstKept) s.active = false;
+        }
+      });
     }
-    for (const b of beams) finished.push({ ids: b.ids, cross: b.cross, score: b.score / penalty(b.ids.length) });
-    finished.sort((a, b) => b.score - a.score);
-    return { ids: finished[0].ids, cross: finished[0].cross };
+    return sent.map((s) => {
+      let best = s.finished[0];
+      for (const f of s.finished) if (f.score > best.score) best = f;
+      if (!best) {
+        // nothing ended: the best live one (the first on a tie)
+        for (const hyp of s.slots) if (hyp && (!best || hyp.score > best.score)) best = hyp;
+      }
+      return { ids: best.ids, cross: best.cross };
+    });
+  }
+
+  /** The source ids of one English sentence, cut as the library's translate_sentences cuts them. */
+  sourceIds(text) {
+    const full = this.tokenizer.encode(text, { source: true });
+    const most = Math.min(this.maxLen, this.config.max_source_tokens || this.maxLen);
+    return { src: full.slice(0, most), truncated: full.length > most };
   }
 
   /** English in, French out: the tokenizer around decode(). */
   translate(text, { beam = 1, lengthPenalty = 0.6, details = false } = {}) {
-    // as the library's translate_sentences: a source longer than max_source_tokens is cut
-    const full = this.tokenizer.encode(text, { source: true });
-    const most = Math.min(this.maxLen, this.config.max_source_tokens || this.maxLen);
-    const src = full.slice(0, most);
-    const truncated = full.length > most;
-    if (src.length === 0) return details ? { text: "", src, ids: [], cross: [], truncated } : "";
-    const out = this.decode(src, { beam, lengthPenalty });
-    const french = this.tokenizer.decode(out.ids);
-    return details ? { text: french, src, ids: out.ids, cross: out.cross, truncated } : french;
+    return this.translateMany([text], { beam, lengthPenalty, details })[0];
+  }
+
+  /**
+   * Several English sentences at once (decodeBatch, `batch` sentences a step): the French of
+   * each, the same as translate() gives it alone; an empty sentence gives "".
+   */
+  translateMany(texts, { beam = 1, lengthPenalty = 0.6, details = false, batch = 32 } = {}) {
+    const enc = texts.map((text) => this.sourceIds(text));
+    const outs = new Array(texts.length).fill(null);
+    const todo = enc.map((e, i) => i).filter((i) => enc[i].src.length > 0);
+    for (let at = 0; at < todo.length; at += batch) {
+      const part = todo.slice(at, at + batch);
+      const decoded = this.decodeBatch(part.map((i) => enc[i].src), { beam, lengthPenalty });
+      part.forEach((i, j) => { outs[i] = decoded[j]; });
+    }
+    return texts.map((_, i) => {
+      const { src, truncated } = enc[i];
+      const out = outs[i] || { ids: [], cross: [] };
+      const french = src.length ? this.tokenizer.decode(out.ids) : "";
+      return details ? { text: french, src, ids: out.ids, cross: out.cross, truncated } : french;
+    });
   }
 }
 
@@ -759,6 +1257,11 @@ export class CharTokenizer {
 
   decode(ids) {
     return Array.from(ids, (i) => this.chars[i]).join("");
+  }
+
+  /** Text one token at a time: push(id) returns the new text, flush() what is left (""). */
+  streamDecoder() {
+    return { push: (id) => this.chars[id] ?? "", flush: () => "" };
   }
 
   piece(id) {
@@ -846,6 +1349,24 @@ export class Llama2cTokenizer {
     return new TextDecoder().decode(new Uint8Array(bytes));
   }
 
+  /**
+   * Text one token at a time, in constant work per token (not the whole text decoded again):
+   * push(id) returns the text that token completes (a character split over byte tokens
+   * comes out with its last byte), flush() whatever incomplete bytes are left (as U+FFFD).
+   */
+  streamDecoder() {
+    const utf8 = new TextDecoder();
+    let prev;
+    return {
+      push: (id) => {
+        const text = utf8.decode(new Uint8Array(this.pieceBytes(id, prev)), { stream: true });
+        prev = id;
+        return text;
+      },
+      flush: () => utf8.decode(),
+    };
+  }
+
   /** The text of one token for display: an ASCII byte as its character ("<0x0A>" is a newline). */
   piece(id) {
     const t = this.tokens[id];
@@ -914,6 +1435,7 @@ export class BPETokenizer {
   }
 
   words(text) {
+    if (text === "") return []; // no prefix space for nothing (as Hugging Face's tokenizers)
     if (this.byteLevel) {
       const prefixed = this.pre.add_prefix_space && !text.startsWith(" ") ? ` ${text}` : text;
       const { toChar } = this.byteLevel;
@@ -973,6 +1495,22 @@ export class BPETokenizer {
     return pieces.join(" ");
   }
 
+  /** Text one token at a time (the whole text decoded again: fine for a sentence). */
+  streamDecoder() {
+    const ids = [];
+    let shown = "";
+    return {
+      push: (id) => {
+        ids.push(id);
+        const text = this.decode(ids);
+        const fresh = text.startsWith(shown) ? text.slice(shown.length) : "";
+        if (text.startsWith(shown)) shown = text;
+        return fresh;
+      },
+      flush: () => "",
+    };
+  }
+
   piece(id) {
     if (this.byteLevel) return this.decode([id]);
     return (this.tokens[id] ?? "").replaceAll("▁", " ");
@@ -1012,11 +1550,26 @@ function makeTokenizer(spec, config) {
 
 /**
  * A model from its manifest (the parsed JSON that scripts/export_models.py writes) and its
- * weights (an ArrayBuffer of the .bin file beside it).
+ * weights (an ArrayBuffer, or a typed array such as node's Buffer, of the .bin file beside it).
+ *
+ * The weights are trusted only once they are the file the manifest describes: its size and
+ * SHA-256 must be the manifest's (`bytes`, `sha256`), every tensor must lie inside it, have
+ * the shape the configuration implies and hold finite numbers. Anything else is an Error
+ * with a one-line message naming what is wrong. options.digest: the SHA-256 (hex) of the
+ * weights when the caller has already computed it (WebCrypto, node's crypto), to save
+ * computing it again here.
  */
-export function loadModel(manifest, weights) {
-  if (!manifest || typeof manifest !== "object" || !manifest.config || !manifest.tensors) {
-    throw new TypeError("manifest must be the parsed JSON of a model (config, tokenizer, tensors)");
+export function loadModel(manifest, weights, options = {}) {
+  if (!manifest || typeof manifest !== "object" || Array.isArray(manifest)) {
+    throw new TypeError("manifest must be the parsed JSON object of a model (config, tokenizer, tensors)");
+  }
+  for (const key of ["config", "tokenizer", "tensors"]) {
+    if (!manifest[key] || typeof manifest[key] !== "object" || Array.isArray(manifest[key])) {
+      throw new TypeError(`manifest.${key} must be an object: this is not a model description`);
+    }
+  }
+  if (!(typeof manifest.sha256 === "string" && /^[0-9a-f]{64}$/.test(manifest.sha256))) {
+    throw new Error("the manifest has no sha256 of its weights (64 hex digits): the weights cannot be checked");
   }
   let buffer = weights;
   if (ArrayBuffer.isView(weights)) {
@@ -1024,7 +1577,13 @@ export function loadModel(manifest, weights) {
   }
   if (!(buffer instanceof ArrayBuffer)) throw new TypeError("weights must be an ArrayBuffer");
   if (manifest.bytes !== undefined && buffer.byteLength !== manifest.bytes) {
-    throw new Error(`the weights are ${buffer.byteLength} bytes but the manifest says ${manifest.bytes}`);
+    throw new Error(`the weights are ${buffer.byteLength} bytes but the manifest says ${manifest.bytes}: ` +
+      "the file is truncated or damaged");
+  }
+  const digest = options.digest ?? sha256Hex(buffer);
+  if (digest !== manifest.sha256) {
+    throw new Error(`the weights' sha256 is ${digest.slice(0, 12)}..., the manifest says ${manifest.sha256.slice(0, 12)}...: ` +
+      "the file is damaged or belongs to another model");
   }
   const tensors = readTensors(manifest, buffer);
   const tokenizer = makeTokenizer(manifest.tokenizer, manifest.config);

@@ -5,8 +5,10 @@
 // and a Generate button; tokens appear as they are produced, and hovering, tapping or focusing
 // a token draws where each head of the chosen layer looked from it. For the translator, an
 // English sentence in, French out, and the cross-attention of a chosen layer and head.
-// Weights are fetched from this site (_static/models/) on first use only.
-import { loadModel } from "./transformer.mjs";
+// Weights are fetched from this site (_static/models/) on first use only, and checked
+// against their manifest's SHA-256 before they run. Layers and heads are numbered from 0,
+// as in the code ("layer 0, head 3"). Heat maps share one colour scale, weight 0 to 1.
+import { loadModel, distribution } from "./transformer.mjs";
 
 const MODELS = new Map(); // name -> Promise<model>, shared by every widget of a page
 
@@ -26,7 +28,15 @@ function loadShared(name) {
           return r.arrayBuffer();
         }),
       ]);
-      return loadModel(manifest, weights);
+      // WebCrypto hashes faster than the runtime's own SHA-256 where the page may use it
+      let digest;
+      try {
+        const bytes = await globalThis.crypto.subtle.digest("SHA-256", weights);
+        digest = Array.from(new Uint8Array(bytes), (b) => b.toString(16).padStart(2, "0")).join("");
+      } catch {
+        digest = undefined; // not a secure context: loadModel computes it
+      }
+      return loadModel(manifest, weights, { digest });
     })();
     promise.catch(() => MODELS.delete(name)); // let a later click try again
     MODELS.set(name, promise);
@@ -69,16 +79,20 @@ function visible(piece) {
 // The heat map: rows are heads (or target tokens), columns the tokens looked at
 // ---------------------------------------------------------------------------
 
+/** The colour of an attention weight w in [0, 1]: the same scale for every row and every map. */
+const weightColour = (w) => `hsl(215, 70%, ${Math.round(98 - 68 * Math.min(1, Math.max(0, w)))}%)`;
+
 function drawHeatmap(canvas, rows, rowLabels, colLabels, caption) {
   const width = Math.max(240, canvas.parentElement.clientWidth || 320);
-  const labelW = 46;
+  const labelW = 58;
   const nCols = colLabels.length;
   const cell = Math.max(6, Math.min(28, Math.floor((width - labelW - 4) / Math.max(1, nCols))));
   const cellH = 22;
   const top = 58;
+  const legendH = 34;
   const dpr = window.devicePixelRatio || 1;
-  const cssW = labelW + cell * nCols + 4;
-  const cssH = top + cellH * rows.length + 4;
+  const cssW = Math.max(labelW + cell * nCols + 4, 230);
+  const cssH = top + cellH * rows.length + 4 + legendH;
   canvas.style.width = `${cssW}px`;
   canvas.style.height = `${cssH}px`;
   canvas.width = Math.round(cssW * dpr);
@@ -99,16 +113,28 @@ function drawHeatmap(canvas, rows, rowLabels, colLabels, caption) {
   rows.forEach((row, r) => {
     ctx.fillStyle = "#222";
     ctx.fillText(rowLabels[r], 2, top + r * cellH + cellH / 2);
-    let max = 0;
-    for (const w of row) max = Math.max(max, w);
     row.forEach((w, c) => {
-      const t = max > 0 ? w / max : 0; // each row scaled to its own largest weight
-      const light = Math.round(98 - 68 * t);
-      ctx.fillStyle = `hsl(215, 70%, ${light}%)`;
+      ctx.fillStyle = weightColour(w); // absolute: a weight of 0.2 looks the same in every row
       ctx.fillRect(labelW + c * cell, top + r * cellH, cell - 1, cellH - 1);
     });
   });
-  canvas.setAttribute("aria-label", caption);
+  // the legend: the colour of every weight from 0 to 1
+  const y = top + cellH * rows.length + 10;
+  const x0 = labelW;
+  const lw = 150;
+  for (let i = 0; i < lw; i++) {
+    ctx.fillStyle = weightColour(i / (lw - 1));
+    ctx.fillRect(x0 + i, y, 1, 10);
+  }
+  ctx.strokeStyle = "#888";
+  ctx.strokeRect(x0 - 0.5, y - 0.5, lw + 1, 11);
+  ctx.fillStyle = "#222";
+  ctx.textBaseline = "top";
+  ctx.fillText("weight", 2, y);
+  ctx.textAlign = "center";
+  for (const v of [0, 0.5, 1]) ctx.fillText(String(v), x0 + v * (lw - 1), y + 13);
+  ctx.textAlign = "start";
+  canvas.setAttribute("aria-label", `${caption} Colour scale: weight 0 (white) to 1 (dark blue), the same for every row.`);
 }
 
 /** "head 1 looked most at 'x' (0.62)" for each row: the heat map's text for screen readers. */
@@ -125,9 +151,54 @@ function describe(rows, rowLabels, colLabels) {
 // ---------------------------------------------------------------------------
 
 const LM_DEFAULTS = {
-  shakespeare: { prompt: "ROMEO:\n", maxNew: 200, title: "Write with the Shakespeare model" },
-  stories260k: { prompt: "Once upon a time", maxNew: 120, title: "Write with stories260K" },
+  shakespeare: { prompt: "ROMEO:\n", maxNew: 1000, title: "Write with the Shakespeare model" },
+  stories260k: { prompt: "Once upon a time", maxNew: 200, title: "Write with stories260K" },
 };
+const MAX_NEW = 2000;
+
+/** A select that waits for the model: disabled, with one option that says so. */
+function waitingSelect(id, what) {
+  return h("select", { id, disabled: true }, h("option", { value: "" }, `${what} (once the model has loaded)`));
+}
+
+/** Fill a select with "layer 0", "layer 1", ... (numbered from 0, as in the code). */
+function fillSelect(select, n, what) {
+  if (select.options.length === n && !select.disabled) return;
+  select.replaceChildren(...Array.from({ length: n }, (_, i) => h("option", { value: i }, `${what} ${i}`)));
+  select.disabled = false;
+}
+
+/**
+ * The next-token bar: the most likely candidates at the last step and their probabilities
+ * under the current temperature, top-k and top-p (what the sampler would draw from).
+ */
+function drawNextToken(box, model, logits, opts) {
+  if (!logits) {
+    box.replaceChildren();
+    return;
+  }
+  let dist;
+  try {
+    dist = distribution(logits, opts);
+  } catch (err) {
+    box.replaceChildren(h("p", { class: "aft-help" }, err.message));
+    return;
+  }
+  const shown = dist.ids.slice(0, 8);
+  const rest = dist.probs.slice(8).reduce((a, b) => a + b, 0);
+  const piece = (id) => visible(model.tokenizer.piece ? model.tokenizer.piece(id) : String(id));
+  box.replaceChildren(
+    h("p", { class: "aft-next-title" },
+      `Next token: the ${shown.length} most likely of the ${dist.ids.length} the sampler keeps ` +
+      `(temperature ${opts.temperature.toFixed(2)}, top-k ${opts.topK || "off"}, top-p ${opts.topP.toFixed(2)})`),
+    h("ul", { class: "aft-bars" }, ...shown.map((id, r) => h("li", {},
+      h("span", { class: "aft-bar-label" }, piece(id)),
+      h("span", { class: "aft-bar-track", "aria-hidden": "true" },
+        h("span", { class: "aft-bar", style: `width: ${(100 * dist.probs[r]).toFixed(1)}%` })),
+      h("span", { class: "aft-bar-value" }, `${(100 * dist.probs[r]).toFixed(1)}%`)))),
+    rest > 0 ? h("p", { class: "aft-help" }, `the other ${dist.ids.length - shown.length}: ${(100 * rest).toFixed(1)}% together`) : null,
+  );
+}
 
 function mountLanguageModel(root, name) {
   const d = LM_DEFAULTS[name] || { prompt: "", maxNew: 100, title: `Write with ${name}` };
@@ -147,12 +218,13 @@ function mountLanguageModel(root, name) {
     help: "sample only among the most likely tokens whose probabilities add up to p",
   });
   const seed = h("input", { type: "number", id: id("seed"), min: 0, step: 1, value: 1, inputmode: "numeric" });
-  const length = h("input", { type: "number", id: id("length"), min: 1, max: 500, step: 1, value: d.maxNew, inputmode: "numeric" });
+  const length = h("input", { type: "number", id: id("length"), min: 1, max: MAX_NEW, step: 1, value: d.maxNew, inputmode: "numeric" });
   const button = h("button", { type: "button", class: "aft-go" }, "Generate");
   const status = h("p", { class: "aft-status", role: "status", "aria-live": "polite" },
     "Press Generate: the model (a few MB) loads on first use, from this site.");
-  const output = h("div", { class: "aft-output", role: "group", "aria-label": "The prompt and the generated tokens: focus or hover a generated token to see where the heads looked" });
-  const layer = h("select", { id: id("layer") });
+  const output = h("div", { class: "aft-output", role: "group", "aria-label": "The prompt and the generated tokens: focus or hover a generated token (arrow keys move) to see where the heads looked" });
+  const next = h("div", { class: "aft-next", "aria-live": "polite" });
+  const layer = waitingSelect(id("layer"), "layer");
   const canvas = h("canvas", { class: "aft-heatmap", role: "img", "aria-label": "No token chosen yet" });
   const heatText = h("p", { class: "aft-heat-text" }, "Hover, tap or focus a generated token.");
 
@@ -165,66 +237,102 @@ function mountLanguageModel(root, name) {
     h("div", { class: "aft-actions" }, button),
     status,
     output,
+    next,
     h("div", { class: "aft-control" }, h("label", { for: id("layer") }, "Layer shown"), layer),
     h("div", { class: "aft-heat" }, canvas),
     heatText,
   );
 
   let run = 0; // a new run cancels the one before
-  let tokens = []; // {piece, attention?} for the prompt and every new token
+  let tokens = []; // {piece, attention?, source, offset} for the prompt and every new token
+  let spans = [];
   let chosen = -1;
+  let last = null; // {model, logits}: the last step, for the next-token bar
+
+  const options = () => ({ temperature: Number(temperature.input.value), topK: Number(topK.input.value),
+    topP: Number(topP.input.value) });
+  const redrawNext = () => drawNextToken(next, last?.model, last?.logits, options());
+
+  function clearHeat(message) {
+    canvas.width = 0;
+    canvas.height = 0;
+    canvas.style.width = "0";
+    canvas.style.height = "0";
+    canvas.setAttribute("aria-label", message);
+    heatText.textContent = message;
+  }
 
   function show(index) {
     const tok = tokens[index];
     if (!tok || !tok.attention) return;
+    if (chosen >= 0 && spans[chosen]) {
+      spans[chosen].classList.remove("aft-chosen");
+      spans[chosen].tabIndex = -1;
+    }
     chosen = index;
-    output.querySelectorAll(".aft-chosen").forEach((el) => el.classList.remove("aft-chosen"));
-    output.children[index]?.classList.add("aft-chosen");
+    spans[index].classList.add("aft-chosen");
+    spans[index].tabIndex = 0; // one tab stop in the output: the chosen token (arrows move)
     const l = Number(layer.value) || 0;
-    const weights = tok.attention[l]; // [head] -> weights over positions 0..source
+    const weights = tok.attention[l]; // [head] -> weights over the window's positions
     const S = weights[0].length;
     const from = Math.max(0, S - 40); // the last 40 positions fit a phone's width
-    const cols = tokens.slice(from, S).map((t) => visible(t.piece));
+    const cols = tokens.slice(tok.offset + from, tok.offset + S).map((t) => visible(t.piece));
     const rows = weights.map((w) => Array.from(w.subarray(from, S)));
-    const labels = rows.map((_, i) => `head ${i + 1}`);
+    const labels = rows.map((_, i) => `head ${i}`);
     const source = visible(tokens[tok.source].piece);
-    const text = `Layer ${l + 1}: where each head looked from "${source}" when it predicted "${visible(tok.piece)}"` +
-      (from > 0 ? ` (the last ${S - from} of ${S} positions)` : "");
-    drawHeatmap(canvas, rows, labels, cols, `${text}. ${describe(rows, labels, cols)}`);
-    heatText.textContent = text + ".";
+    const text = `Layer ${l}: where each head looked from "${source}" when it predicted "${visible(tok.piece)}"` +
+      (from > 0 || tok.offset > 0 ? ` (the last ${S - from} of the ${S} positions it read)` : "");
+    drawHeatmap(canvas, rows, labels, cols, `${text}. ${describe(rows, labels, cols)}.`);
+    heatText.textContent = `${text}. Colour: the weight, from 0 to 1 (legend below the map).`;
   }
 
   layer.addEventListener("change", () => show(chosen));
-  output.addEventListener("pointerover", (e) => {
+  const pick = (e) => {
     const i = Number(e.target?.dataset?.index);
     if (Number.isInteger(i)) show(i);
-  });
-  output.addEventListener("focusin", (e) => {
-    const i = Number(e.target?.dataset?.index);
-    if (Number.isInteger(i)) show(i);
-  });
-  output.addEventListener("click", (e) => {
-    const i = Number(e.target?.dataset?.index);
-    if (Number.isInteger(i)) show(i);
+  };
+  output.addEventListener("pointerover", pick);
+  output.addEventListener("focusin", pick);
+  output.addEventListener("click", pick);
+  output.addEventListener("keydown", (e) => {
+    if (chosen < 0 || !["ArrowLeft", "ArrowRight", "Home", "End"].includes(e.key)) return;
+    const generated = tokens.map((t, i) => (t.attention ? i : -1)).filter((i) => i >= 0);
+    const at = generated.indexOf(chosen);
+    const to = { ArrowLeft: at - 1, ArrowRight: at + 1, Home: 0, End: generated.length - 1 }[e.key];
+    if (to >= 0 && to < generated.length) {
+      e.preventDefault();
+      spans[generated[to]].focus();
+    }
   });
 
-  function addToken(piece, attention, source) {
+  function addToken(piece, step) {
     const i = tokens.length;
-    tokens.push({ piece, attention, source });
-    const span = h(attention ? "button" : "span", {
-      type: attention ? "button" : undefined,
-      class: attention ? "aft-token aft-new" : "aft-token",
+    tokens.push({ piece, attention: step?.attention, source: step?.position, offset: step?.offset ?? 0 });
+    // Inline spans, not buttons (a button is an inline block: a line could break inside a
+    // word between two of them); the text flows and wraps only where the words do.
+    const span = h("span", {
+      class: step ? "aft-token aft-new" : "aft-token",
       "data-index": i,
-      "aria-label": attention ? `generated token ${JSON.stringify(piece)}` : undefined,
-    }, attention ? piece.replaceAll("\n", "↵") : piece);
-    output.append(span);
-    // a button does not break the line: show a generated newline as ↵ and break after it
-    if (attention && piece.includes("\n")) output.append("\n");
+      role: step ? "button" : undefined,
+      tabindex: step ? -1 : undefined,
+      "aria-label": step ? `generated token ${JSON.stringify(piece)}` : undefined,
+    }, step ? piece.replaceAll("\n", "↵\n") : piece);
+    spans.push(span);
+    return span;
   }
 
   async function generate() {
     const mine = ++run;
     const fail = (message) => {
+      // nothing stale stays on show beside an error
+      output.replaceChildren();
+      tokens = [];
+      spans = [];
+      chosen = -1;
+      last = null;
+      redrawNext();
+      clearHeat("No tokens: see the message above.");
+      delete root.dataset.state;
       status.textContent = message;
       status.classList.add("aft-error");
     };
@@ -233,48 +341,60 @@ function mountLanguageModel(root, name) {
       const text = prompt.value;
       if (text.trim() === "") return fail("Type a prompt first: the model continues your text.");
       const n = Number(length.value);
-      if (!(Number.isInteger(n) && n >= 1 && n <= 500)) return fail("New tokens must be a whole number from 1 to 500.");
+      if (!(Number.isInteger(n) && n >= 1 && n <= MAX_NEW)) return fail(`New tokens must be a whole number from 1 to ${MAX_NEW}.`);
       const s = Number(seed.value);
-      if (!(Number.isInteger(s) && s >= 0)) return fail("The seed must be a whole number, 0 or more.");
+      if (!(Number.isInteger(s) && s >= 0 && s < 2 ** 32)) return fail("The seed must be a whole number from 0 to 4294967295.");
       status.textContent = "Loading the model…";
       const t0 = performance.now();
       const model = await loadShared(name);
       if (mine !== run) return;
-      if (layer.options.length !== model.config.n_layers) {
-        layer.replaceChildren(...Array.from({ length: model.config.n_layers }, (_, i) => h("option", { value: i }, `layer ${i + 1}`)));
-      }
+      fillSelect(layer, model.config.n_layers, "layer");
       let ids;
       try {
         ids = model.tokenizer.encode(text);
       } catch (err) {
         return fail(`This model cannot read that prompt: ${err.message}.`);
       }
-      const limit = model.maxLen - 1;
       let note = "";
-      if (ids.length > limit) {
-        ids = ids.slice(-limit);
-        note = ` The prompt is longer than the ${model.maxLen} tokens the model reads: it continues from the last ${limit}.`;
+      if (ids.length > model.maxLen) {
+        note = ` The prompt is longer than the ${model.maxLen} tokens the model reads: it continues from the last ${model.maxLen}.`;
       }
-      const room = Math.min(n, model.maxLen - ids.length);
-      if (room < n) note += ` It stops after ${room} new tokens, where its context ends.`;
+      if (ids.length + n > model.maxLen) {
+        note += ` Past its context of ${model.maxLen} tokens the model reads the last ${model.maxLen / 2} to ${model.maxLen} tokens (the window is re-encoded from its last half when it fills).`;
+      }
       output.replaceChildren();
       tokens = [];
+      spans = [];
       chosen = -1;
-      ids.forEach((tok, i) => addToken(model.tokenizer.piece ? model.tokenizer.piece(tok) : String(tok), null, i));
-      if (name === "stories260k" && tokens.length && tokens[0].piece === "<s>") output.firstChild.textContent = "";
-      const opts = { temperature: Number(temperature.input.value), topK: Number(topK.input.value),
-        topP: Number(topP.input.value), seed: s, attention: true };
+      last = null;
+      const start = Math.max(0, ids.length - 400); // a very long prompt: its end is what matters
+      const shown = ids.map((tok) => (model.tokenizer.piece ? model.tokenizer.piece(tok) : String(tok)));
+      if (name === "stories260k" && shown[0] === "<s>") shown[0] = "";
+      if (start > 0) output.append(h("span", { class: "aft-help" }, `(${start} earlier prompt tokens) `));
+      const promptSpans = shown.map((p) => addToken(p, null));
+      output.append(...promptSpans.slice(start));
+      const opts = { ...options(), seed: s, attention: true };
       status.textContent = "Writing…";
       let first = null;
       let count = 0;
-      for (const step of model.steps(ids, room, opts)) {
+      let pending = [];
+      for (const step of model.steps(ids, n, opts)) {
         if (mine !== run) return;
         if (first === null) first = performance.now() - t0;
-        addToken(model.tokenizer.piece ? model.tokenizer.piece(step.id) : String(step.id), step.attention, step.position);
+        pending.push(addToken(model.tokenizer.piece ? model.tokenizer.piece(step.id) : String(step.id), step));
+        last = { model, logits: step.logits };
         count += 1;
-        if (chosen < 0) show(tokens.length - 1);
-        if (count % 4 === 0) await nextFrame(); // let the page draw the tokens so far
+        if (count % 8 === 0 || count === n) {
+          output.append(...pending); // let the page draw the tokens so far
+          pending = [];
+          if (chosen < 0) show(tokens.length - 1);
+          await nextFrame();
+          if (mine !== run) return;
+        }
       }
+      output.append(...pending);
+      if (chosen < 0) show(tokens.length - 1);
+      redrawNext();
       root.dataset.firstTokenMs = String(Math.round(first ?? 0));
       status.textContent = `${count} tokens; the first after ${Math.round(first ?? 0)} ms.${note}`;
       root.dataset.state = "done";
@@ -288,6 +408,7 @@ function mountLanguageModel(root, name) {
     if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) generate();
   });
   for (const input of [temperature.input, topK.input, topP.input]) {
+    input.addEventListener("input", redrawNext); // the bar reshapes as the slider moves
     input.addEventListener("change", () => { if (tokens.length) generate(); });
   }
 }
@@ -305,9 +426,13 @@ function mountTranslator(root, name) {
   const status = h("p", { class: "aft-status", role: "status", "aria-live": "polite" },
     "Press Translate: the model loads on first use, from this site.");
   const output = h("p", { class: "aft-output aft-french", lang: "fr", role: "status", "aria-label": "The French translation" });
-  const layer = h("select", { id: id("layer") });
-  const head = h("select", { id: id("head") });
+  const layer = waitingSelect(id("layer"), "layer");
+  const head = waitingSelect(id("head"), "head");
   const canvas = h("canvas", { class: "aft-heatmap", role: "img", "aria-label": "No translation yet" });
+  const note = h("p", { class: "aft-help aft-space-note" },
+    "␣ marks a space. The tokenizer keeps the space before a word inside the word's first token " +
+    "(\"␣apples\" is \" apples\", one token), so ␣ begins most words; a word it splits into pieces " +
+    "shows its later pieces without one.");
   let result = null;
 
   root.replaceChildren(
@@ -318,7 +443,7 @@ function mountTranslator(root, name) {
       h("div", { class: "aft-control" }, h("label", { for: id("layer") }, "Layer"), layer),
       h("div", { class: "aft-control" }, h("label", { for: id("head") }, "Head"), head)),
     h("div", { class: "aft-actions" }, button),
-    status, output, h("div", { class: "aft-heat" }, canvas),
+    status, output, h("div", { class: "aft-heat" }, canvas), note,
   );
 
   function draw() {
@@ -327,27 +452,37 @@ function mountTranslator(root, name) {
     const hh = Number(head.value) || 0;
     const model = result.model;
     const rows = result.cross.map((step) => Array.from(step[l][hh]));
-    const rowLabels = result.ids.map((t) => visible(model.tokenizer.piece(t)).slice(0, 6));
+    const rowLabels = result.ids.map((t) => visible(model.tokenizer.piece(t)).slice(0, 7));
     const colLabels = result.src.map((t) => visible(model.tokenizer.piece(t)));
     drawHeatmap(canvas, rows, rowLabels, colLabels,
-      `Cross-attention of layer ${l + 1}, head ${hh + 1}: each French token (a row) over the English tokens. ` +
-      describe(rows, rowLabels, colLabels));
+      `Cross-attention of layer ${l}, head ${hh}: each French token (a row) over the English tokens. ` +
+      `${describe(rows, rowLabels, colLabels)}.`);
   }
   layer.addEventListener("change", draw);
   head.addEventListener("change", draw);
 
   async function translate() {
     status.classList.remove("aft-error");
-    const fail = (m) => { status.textContent = m; status.classList.add("aft-error"); };
+    const fail = (m) => {
+      // nothing stale stays on show beside an error
+      result = null;
+      output.textContent = "";
+      canvas.width = 0;
+      canvas.height = 0;
+      canvas.style.width = "0";
+      canvas.style.height = "0";
+      canvas.setAttribute("aria-label", "No translation: see the message above");
+      delete root.dataset.state;
+      status.textContent = m;
+      status.classList.add("aft-error");
+    };
     try {
       const text = input.value.trim();
       if (!text) return fail("Type an English sentence first.");
       status.textContent = "Loading the model…";
       const model = await loadShared(name);
-      if (!layer.options.length) {
-        layer.replaceChildren(...Array.from({ length: model.config.n_dec_layers }, (_, i) => h("option", { value: i }, `layer ${i + 1}`)));
-        head.replaceChildren(...Array.from({ length: model.config.n_heads }, (_, i) => h("option", { value: i }, `head ${i + 1}`)));
-      }
+      fillSelect(layer, model.config.n_dec_layers, "layer");
+      fillSelect(head, model.config.n_heads, "head");
       status.textContent = "Translating…";
       await nextFrame();
       const out = model.translate(text, { beam: Number(beam.value), details: true });
