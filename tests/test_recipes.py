@@ -95,3 +95,62 @@ def test_the_comparison_catches_a_wrong_grouping_of_heads(llama):
 def _float64_copy():
     path = data_dir() / "stories260k" / "tinyllamas-stories-260k-f32.gguf"
     return Llama.from_gguf(path, dtype=np.float64)
+
+
+# --- chapter 11: label smoothing and beam search ----------------------------------
+
+
+def test_the_pages_label_smoothing_equals_the_library():
+    from attention_lib.models.transformer import label_smoothed_cross_entropy
+    from attention_lib.softmax import log_softmax
+
+    ns = page_code(
+        "11_translation.ipynb",
+        "c11r0002",
+        np=np,
+        log_softmax=log_softmax,
+        label_smoothed_cross_entropy=label_smoothed_cross_entropy,
+        logits=np.zeros((1, 1, 3)),
+        y_out=np.ones((1, 1), int),
+    )
+    naive = ns["naive_smoothed_ce"]
+    rng = np.random.default_rng(0)
+    o, y = rng.normal(size=(7, 11)) * 3, rng.integers(0, 11, size=7)
+    for eps in (0.0, 0.1, 0.3):
+        loss, grad = naive(o, y, eps)
+        lib_loss, lib_grad = label_smoothed_cross_entropy(o, y, smoothing=eps, ignore=-1)
+        assert loss == pytest.approx(lib_loss, rel=1e-12)
+        np.testing.assert_allclose(grad, lib_grad, rtol=0, atol=1e-14)
+    # the comparison can fail: another eps gives another loss
+    assert naive(o, y, 0.2)[0] != pytest.approx(label_smoothed_cross_entropy(o, y, 0.1, -1)[0])
+
+
+@pytest.fixture(scope="module")
+def translator():
+    from attention_lib.data.tatoeba import Tokenizer
+    from attention_lib.translate import load_model
+
+    model, _ = load_model("transformer", dtype=np.float64)
+    return model, Tokenizer.load()
+
+
+def test_the_pages_naive_beam_search_equals_the_library(translator):
+    from attention_lib.models.train_translation import pad_batch
+    from attention_lib.softmax import log_softmax
+
+    model, tok = translator
+    ns = page_code(
+        "11_translation.ipynb",
+        "c11m0002",
+        np=np,
+        model=model,
+        pad_batch=pad_batch,
+        log_softmax=log_softmax,
+    )
+    for sentence in ["Well done!", "I am cold.", "Where is the station?", "He is heroic."]:
+        ids = tok.encode(sentence)
+        src, lengths = pad_batch([ids])
+        assert ns["naive_beam"](ids) == model.beam_search(src, lengths, beam=4)[0], sentence
+    # and it is not greedy decoding in disguise: on this sentence they differ
+    src, lengths = pad_batch([tok.encode("Well done!")])
+    assert ns["naive_beam"](tok.encode("Well done!")) != model.greedy(src, lengths)[0]
