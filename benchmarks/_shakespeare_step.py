@@ -91,6 +91,7 @@ def torch_step(torch, numpy_model):
         return loss.item()
 
     step.forward = forward
+    step.optimizer, step.params = opt, params
     return step
 
 

@@ -18,11 +18,30 @@ chapter and the formula, on the symbols the page forbids or reserves:
 - an embedding is $\\operatorname{emb}(x)$, never $E x$ ($E$ is a width);
 - the Kronecker delta is written $\\mathbb{1}[j = k]$ ($\\delta$ is a step);
 - $N$ (chapter 1's number of symbols) is not a batch or a number of blocks;
-- $T$ (additive attention's decoder steps) is not a language model's length.
+- $T$ (additive attention's decoder steps) is not a language model's length;
+- $M$ is the mask, never the encoder's memory (its states are $h_j$);
+- $H$ is a number of heads, never an entropy ($\\mathcal{H}$);
+- $z$ is a GRU's update gate, never logits ($o$) or SiLU's argument;
+- top-p's threshold is $p_\\text{top}$ ($p$ is a probability);
+- a rotary or sinusoidal pair is indexed by $u$, $(2u, 2u + 1)$;
+- Adam's running means are $\\bar g$ and $\\overline{g^2}$, its parameter $w$
+  ($m$ is a row maximum, $v$ a value, $\\theta$ a rotary angle);
+- $K$ is a size only where it is not also the key matrix.
+
+Text drawn inside figures is read too: every text a figure's PNG records
+(``attention_lib.presentation.plotting`` writes it in the PNG's "Drawn text"
+chunk), the strings of the code that draws each figure, its alt text, and the
+text of the book's SVG diagrams. Mathematics in it (``$...$``) meets the same
+rules, and TeX outside ``$...$``, which matplotlib would print literally
+("y_{i-1}", "Q K^T"), fails.
 """
 
+import ast
+import base64
 import json
 import re
+import struct
+import zlib
 from pathlib import Path
 
 import pytest
@@ -73,11 +92,148 @@ RULES = [
         ("01_bottleneck", "07_multi_head"),
     ),
     (
+        r"(?<![\w\\])M\s*W_[KV]|(?<![\w\\])M\s*=\s*\\operatorname\{LN",
+        "M is the mask; the encoder's memory is its states h_j",
+        (),
+    ),
+    (r"(?<![\w\\{])H\s*=\s*-\s*\\sum", "H is a number of heads; an entropy is \\mathcal{H}", ()),
+    (
+        r"\\operatorname\{softmax\}\(z|\\operatorname\{SiLU\}\(z\)|z\s*\\sigma\(z\)",
+        "z is a GRU's update gate: logits are o, SiLU's argument x",
+        (),
+    ),
+    (
+        r"\(2i,\s*2i\s*\+\s*1\)|\(i,\s*i\s*\+\s*d\s*/\s*2\)",
+        "a pair of features is indexed by u",
+        (),
+    ),
+    (
+        r"\\theta\s*&?\s*\\leftarrow|(?<![\w\\])[mv]\s*&?\s*\\leftarrow",
+        "Adam's running means are \\bar g and \\overline{g^2}; its parameter is w",
+        (),
+    ),
+    (
+        r"(?<![\w\\{])K\s*=\s*\d",
+        "K as a size belongs to additive attention (chapters 1-3); elsewhere K is the key matrix",
+        ("01_bottleneck", "02_bahdanau", "03_learning_to_align"),
+    ),
+    (
         r"(?<![\w\\{])T\s*=\s*\d",
         "T counts additive attention's decoder steps; a sequence is L long",
         ("01_bottleneck", "02_bahdanau", "03_learning_to_align"),
     ),
 ]
+
+
+#: (pattern, what the notation page says instead): prose around the formulas.
+PROSE_RULES = [
+    (r"memory \$M\$|memory M\b", "M is the mask; the encoder's memory is its states h_j"),
+    (r"embedding table \$E\$|table \$E\$", "E is a width; the embedding table is W_emb"),
+    (r"logits \$z\$", "z is a GRU's update gate; logits are o"),
+    (r"add up to (?:at least )?\$p\$", "top-p's threshold is p_top; p is a probability"),
+    (r"\$W_a\$\s*\$\(n,\s*d_a\)\$", "W_a is d_a x n (the code holds its transpose, n x d_a)"),
+]
+
+#: Text drawn in a figure: TeX that matplotlib would print literally, outside $...$.
+RAW_TEX = re.compile(r"[_^]\{|\^T\b|\\(?:frac|sum|top|alpha|mathrm|text|cdot|times)\b")
+
+#: (pattern, instead) for the words of a figure, outside its $...$.
+FIGURE_RULES = [
+    (r"\bmemory M\b|\bfrom M\b", "M is the mask; the encoder's memory is h"),
+    (
+        r"(?<![\w.])E [xy]\b|\bE\u1d40|\bE\^T",
+        "E is a width; the embedding is emb(x), the table W_emb",
+    ),
+]
+
+
+def _png_text_chunks(data):
+    """The tEXt and iTXt chunks of a PNG, as {key: text}."""
+    chunks, at = {}, 8
+    while at < len(data):
+        (n,) = struct.unpack(">I", data[at : at + 4])
+        kind, body = data[at + 4 : at + 8], data[at + 8 : at + 8 + n]
+        if kind == b"tEXt":
+            key, _, value = body.partition(b"\0")
+            chunks[key.decode("latin-1")] = value.decode("latin-1")
+        elif kind == b"iTXt":
+            key, _, rest = body.partition(b"\0")
+            compressed, rest = rest[0], rest[2:]
+            _, _, rest = rest.partition(b"\0")  # language
+            _, _, value = rest.partition(b"\0")  # translated keyword
+            chunks[key.decode("latin-1")] = (
+                zlib.decompress(value) if compressed else value
+            ).decode("utf-8")
+        at += 12 + n
+    return chunks
+
+
+def _strings(source):
+    """The string constants of a cell's code (f-strings' literal parts too)."""
+    try:
+        tree = ast.parse("\n".join(l for l in source.splitlines() if not l.startswith("%")))
+    except SyntaxError:
+        return []
+    return [
+        n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    ]
+
+
+def figure_texts(path):
+    """Every text of a chapter's figures: drawn (PNG), drawing code, alt text; and SVGs."""
+    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        pngs = [
+            o["data"]["image/png"]
+            for o in cell.get("outputs", [])
+            if "image/png" in o.get("data", {})
+        ]
+        if not pngs:
+            continue
+        for png in pngs:
+            drawn = _png_text_chunks(base64.b64decode("".join(png))).get("Drawn text", "")
+            yield from (t for t in drawn.split("\n") if t.strip())
+        yield from _strings("".join(cell["source"]))
+        alt = cell.get("metadata", {}).get("mystnb", {}).get("image", {}).get("alt")
+        if alt:
+            yield alt
+
+
+def svg_texts(path):
+    """The text of every SVG diagram a chapter's markdown includes."""
+    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+        if cell["cell_type"] == "markdown":
+            for name in re.findall(r"_static/diagrams/([\w-]+\.svg)", "".join(cell["source"])):
+                svg = (BOOK / "_static" / "diagrams" / name).read_text(encoding="utf-8")
+                for text in re.findall(r"<text[^>]*>(.*?)</text>", svg, re.DOTALL):
+                    yield re.sub(r"<[^>]+>", "", text)
+
+
+def figure_violations(path):
+    found = []
+    for text in [*figure_texts(path), *svg_texts(path)]:
+        words = MATH.sub(" ", text)
+        if RAW_TEX.search(words):
+            found.append(
+                f"{path.stem}: figure text {text!r} (TeX outside $...$ is printed literally)"
+            )
+        for pattern, instead in FIGURE_RULES:
+            if re.search(pattern, words):
+                found.append(f"{path.stem}: figure text {text!r} ({instead})")
+        for match in MATH.finditer(text):
+            formula = " ".join((match.group(1) or match.group(2)).split())
+            for pattern, instead, skip in RULES:
+                if path.stem not in skip and re.search(pattern, formula, re.MULTILINE):
+                    found.append(f"{path.stem}: figure text ${formula}$ ({instead})")
+    return found
+
+
+def prose(path):
+    """The markdown of a chapter, code spans removed."""
+    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+        if cell["cell_type"] == "markdown":
+            yield " ".join(CODE.sub(" ", "".join(cell["source"])).split())
 
 
 def formulas(path):
@@ -99,6 +255,10 @@ def violations(path):
         for pattern, instead, skip in RULES:
             if path.stem not in skip and re.search(pattern, formula, re.MULTILINE):
                 found.append(f"{path.stem}: ${formula}$ ({instead})")
+    for text in prose(path):
+        for pattern, instead in PROSE_RULES:
+            for match in re.finditer(pattern, text):
+                found.append(f"{path.stem}: ...{match.group(0)}... ({instead})")
     return found
 
 
@@ -106,6 +266,12 @@ def violations(path):
 def test_chapter_uses_the_notation_page(path):
     found = violations(path)
     assert not found, "symbols the notation page forbids:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_chapter_figures_use_the_notation_page(path):
+    found = figure_violations(path)
+    assert not found, "figure text the notation page forbids:\n" + "\n".join(found)
 
 
 @pytest.mark.parametrize(
@@ -128,6 +294,19 @@ def test_chapter_uses_the_notation_page(path):
         (r"-\lambda_r (i - j)", False),
         (r"\mathrm{GRU}(E x_j, h)", True),
         (r"\alpha_j (\delta_{jk} - \alpha_k)", True),
+        (r"V = M W_V", True),
+        (r"V = h W_V", False),
+        (r"H = -\sum_i p_i \log p_i", True),
+        (r"\mathcal{H}(p) = -\sum_i p_i \log p_i", False),
+        (r"p = \operatorname{softmax}(z / \tau)", True),
+        (r"\operatorname{SiLU}(z) = z\, \sigma(z)", True),
+        (r"\operatorname{SiLU}(x) = x\, \sigma(x)", False),
+        (r"(2i, 2i+1)", True),
+        (r"(2u, 2u + 1)", False),
+        (r"\theta \leftarrow \theta - \eta", True),
+        (r"m \leftarrow \beta_1 m", True),
+        (r"\bar g \leftarrow \beta_1 \bar g + (1 - \beta_1) g", False),
+        (r"K = 5", True),
     ],
 )
 def test_the_rules_catch_what_they_should(formula, forbidden, tmp_path):
@@ -136,3 +315,47 @@ def test_the_rules_catch_what_they_should(formula, forbidden, tmp_path):
     path = tmp_path / "10_probe.ipynb"
     path.write_text(json.dumps(nb), encoding="utf-8")
     assert bool(violations(path)) is forbidden, violations(path)
+
+
+@pytest.mark.parametrize(
+    "text, forbidden",
+    [
+        ("French so far  <bos> y\u2081 \u2026 y_{i-1}", True),
+        ("French so far $y_1 \\ldots y_{i-1}$", False),
+        ("scores Q K^T", True),
+        ("scores $Q K^\\top / \\sqrt{d_k}$", False),
+        ("LayerNorm \u2192 memory M", True),
+        ("LayerNorm \u2192 memory h", False),
+        ("E x \u221ad + PE", True),
+        ("emb(x) \u221aE + PE", False),
+        ("$H = -\\sum_i p_i \\log p_i$", True),
+    ],
+)
+def test_the_figure_rules_catch_what_they_should(text, forbidden, tmp_path):
+    # A one-cell notebook whose figure draws the text: the rules must flag it or not.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import io
+
+    import matplotlib.pyplot as plt
+
+    from attention_lib.presentation.plotting import PNG_DRAWN_TEXT_KEY, drawn_text
+
+    fig, ax = plt.subplots()
+    ax.axis("off")
+    ax.text(0.1, 0.5, text)
+    buffer = io.BytesIO()
+    drawn = "\n".join(drawn_text(fig))
+    fig.savefig(buffer, format="png", metadata={PNG_DRAWN_TEXT_KEY: drawn})
+    plt.close(fig)
+    png = base64.b64encode(buffer.getvalue()).decode()
+    cell = {
+        "cell_type": "code",
+        "source": ["plt.show()"],
+        "metadata": {},
+        "outputs": [{"output_type": "display_data", "data": {"image/png": png}, "metadata": {}}],
+    }
+    path = tmp_path / "10_probe.ipynb"
+    path.write_text(json.dumps({"cells": [cell]}), encoding="utf-8")
+    assert bool(figure_violations(path)) is forbidden, figure_violations(path)

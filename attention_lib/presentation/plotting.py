@@ -312,6 +312,48 @@ COLUMN_WIDTH_IN = 7.2
 #: stays readable on a phone, where it is shown smaller (or enlarged on a tap).
 PNG_SMALLEST_TEXT_KEY = "Smallest text px"
 
+#: The PNG text chunk in which a figure records every text it draws, one per
+#: line; ``tests/test_notation.py`` reads it to check the figures' symbols.
+PNG_DRAWN_TEXT_KEY = "Drawn text"
+
+
+def _drawn_texts(fig):
+    """``(text, font size)`` of every visible, non-empty text the figure draws."""
+    from matplotlib.axes import Axes
+    from matplotlib.axis import Axis
+    from matplotlib.text import Text
+
+    fig.draw_without_rendering()  # tick labels get their text when drawn
+    found = []
+
+    def walk(artist):
+        if not artist.get_visible():
+            return
+        if isinstance(artist, Text) and artist.get_text().strip():
+            found.append((artist.get_text(), float(artist.get_fontsize())))
+        for child in artist.get_children():
+            if not (isinstance(artist, Axes) and isinstance(child, Axis) and not artist.axison):
+                walk(child)
+
+    walk(fig)
+    return found
+
+
+def drawn_text(fig):
+    """Every text a figure draws (titles, labels, ticks, legends, annotations), in order.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig, ax = plt.subplots()
+    >>> _ = ax.axis("off")
+    >>> _ = ax.text(0.5, 0.5, "$y_{i-1}$")
+    >>> drawn_text(fig)
+    ['$y_{i-1}$']
+    >>> plt.close(fig)
+    """
+    return [text for text, _ in _drawn_texts(fig)]
+
 
 def smallest_font_size(fig):
     """The size, in points, of the smallest text a figure draws (None if it has none).
@@ -330,23 +372,7 @@ def smallest_font_size(fig):
     7.0
     >>> plt.close(fig)
     """
-    from matplotlib.axes import Axes
-    from matplotlib.axis import Axis
-    from matplotlib.text import Text
-
-    fig.draw_without_rendering()  # tick labels get their text when drawn
-    sizes = []
-
-    def walk(artist):
-        if not artist.get_visible():
-            return
-        if isinstance(artist, Text) and artist.get_text().strip():
-            sizes.append(float(artist.get_fontsize()))
-        for child in artist.get_children():
-            if not (isinstance(artist, Axes) and isinstance(child, Axis) and not artist.axison):
-                walk(child)
-
-    walk(fig)
+    sizes = [size for _, size in _drawn_texts(fig)]
     return min(sizes) if sizes else None
 
 
@@ -355,7 +381,8 @@ def _record_smallest_text(png_formatter):
 
     The value is the font size in image pixels (points / 72 x the PNG's dots
     per inch: twice the figure's for a retina PNG), in the text chunk
-    :data:`PNG_SMALLEST_TEXT_KEY`.
+    :data:`PNG_SMALLEST_TEXT_KEY`, and every text it draws in
+    :data:`PNG_DRAWN_TEXT_KEY`.
     """
     from IPython.core.pylabtools import retina_figure
 
@@ -363,11 +390,16 @@ def _record_smallest_text(png_formatter):
     retina = getattr(png_formatter, "func", None) is retina_figure
 
     def png(fig):
-        size = smallest_font_size(fig)
-        if size is None:
+        texts = _drawn_texts(fig)
+        if not texts:
             return png_formatter(fig)
+        size = min(size for _, size in texts)
         dpi = keywords.get("dpi") or fig.dpi * (2 if retina else 1)
-        return png_formatter(fig, metadata={PNG_SMALLEST_TEXT_KEY: f"{size * dpi / 72:.1f}"})
+        metadata = {
+            PNG_SMALLEST_TEXT_KEY: f"{size * dpi / 72:.1f}",
+            PNG_DRAWN_TEXT_KEY: "\n".join(" ".join(text.split()) for text, _ in texts),
+        }
+        return png_formatter(fig, metadata=metadata)
 
     return png
 
