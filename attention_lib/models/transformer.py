@@ -143,6 +143,15 @@ def label_smoothed_cross_entropy(
     The paper's label smoothing (Szegedy et al., 2016), as
     ``torch.nn.functional.cross_entropy(..., label_smoothing=eps, ignore_index=PAD)``.
 
+    Parameters
+    ----------
+    logits : ndarray (..., V)
+    targets : ndarray of int (...)
+        Class ids in ``[0, V)``, or ``ignore``.
+    smoothing : float in [0, 1]
+        ``eps``; outside that range a ``ValueError``, as PyTorch's.
+    ignore : int
+
     Returns
     -------
     loss : float
@@ -150,6 +159,24 @@ def label_smoothed_cross_entropy(
         ``(softmax(z) - q) / N`` on the kept rows, 0 on padding.
     """
     V = logits.shape[-1]
+    if isinstance(smoothing, (bool, np.bool_)) or not isinstance(
+        smoothing, (int, float, np.integer, np.floating)
+    ):
+        raise TypeError(f"smoothing must be a number in [0, 1], got {smoothing!r}")
+    if not 0.0 <= smoothing <= 1.0:  # NaN too; PyTorch's label_smoothing refuses the same
+        raise ValueError(f"smoothing must be between 0.0 and 1.0, got {smoothing!r}")
+    targets = np.asarray(targets)
+    if targets.dtype.kind not in "iu" or targets.shape != logits.shape[:-1]:
+        raise ValueError(
+            f"targets must be integers of shape {logits.shape[:-1]} (one class per "
+            f"row of logits), got {targets.dtype} {targets.shape}"
+        )
+    bad = (targets != ignore) & ((targets < 0) | (targets >= V))
+    if bad.any():
+        raise ValueError(
+            f"targets must be class ids in [0, {V}) (or {ignore}, ignored), "
+            f"got {int(targets[bad][0])}"
+        )
     keep = targets != ignore
     n = max(int(keep.sum()), 1)
     z = logits - logits.max(axis=-1, keepdims=True)
@@ -258,16 +285,38 @@ class Transformer(Composite):
             + self.pe[start : start + T]
         )
 
+    def _token_ids(self, ids: ArrayLike, name: str) -> np.ndarray:
+        """``ids`` as a (B, T) int64 array of ids in ``[0, n_vocab)``, or a one-line error."""
+        ids = np.asarray(ids)
+        if ids.dtype.kind not in "iu" and not (ids.size == 0 and ids.dtype.kind == "f"):
+            raise TypeError(f"{name} must be integer token ids, got dtype {ids.dtype}")
+        if ids.ndim != 2:
+            raise ValueError(f"{name} must have shape (B, T), got {ids.shape}")
+        ids = ids.astype(np.int64, copy=False)
+        V = self.emb.params["E"].shape[0]
+        bad = (ids < 0) | (ids >= V)
+        if bad.any():
+            raise ValueError(f"{name} must be token ids in [0, {V}), got {int(ids[bad][0])}")
+        return ids
+
     def encode(self, src: ArrayLike, lengths: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """The memory ``M`` (B, S, d_model) and the source mask (B, 1, 1, S)."""
-        src = np.asarray(src)
-        lengths = np.asarray(lengths, dtype=np.int64)
-        if src.ndim != 2 or lengths.shape != (src.shape[0],):
+        src = self._token_ids(src, "src")
+        lengths = np.asarray(lengths)
+        if lengths.dtype.kind not in "iu":
+            raise TypeError(f"lengths must be integers, got dtype {lengths.dtype}")
+        if lengths.shape != (src.shape[0],):
             raise ValueError(
                 f"src must be (B, S) and lengths (B,), got {src.shape} and {lengths.shape}"
             )
+        lengths = lengths.astype(np.int64)
         if lengths.size and lengths.min() < 1:
             raise ValueError("lengths must be at least 1: every sentence needs a token")
+        if lengths.size and lengths.max() > src.shape[1]:
+            raise ValueError(
+                f"lengths must be at most the padded width S = {src.shape[1]}, "
+                f"got {int(lengths.max())}"
+            )
         mask = padding_mask(lengths, src.shape[1])[:, None, None, :]
         x = self.embed(src)
         for layer in self.encoder:
@@ -277,7 +326,12 @@ class Transformer(Composite):
 
     def _decode_hidden(self, tgt_in, memory, src_mask):
         """The decoder's final hidden states (B, T, d_model), kept for :meth:`backward`."""
-        y = self.embed(np.asarray(tgt_in))
+        tgt_in = self._token_ids(tgt_in, "tgt_in")
+        if tgt_in.shape[0] != memory.shape[0]:
+            raise ValueError(
+                f"tgt_in has {tgt_in.shape[0]} sentences but the source has {memory.shape[0]}"
+            )
+        y = self.embed(tgt_in)
         for layer in self.decoder:
             y = layer.forward(y, memory, src_mask)
         self._h = self.dec_ln.forward(y)
@@ -308,7 +362,7 @@ class Transformer(Composite):
         """
         memory, mask = self.encode(src, lengths)
         h = self._decode_hidden(tgt_in, memory, mask)
-        tgt_out = np.asarray(tgt_out)
+        tgt_out = self._token_ids(tgt_out, "tgt_out")
         if tgt_out.shape != h.shape[:2]:
             raise ValueError(
                 f"tgt_out must have the shape of tgt_in {h.shape[:2]}, got {tgt_out.shape}"
