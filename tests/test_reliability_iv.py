@@ -136,3 +136,152 @@ def test_label_smoothing_refuses_targets_outside_the_classes():
         label_smoothed_cross_entropy(np.zeros((2, 5)), np.array([1, -1]))
     with pytest.raises(ValueError, match="targets must be integers"):
         label_smoothed_cross_entropy(np.zeros((2, 5)), np.array([1.0, 2.0]))
+
+
+# -- GGUF: damaged metadata and tensors; sizes checked before allocating ----------------
+
+
+def _stories_gguf(tmp_path, drop=(), change=None, tensors=None, name="m.gguf"):
+    """stories260K's file rewritten with metadata keys dropped or changed ((type, value))."""
+    from test_gguf import ARR, F32, FMT, STR, U32, build  # noqa: F401
+
+    from attention_lib import data_dir
+    from attention_lib.data.gguf import read_gguf
+
+    ids = {"string": STR, "float32": F32, "uint32": U32, "int32": 5, "bool": 7}
+    f = read_gguf(data_dir() / "stories260k" / "tinyllamas-stories-260k-f32.gguf")
+    kvs = {}
+    for key, vtype in f.metadata_types.items():
+        value = f.metadata[key]
+        if vtype.startswith("array["):
+            kvs[key] = (ARR, (ids[vtype[6:-1]], list(value)))
+        else:
+            kvs[key] = (ids[vtype], value)
+    for key in drop:
+        del kvs[key]
+    kvs.update(change or {})
+    if tensors is None:
+        tensors = [(n, np.array(f.tensor(n)), None) for n in f.tensor_infos]
+    raw = build(kvs=[(k, t, v) for k, (t, v) in kvs.items()], tensors=tensors)
+    path = tmp_path / name
+    path.write_bytes(raw)
+    return path
+
+
+U32_, I32_, F32_, STR_, BOOL_, ARR_ = 4, 5, 6, 8, 7, 9
+
+GGUF_METADATA_FAULTS = [
+    ({"drop": ["llama.block_count"]}, "'llama.block_count' is missing"),
+    ({"drop": ["llama.embedding_length"]}, "'llama.embedding_length' is missing"),
+    ({"drop": ["llama.attention.head_count"]}, "'llama.attention.head_count' is missing"),
+    ({"drop": ["llama.feed_forward_length"]}, "'llama.feed_forward_length' is missing"),
+    ({"drop": ["llama.context_length"]}, "'llama.context_length' is missing"),
+    ({"drop": ["llama.attention.layer_norm_rms_epsilon"]}, "layer_norm_rms_epsilon' is missing"),
+    ({"drop": ["general.architecture"]}, "'general.architecture' is missing"),
+    ({"change": {"llama.block_count": (STR_, "5")}}, "block_count' must be a positive integer"),
+    ({"change": {"llama.block_count": (F32_, 5.0)}}, "block_count' must be a positive integer"),
+    ({"change": {"llama.block_count": (I32_, -5)}}, "block_count' must be a positive integer"),
+    ({"change": {"llama.attention.head_count": (BOOL_, 1)}}, "head_count' must be a positive"),
+    ({"change": {"llama.embedding_length": (U32_, 0)}}, "embedding_length' must be a positive"),
+    ({"change": {"llama.attention.head_count_kv": (U32_, 3)}}, "do not fit embedding_length 64"),
+    ({"change": {"llama.attention.layer_norm_rms_epsilon": (STR_, "1e-5")}}, "a positive finite"),
+    ({"change": {"llama.rope.freq_base": (F32_, -1.0)}}, "freq_base' must be a positive finite"),
+    ({"change": {"general.architecture": (U32_, 7)}}, "'general.architecture' must be a string"),
+    ({"change": {"llama.tensor_data_layout": (U32_, 1)}}, "tensor_data_layout' must be a string"),
+    ({"change": {"llama.feed_forward_length": (U32_, 10**6)}}, r"ffn_gate.weight has shape"),
+    ({"change": {"llama.context_length": (ARR_, (U32_, [512]))}}, "context_length' must be a"),
+]
+
+
+@pytest.mark.parametrize("fault, match", GGUF_METADATA_FAULTS)
+def test_damaged_llama_metadata_is_one_error_naming_the_file(tmp_path, fault, match):
+    from attention_lib.models.llama import Llama
+
+    path = _stories_gguf(tmp_path, **fault)
+    with pytest.raises(ValueError, match=match) as err:
+        Llama.from_gguf(path)
+    assert str(err.value).startswith(str(path))
+
+
+TOKENIZER_FAULTS = [
+    ({"drop": ["tokenizer.ggml.tokens"]}, "'tokenizer.ggml.tokens' is missing"),
+    ({"drop": ["tokenizer.ggml.scores"]}, "'tokenizer.ggml.scores' is missing"),
+    ({"change": {"tokenizer.ggml.tokens": (STR_, "abc")}}, "tokens' must be an array of strings"),
+    ({"change": {"tokenizer.ggml.scores": (ARR_, (STR_, ["x"] * 512))}}, "an array of numbers"),
+    ({"change": {"tokenizer.ggml.scores": (ARR_, (F32_, [0.0] * 7))}}, "one value per piece"),
+    ({"change": {"tokenizer.ggml.token_type": (STR_, "x")}}, "an array of integers"),
+    ({"change": {"tokenizer.ggml.bos_token_id": (STR_, "1")}}, "an integer token id"),
+    ({"change": {"tokenizer.ggml.eos_token_id": (U32_, 4000)}}, "eos_id must be a piece id"),
+]
+
+
+@pytest.mark.parametrize("fault, match", TOKENIZER_FAULTS)
+def test_damaged_tokenizer_metadata_is_one_error_naming_the_file(tmp_path, fault, match):
+    from attention_lib.models.llama import load_stories260k
+
+    path = _stories_gguf(tmp_path, **fault)
+    with pytest.raises(ValueError, match=match) as err:
+        load_stories260k(path)
+    assert str(err.value).startswith(str(path))
+
+
+def test_a_claimed_3000_block_model_is_refused_before_it_is_drawn(tmp_path):
+    import tracemalloc
+
+    from attention_lib.models.llama import Llama
+
+    path = _stories_gguf(tmp_path, change={"llama.block_count": (U32_, 3000)})
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match="tensor blk.5.attn_norm.weight is missing") as err:
+            Llama.from_gguf(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert str(err.value).startswith(str(path))
+    assert peak < 20e6, f"{peak / 1e6:.0f} MB allocated before the refusal"
+
+
+def test_zero_size_and_over_large_tensor_dimensions(tmp_path):
+    import struct
+
+    from attention_lib.data.gguf import GGUFError, read_gguf
+    from attention_lib.models.llama import Llama
+
+    # token_embd.weight with no rows: the model would have no vocabulary
+    from attention_lib.data.gguf import read_gguf as _read
+    from attention_lib import data_dir
+
+    f = _read(data_dir() / "stories260k" / "tinyllamas-stories-260k-f32.gguf")
+    tensors = [(n, np.array(f.tensor(n)), None) for n in f.tensor_infos]
+    tensors[0] = ("token_embd.weight", np.zeros((0, 64), np.float32), None)
+    path = _stories_gguf(tmp_path, tensors=tensors)
+    with pytest.raises(ValueError, match=r"token_embd.weight is of shape \(0, 64\)") as err:
+        Llama.from_gguf(path)
+    assert str(err.value).startswith(str(path))
+    # a dimension past int64 on an otherwise empty tensor
+    from test_gguf import build
+
+    raw = bytearray(build(tensors=[("a", np.zeros((0, 3), np.float32), None)]))
+    at = raw.find(struct.pack("<QQ", 3, 0))
+    raw[at : at + 8] = struct.pack("<Q", 2**64 - 1)
+    bad = tmp_path / "huge.gguf"
+    bad.write_bytes(bytes(raw))
+    with pytest.raises(GGUFError, match="more than 2[*][*]63 - 1 elements") as err:
+        read_gguf(bad).tensor("a")
+    assert str(bad) in str(err.value)
+
+
+def test_a_tokenizer_of_another_size_than_the_model_is_refused(tmp_path):
+    from attention_lib.models.llama import load_stories260k
+
+    path = _stories_gguf(
+        tmp_path,
+        change={
+            "tokenizer.ggml.tokens": (ARR_, (STR_, [f"<0x{i:02X}>" for i in range(256)] + ["a"])),
+            "tokenizer.ggml.scores": (ARR_, (F32_, [0.0] * 257)),
+            "tokenizer.ggml.token_type": (ARR_, (I32_, [6] * 256 + [1])),
+        },
+    )
+    with pytest.raises(ValueError, match="the tokenizer has 257 pieces but token_embd.weight"):
+        load_stories260k(path)
