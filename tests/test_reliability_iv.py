@@ -4,6 +4,7 @@ the trainers, the command lines, the threaded attention and the losses' checks.
 Each test here fails on the code before the fix (the issue's reproduction).
 """
 
+import json
 import multiprocessing
 
 import numpy as np
@@ -285,3 +286,195 @@ def test_a_tokenizer_of_another_size_than_the_model_is_refused(tmp_path):
     )
     with pytest.raises(ValueError, match="the tokenizer has 257 pieces but token_embd.weight"):
         load_stories260k(path)
+
+
+# -- checkpoints: claimed sizes checked before allocating; damaged files and manifests --
+
+
+def _rewrite_npz(src, dst, change_config=None, drop=(), arrays=None):
+    """A copy of an .npz checkpoint with its JSON config changed and arrays dropped/replaced."""
+    with np.load(src, allow_pickle=False) as f:
+        out = {k: f[k] for k in f.files if k not in drop}
+    config = json.loads(str(out["config"]))
+    config.update(change_config or {})
+    out["config"] = np.array(json.dumps(config))
+    out.update(arrays or {})
+    np.savez(dst, **out)
+    return dst
+
+
+def _peak_during(call):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        try:
+            call()
+        except Exception as err:  # the error is what the caller checks
+            error = err
+        else:
+            error = None
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return error, peak
+
+
+def test_transformer_load_checks_the_claimed_sizes_before_building(tmp_path):
+    from attention_lib import data_dir
+    from attention_lib.models.transformer import load
+
+    src = data_dir() / "checkpoints" / "translation" / "transformer.npz"
+    path = _rewrite_npz(src, tmp_path / "t.npz", {"n_layers": 30})
+    error, peak = _peak_during(lambda: load(path))
+    assert isinstance(error, ValueError) and str(error).startswith(str(path)), error
+    assert "do not fit its config" in str(error)
+    assert peak < 40e6, f"{peak / 1e6:.0f} MB allocated before the refusal"
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        ({"n_vocab": "4000"}, "n_vocab must be a positive integer"),
+        ({"d_model": 0}, "d_model must be a positive integer"),
+        ({"max_len": 10**9}, "max_len 1000000000"),
+        ({"model": "RNNsearch"}, "names model 'RNNsearch', not 'Transformer'"),
+        ({"d_ff": 513}, r"fc1.W is float16 \(128, 512\) but its config needs"),
+    ],
+)
+def test_transformer_load_refuses_a_damaged_config_naming_the_file(tmp_path, change, match):
+    from attention_lib import data_dir
+    from attention_lib.models.transformer import load
+
+    src = data_dir() / "checkpoints" / "translation" / "transformer.npz"
+    path = _rewrite_npz(src, tmp_path / "t.npz", change)
+    with pytest.raises(ValueError, match=match) as err:
+        load(path)
+    assert str(err.value).startswith(str(path))
+
+
+def test_transformer_load_refuses_non_checkpoints_naming_the_file(tmp_path):
+    from attention_lib.models.transformer import load
+
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"PK\x03\x04 not really a zip")
+    with pytest.raises(ValueError, match="not a Transformer checkpoint") as err:
+        load(junk)
+    assert str(junk) in str(err.value)
+    listed = tmp_path / "list.npz"
+    np.savez(listed, config=np.array("[1, 2]"))
+    with pytest.raises(ValueError, match="names model 'list'"):
+        load(listed)
+
+
+def _shakespeare_copy(tmp_path, **rewrite):
+    """The committed Shakespeare checkpoint, rewritten, with a manifest that matches it."""
+    import shutil
+
+    from attention_lib.data.paths import sha256
+    from attention_lib.models.pretrained import shakespeare_dir
+
+    folder = tmp_path / "shakespeare"
+    folder.mkdir()
+    _rewrite_npz(shakespeare_dir() / "shakespeare.npz", folder / "shakespeare.npz", **rewrite)
+    shutil.copy(shakespeare_dir() / "manifest.json", folder / "manifest.json")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["sha256"] = sha256(folder / "shakespeare.npz")
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder
+
+
+def test_load_pretrained_shakespeare_checks_the_claimed_sizes_before_building(tmp_path):
+    from attention_lib.models import load_pretrained
+
+    folder = _shakespeare_copy(tmp_path, change_config={"n_layers": 40})
+    error, peak = _peak_during(lambda: load_pretrained("shakespeare", folder))
+    assert isinstance(error, ValueError), error
+    assert str(error).startswith(str(folder / "shakespeare.npz"))
+    assert peak < 40e6, f"{peak / 1e6:.0f} MB allocated before the refusal"
+
+
+@pytest.mark.parametrize(
+    "rewrite, match",
+    [
+        ({"change_config": {"n_vocab": 64}}, "chars must be 64 distinct characters"),
+        ({"change_config": {"d_model": 1.5}}, "d_model must be a positive integer"),
+        ({"change_config": {"positions": "alibi"}}, "positions 'alibi' is unknown"),
+        ({"drop": ["head.b"]}, r"missing \['head.b'\]"),
+        ({"arrays": {"head.b": np.full(65, np.nan, np.float16)}}, "head.b holds NaN"),
+        ({"arrays": {"head.b": np.zeros(65, np.int16)}}, "head.b is int16"),
+    ],
+)
+def test_a_damaged_shakespeare_checkpoint_is_one_error_naming_it(tmp_path, rewrite, match):
+    from attention_lib.models import load_pretrained
+
+    folder = _shakespeare_copy(tmp_path, **rewrite)
+    with pytest.raises(ValueError, match=match) as err:
+        load_pretrained("shakespeare", folder)
+    assert str(err.value).startswith(str(folder / "shakespeare.npz"))
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ('<<<<<<< HEAD\n{"sha256": "x"}\n=======\n', "is not valid JSON"),
+        ("[1, 2]", "must be a JSON object, got a list"),
+        ('{"sha256": 5}', '"sha256" must be 64 hex digits'),
+        ('{"sha256": "' + "0" * 64 + '", "file": "rnnsearch.npz"}', "describes"),
+        ('{"sha256": "' + "0" * 64 + '", "model": "Llama"}', "not the TinyGPT"),
+    ],
+)
+def test_a_damaged_shakespeare_manifest_is_one_error_naming_it(tmp_path, text, match):
+    from attention_lib import DataFileError
+    from attention_lib.models import load_pretrained
+
+    folder = _shakespeare_copy(tmp_path)
+    (folder / "manifest.json").write_text(text)
+    with pytest.raises(DataFileError, match=match) as err:
+        load_pretrained("shakespeare", folder)
+    assert str(folder / "manifest.json") in str(err.value)
+
+
+def _translation_copy(tmp_path):
+    import shutil
+
+    from attention_lib.models.train_translation import checkpoint_dir
+
+    folder = tmp_path / "translation"
+    shutil.copytree(checkpoint_dir(), folder)
+    return folder
+
+
+def _edit_manifest(folder, edit):
+    path = folder / "manifest.json"
+    manifest = json.loads(path.read_text())
+    path.write_text(json.dumps(edit(manifest)))
+
+
+@pytest.mark.parametrize(
+    "damage, match",
+    [
+        ("<<<<<<< HEAD\n{\n", "is not valid JSON"),
+        (lambda m: [m], '"models" is an object'),
+        (lambda m: {**m, "models": []}, '"models" is an object'),
+        (lambda m: {"models": {**m["models"], "transformer": m["models"]["rnnsearch"]}}, "entry"),
+        (
+            lambda m: {"models": {"transformer": {**m["models"]["transformer"], "file": "../x"}}},
+            "must be an object with",
+        ),
+        (lambda m: {"models": {"transformer": {"file": "transformer.npz"}}}, "64 hex digits"),
+        (lambda m: {"models": {}}, "no transformer checkpoint"),
+    ],
+)
+def test_a_damaged_translation_manifest_is_one_error_naming_it(tmp_path, damage, match):
+    from attention_lib import DataFileError
+    from attention_lib.translate import load_model
+
+    folder = _translation_copy(tmp_path)
+    if isinstance(damage, str):  # a merge-conflict marker
+        (folder / "manifest.json").write_text(damage)
+    else:
+        _edit_manifest(folder, damage)
+    with pytest.raises(DataFileError, match=match) as err:
+        load_model("transformer", folder)
+    assert str(folder / "manifest.json") in str(err.value)

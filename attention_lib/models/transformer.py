@@ -25,6 +25,7 @@ every parameter against central differences in float64 and against PyTorch's
 """
 
 import json
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -504,15 +505,102 @@ def save(model: Transformer, path: str | Path, dtype: DTypeLike = np.float16, **
     write_atomic(path, lambda f: np.savez(f, **arrays), mode="wb")
 
 
+#: The longest ``max_len`` a checkpoint may claim: its positions' table,
+#: ``(max_len, d_model)``, is not in the file, so it cannot be checked against it.
+MAX_LEN_LIMIT = 2**16
+
+
+def param_shapes(n_vocab: int, d_model: int, n_heads: int, d_ff: int, n_layers: int) -> dict:
+    """``{name: shape}`` of every parameter of a :class:`Transformer` of these sizes (no arrays)."""
+    d = d_model
+    attn = {f"W_{x}": (d, d) for x in "QKVO"} | {f"b_{x}": (d,) for x in "QKVO"}
+    ln = {"gamma": (d,), "beta": (d,)}
+    ffn = {"fc1.W": (d, d_ff), "fc1.b": (d_ff,), "fc2.W": (d_ff, d), "fc2.b": (d,)}
+    shapes = {"emb.E": (n_vocab, d)}
+    for i in range(n_layers):
+        parts = {"ln1": ln, "self_attn": attn, "ln2": ln, "ffn": ffn}
+        shapes |= {f"encoder.{i}.{p}.{k}": v for p, d_ in parts.items() for k, v in d_.items()}
+    shapes |= {f"enc_ln.{k}": v for k, v in ln.items()}
+    for i in range(n_layers):
+        parts = {"ln1": ln, "self_attn": attn, "ln2": ln, "cross_attn": attn, "ln3": ln}
+        parts["ffn"] = ffn
+        shapes |= {f"decoder.{i}.{p}.{k}": v for p, d_ in parts.items() for k, v in d_.items()}
+    return shapes | {f"dec_ln.{k}": v for k, v in ln.items()}
+
+
 def load(path: str | Path, dtype: DTypeLike = np.float32) -> Transformer:
-    """Read a model written by :func:`save` (``allow_pickle=False``)."""
-    with np.load(path, allow_pickle=False) as f:
-        config = json.loads(str(f["config"]))
-        kwargs = {
-            k: config[k]
-            for k in ("n_vocab", "d_model", "n_heads", "d_ff", "n_layers", "max_len", "seed")
-        }
-        model = Transformer(**kwargs, dtype=dtype)
-        model.load_state_dict({k: f[k] for k in f.files if k != "config"})
+    """Read a model written by :func:`save` (``allow_pickle=False``).
+
+    Everything is checked before the model is built: the file is a zip of
+    arrays with a JSON config naming a Transformer, every size in it is a
+    positive integer (``max_len`` at most :data:`MAX_LEN_LIMIT`), and every
+    array has the shape the config implies, with nothing missing or extra, so a
+    config claiming a 2 GB model in a 4 MB file allocates nothing.
+
+    Raises
+    ------
+    FileNotFoundError
+        If there is no file at ``path``.
+    CheckpointError
+        (a ``ValueError``) naming the file and the fault, for anything else.
+    """
+    from .seq2seq import CheckpointError, _array_headers
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such checkpoint file")
+    try:
+        headers = _array_headers(path)
+        shape, kind = headers.get("config", ((None,), None))
+        if shape != () or kind is None or kind.kind != "U" or kind.itemsize > 4 * 65536:
+            raise CheckpointError(f"{path}: has no config (a JSON text array named 'config')")
+        with np.load(path, allow_pickle=False) as f:
+            config = json.loads(str(f["config"]))
+    except CheckpointError:
+        raise
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as err:
+        raise CheckpointError(
+            f"{path}: not a Transformer checkpoint written by save(): {err}"
+        ) from None
+    if not isinstance(config, dict) or config.get("model") != "Transformer":
+        what = config.get("model") if isinstance(config, dict) else type(config).__name__
+        raise CheckpointError(f"{path}: its config names model {what!r}, not 'Transformer'")
+    keys = ("n_vocab", "d_model", "n_heads", "d_ff", "n_layers", "max_len", "seed")
+    for k in keys:
+        v = config.get(k)
+        if type(v) is not int or v < (0 if k == "seed" else 1):
+            raise CheckpointError(
+                f"{path}: the config's {k} must be a {'non-negative' if k == 'seed' else 'positive'}"
+                f" integer, got {v!r}"
+            )
+    if config["max_len"] > MAX_LEN_LIMIT or config["d_model"] % config["n_heads"]:
+        raise CheckpointError(
+            f"{path}: the config's max_len {config['max_len']} (at most {MAX_LEN_LIMIT}) or "
+            f"its n_heads {config['n_heads']} (which must divide d_model {config['d_model']}) "
+            "is not one a Transformer can have"
+        )
+    shapes = param_shapes(
+        *(config[k] for k in ("n_vocab", "d_model", "n_heads", "d_ff", "n_layers"))
+    )
+    arrays = {k: v for k, v in headers.items() if k != "config"}
+    missing, unexpected = sorted(set(shapes) - set(arrays)), sorted(set(arrays) - set(shapes))
+    if missing or unexpected:
+        raise CheckpointError(
+            f"{path}: its arrays do not fit its config: missing {missing[:5] or 'none'}"
+            f"{' ...' if len(missing) > 5 else ''}, unexpected {unexpected[:5] or 'none'}"
+        )
+    for k, want in shapes.items():
+        got, kind = arrays[k]
+        if tuple(got) != want or kind.kind != "f":
+            raise CheckpointError(
+                f"{path}: {k} is {kind} {tuple(got)} but its config needs a float array of "
+                f"shape {want}"
+            )
+    model = Transformer(**{k: config[k] for k in keys}, dtype=dtype)
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            model.load_state_dict({k: f[k] for k in shapes})
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as err:
+        raise CheckpointError(f"{path}: {err}") from None
     model.config = config
     return model
