@@ -6,6 +6,8 @@ Each test here fails on the code before the fix (the issue's reproduction).
 
 import json
 import multiprocessing
+import os
+import sys
 
 import numpy as np
 import pytest
@@ -478,3 +480,76 @@ def test_a_damaged_translation_manifest_is_one_error_naming_it(tmp_path, damage,
     with pytest.raises(DataFileError, match=match) as err:
         load_model("transformer", folder)
     assert str(folder / "manifest.json") in str(err.value)
+
+
+# -- the command lines' error paths ------------------------------------------------------
+
+
+def _translate_cli(argv, data=b"I am cold.\n", stdout=None):
+    import io
+    import types
+
+    from attention_lib.translate import main
+
+    stdin = types.SimpleNamespace(buffer=io.BytesIO(data))
+    out, err = io.StringIO() if stdout is None else stdout, io.StringIO()
+    try:
+        code = main(argv, stdin=stdin, stdout=out, stderr=err)
+    except SystemExit as exc:
+        code = exc.code
+    return code, err.getvalue()
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--beam", "100000"], "argument --beam: must be an integer from 1 to 64, got '100000'"),
+        (["--length-penalty", "400"], "--length-penalty must be a number in [0, 10], got 400.0"),
+        (["--length-penalty", "nan"], "--length-penalty must be a number in [0, 10], got nan"),
+    ],
+)
+def test_translate_refuses_a_huge_beam_and_length_penalty(argv, message, capsys):
+    code, _ = _translate_cli(argv)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.splitlines()[-1].endswith(message) and "Traceback" not in err
+
+
+def test_translate_sentences_refuses_them_too():
+    from attention_lib.translate import translate_sentences
+
+    with pytest.raises(ValueError, match="beam must be at most 64"):
+        translate_sentences(None, None, ["x"], beam=100000)
+    with pytest.raises(ValueError, match="length_penalty must be a finite number in"):
+        translate_sentences(None, None, ["x"], beam=4, length_penalty=400.0)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_output_to_a_full_disk_is_one_line_and_a_failure():
+    with open("/dev/full", "w", encoding="utf8") as full:
+        code, err = _translate_cli([], stdout=full)
+    assert code == 1
+    assert (
+        err == "python -m attention_lib.translate: error: cannot write the output to "
+        "/dev/full: No space left on device\n"
+    )
+
+
+@pytest.mark.parametrize("module", ["attention_lib.translate", "attention_lib.generate"])
+def test_a_closed_stdout_is_one_line_and_a_failure(module, tmp_path):
+    import subprocess
+
+    src = tmp_path / "in.txt"
+    src.write_text("I am cold.\n")
+    args = (
+        [str(src)]
+        if module.endswith("translate")
+        else ["--model", "shakespeare", "--prompt", "ROMEO:", "--max-new-tokens", "3"]
+    )
+    cmd = " ".join([sys.executable, "-m", module, *(f"'{a}'" for a in args)]) + " >&-"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(cmd, shell=True, capture_output=False, stderr=subprocess.PIPE, env=env)
+    err = done.stderr.decode()
+    assert done.returncode == 1, err
+    assert "standard output is closed" in err and "Traceback" not in err, err
+    assert err.count("\n") == 1, err
