@@ -512,7 +512,7 @@ def test_translate_refuses_a_huge_beam_and_length_penalty(argv, message, capsys)
     code, _ = _translate_cli(argv)
     err = capsys.readouterr().err
     assert code == 2
-    assert err.splitlines()[-1].endswith(message) and "Traceback" not in err
+    assert message in err.splitlines()[-1] and "Traceback" not in err
 
 
 def test_translate_sentences_refuses_them_too():
@@ -553,3 +553,180 @@ def test_a_closed_stdout_is_one_line_and_a_failure(module, tmp_path):
     assert done.returncode == 1, err
     assert "standard output is closed" in err and "Traceback" not in err, err
     assert err.count("\n") == 1, err
+
+
+# -- the trainers: arguments, records, artifacts under --out, checkpoint and manifest ----
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--steps", "0"], "argument --steps: must be a positive integer (1, 2, ...), got '0'"),
+        (["--steps", "-3"], "argument --steps: must be a positive integer"),
+        (["--save-every", "0"], "argument --save-every: must be a positive integer"),
+        (["--threads", "0"], "argument --threads: must be a positive integer"),
+    ],
+)
+def test_the_translation_trainer_refuses_bad_arguments_in_one_line(argv, message, capsys):
+    from attention_lib.models import train_translation as tt
+
+    with pytest.raises(SystemExit) as exit_:
+        tt.main(["--model", "transformer", *argv])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert message in err.splitlines()[-1] and "Traceback" not in err
+
+
+def test_the_shakespeare_trainer_refuses_bad_arguments_in_one_line(tmp_path, capsys):
+    from attention_lib.models import train_shakespeare as ts
+
+    with pytest.raises(SystemExit) as exit_:
+        ts.main(["--threads", "0", "--out", str(tmp_path)])
+    assert exit_.value.code == 2
+    assert "argument --threads: must be a positive integer" in capsys.readouterr().err
+    afile = tmp_path / "a-file"
+    afile.write_text("")
+    with pytest.raises(SystemExit) as exit_:
+        ts.main(["--out", str(afile / "sub")])
+    assert exit_.value.code == 2
+    assert f"--out {afile / 'sub'}: cannot make the folder" in capsys.readouterr().err
+
+
+TINY_TRANSFORMER = {"d_model": 16, "n_heads": 2, "d_ff": 32, "n_layers": 1, "batch": 16}
+
+
+@pytest.fixture
+def tiny_translation(monkeypatch):
+    """The translation trainer on 200 pairs, a tiny Transformer, no test-set evaluation."""
+    from attention_lib.models import train_translation as tt
+
+    pairs = tt.load_pairs("train")[:200]
+    monkeypatch.setattr(tt, "load_pairs", lambda split: pairs)
+    monkeypatch.setattr(tt, "evaluate_checkpoint", lambda name, out, tok, entry: entry)
+    config = {**tt.CONFIGS["transformer"], **TINY_TRANSFORMER, "warmup": 5, "average": 1}
+    monkeypatch.setitem(tt.CONFIGS, "transformer", config)
+    return tt
+
+
+@pytest.mark.parametrize("save_every", [10, 30])
+def test_a_checkpoint_is_recorded_at_its_own_step(tiny_translation, tmp_path, save_every):
+    """--save-every below the logging interval (25) and not a multiple of it."""
+    tt = tiny_translation
+    seen = []
+    real_record = tt.record
+
+    def spy(model, name, config, out, history, *rest):
+        entry = real_record(model, name, config, out, history, *rest)
+        with np.load(out / "transformer.npz", allow_pickle=False) as f:
+            seen.append((entry["steps"], json.loads(str(f["config"]))["train_steps"]))
+        return entry
+
+    tt.record = spy
+    try:
+        tt.main(["--model", "transformer", "--steps", "40", "--save-every", str(save_every),
+                 "--out", str(tmp_path)])  # fmt: skip
+    finally:
+        tt.record = real_record
+    steps = [s for s in range(save_every, 40, save_every)] + [40]
+    assert seen == [(s, s) for s in steps]
+
+
+def test_every_artifact_of_a_run_stays_under_out(tiny_translation, tmp_path, monkeypatch):
+    import tempfile
+
+    tt = tiny_translation
+    outside = tmp_path / "system-temp"
+    outside.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(outside))
+    monkeypatch.setenv("TMPDIR", str(outside))
+    out = tmp_path / "run"
+    tt.main(["--model", "transformer", "--steps", "30", "--out", str(out)])
+    assert sorted(p.name for p in out.iterdir()) == [
+        "manifest.json",
+        "transformer.npz",
+        "transformer_float32.npz",
+        "transformer_log.json",
+    ]
+    assert not any(outside.iterdir())
+    assert not any(p.name.startswith("translation_") for p in __import__("pathlib").Path(
+        "/tmp").glob("translation_transformer_float32*"))  # fmt: skip
+
+
+def test_evaluate_only_works_on_the_committed_checkpoints_alone(tmp_path, monkeypatch):
+    """A fresh clone has no float32 copy: the run's recorded float32 loss is kept."""
+    from attention_lib.models import train_translation as tt
+
+    folder = _translation_copy(tmp_path)
+    committed = json.loads((folder / "manifest.json").read_text())["models"]["transformer"]
+    monkeypatch.setattr(tt, "validation_loss", lambda model, name, tok, n=512: 1.25)
+    monkeypatch.setattr(tt, "evaluate_checkpoint", lambda name, out, tok, entry: entry)
+    entry = tt.main(["--model", "transformer", "--evaluate-only", "--out", str(folder)])
+    assert entry["validation_loss_float32"] == committed["validation_loss_float32"]
+    assert entry["validation_loss_float16"] == 1.25
+
+
+def test_evaluate_only_without_a_checkpoint_is_one_line(tmp_path, capsys):
+    from attention_lib.models import train_translation as tt
+
+    with pytest.raises(SystemExit) as exit_:
+        tt.main(["--model", "transformer", "--evaluate-only", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 1
+    assert f"{tmp_path / 'manifest.json'} is missing" in err and "Traceback" not in err
+
+
+def test_files_written_as_a_group_are_all_old_or_all_new_under_an_interrupt(tmp_path, monkeypatch):
+    """A SIGINT arriving between the renames is held until both are done."""
+    import signal
+
+    from attention_lib.data import paths
+
+    a, b = tmp_path / "a.npz", tmp_path / "manifest.json"
+    a.write_text("old"), b.write_text("old")
+    real_replace, calls = os.replace, []
+
+    def replace(src, dst):
+        real_replace(src, dst)
+        calls.append(dst)
+        if len(calls) == 1:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C right after the first rename
+
+    monkeypatch.setattr(paths.os, "replace", replace)
+    with pytest.raises(KeyboardInterrupt):
+        paths.write_atomic_group(
+            [(a, lambda f: f.write("new"), "w"), (b, lambda f: f.write("new"), "w")]
+        )
+    assert (a.read_text(), b.read_text()) == ("new", "new")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npz", "manifest.json"]
+
+
+def _tiny_shakespeare(monkeypatch):
+    from attention_lib.models import train_shakespeare as ts
+
+    text = (ts.text_path().read_text(encoding="utf8"))[:20000]
+    chars = sorted(set(text))
+    ids = np.array([chars.index(c) for c in text])
+    monkeypatch.setattr(ts, "load_text", lambda: (chars, ids[:18000], ids[18000:]))
+    small = {"d_model": 16, "n_heads": 2, "n_layers": 1, "d_ff": 32, "max_len": 16,
+             "batch": 4, "steps": 3, "warmup": 1, "eval_every": 3, "eval_batches": 1}  # fmt: skip
+    monkeypatch.setattr(ts, "CONFIG", {**ts.CONFIG, **small})
+    return ts
+
+
+def test_an_interrupted_shakespeare_run_leaves_the_old_pair_loadable(tmp_path, monkeypatch):
+    from attention_lib.models import load_pretrained
+
+    ts = _tiny_shakespeare(monkeypatch)
+    ts.main(["--out", str(tmp_path), "--threads", "1"])
+    before = load_pretrained("shakespeare", tmp_path)[0].head.params["b"].copy()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ts, "CONFIG", {**ts.CONFIG, "seed": 7})
+    monkeypatch.setattr(ts, "validation_loss", interrupted)  # Ctrl-C while evaluating
+    with pytest.raises(KeyboardInterrupt):
+        ts.main(["--out", str(tmp_path), "--threads", "1"])
+    model, _ = load_pretrained("shakespeare", tmp_path)  # the old pair, still matched
+    np.testing.assert_array_equal(model.head.params["b"], before)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json", "shakespeare.npz"]

@@ -22,8 +22,11 @@ its bits.
 """
 
 import argparse
+import io
 import json
+import os
 import sys
+import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -31,7 +34,8 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ..data.paths import data_dir, sha256, write_atomic
+from .._cli import int_at_least
+from ..data.paths import data_dir, sha256, write_atomic, write_atomic_group
 from ..nn import Adam, clip_grad_norm, softmax_cross_entropy
 from .gpt import TinyGPT
 from .pretrained import shakespeare_dir
@@ -166,9 +170,15 @@ def build_model(cfg: dict, n_vocab: int, rng: np.random.Generator | None = None)
     return model
 
 
-def save_checkpoint(model: TinyGPT, cfg: dict, chars: list[str], path: Path) -> None:
+def checkpoint_arrays(model: TinyGPT, cfg: dict, chars: list[str]) -> dict:
+    """What :func:`save_checkpoint` writes: float16 parameters and the config as JSON."""
     arrays = {k: a.astype(np.float16) for k, a in named_params(model).items()}
     arrays["config"] = np.array(json.dumps({**cfg, "n_vocab": len(chars), "chars": "".join(chars)}))
+    return arrays
+
+
+def save_checkpoint(model: TinyGPT, cfg: dict, chars: list[str], path: Path) -> None:
+    arrays = checkpoint_arrays(model, cfg, chars)
     write_atomic(path, lambda f: np.savez(f, **arrays), mode="wb")
 
 
@@ -278,7 +288,8 @@ def load_checkpoint(path: str | Path) -> tuple[TinyGPT, list[str]]:
     return model.train(False), list(cfg["chars"])
 
 
-def train(cfg, log=sys.stdout):
+def train(cfg, log=None):
+    log = sys.stdout if log is None else log  # the stream of the call, not of the import
     chars, train_ids, val_ids = load_text()
     model = build_model(cfg, len(chars))
     layers = model.layers()
@@ -319,18 +330,35 @@ def train(cfg, log=sys.stdout):
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m attention_lib.models.train_shakespeare", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--out", default=str(shakespeare_dir()), help="output directory")
-    parser.add_argument("--threads", type=int, default=2, help="BLAS threads (default 2)")
+    parser.add_argument(
+        "--threads", type=int_at_least(1), default=2, help="BLAS threads (default 2)"
+    )
     args = parser.parse_args(argv)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        parser.error(f"--out {out}: cannot make the folder ({err.strerror})")
+    path = out / "shakespeare.npz"
     with threadpool_limits(limits=args.threads, user_api="blas"):
         model, chars, val_ids, curve, wall = train(CONFIG)
-        path = out / "shakespeare.npz"
-        save_checkpoint(model, CONFIG, chars, path)
-        loaded, _ = load_checkpoint(path)
-        val = validation_loss(loaded, val_ids, CONFIG["max_len"])
+        # The checkpoint is evaluated from a file beside it, then it and its manifest
+        # replace the old pair in one step: an interrupt anywhere leaves the old pair.
+        buffer = io.BytesIO()  # the bytes evaluated are the bytes committed
+        np.savez(buffer, **checkpoint_arrays(model, CONFIG, chars))
+        fd, staged = tempfile.mkstemp(dir=out, prefix=".shakespeare.", suffix=".npz")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(buffer.getvalue())
+            loaded, _ = load_checkpoint(staged)
+            val = validation_loss(loaded, val_ids, CONFIG["max_len"])
+            digest = sha256(staged)
+        finally:
+            os.unlink(staged)
     n_params = int(sum(a.size for a in named_params(model).values()))
     manifest = {
         "command": "python -m attention_lib.models.train_shakespeare",
@@ -339,7 +367,7 @@ def main(argv: list[str] | None = None) -> dict:
         "n_vocab": len(chars),
         "parameters": n_params,
         "file": path.name,
-        "sha256": sha256(path),
+        "sha256": digest,
         "weights_dtype": "float16",
         "text": "data/shakespeare/input.txt",
         "text_sha256": sha256(text_path()),
@@ -353,7 +381,12 @@ def main(argv: list[str] | None = None) -> dict:
             "measured_on": "last 10% of the text, consecutive windows of max_len",
         },
     }
-    write_atomic(out / "manifest.json", lambda f: f.write(json.dumps(manifest, indent=1) + "\n"))
+    write_atomic_group(
+        [
+            (path, lambda f: f.write(buffer.getvalue()), "wb"),
+            (out / "manifest.json", lambda f: f.write(json.dumps(manifest, indent=1) + "\n"), "w"),
+        ]
+    )
     print(json.dumps(manifest["evaluation"]), flush=True)
     return manifest
 
