@@ -730,3 +730,68 @@ def test_an_interrupted_shakespeare_run_leaves_the_old_pair_loadable(tmp_path, m
     model, _ = load_pretrained("shakespeare", tmp_path)  # the old pair, still matched
     np.testing.assert_array_equal(model.head.params["b"], before)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json", "shakespeare.npz"]
+
+
+# -- further faults: file readers and losses --------------------------------------------
+
+
+def test_a_damaged_tatoeba_split_names_the_file_and_line(tmp_path, monkeypatch):
+    from attention_lib import DataFileError
+    from attention_lib.data import tatoeba
+
+    (tmp_path / "train.tsv").write_text("I am cold.\tJ'ai froid.\nno tab here\n")
+    (tmp_path / "valid.tsv").write_bytes(b"I am\t\xff\xfe\n")
+    monkeypatch.setattr(tatoeba, "tatoeba_dir", lambda: tmp_path)
+    with pytest.raises(DataFileError, match=r"train.tsv, line 2: 1 tab-separated fields, not 2"):
+        tatoeba.load_pairs("train")
+    with pytest.raises(DataFileError, match=r"valid.tsv: not UTF-8 text"):
+        tatoeba.load_pairs("valid")
+
+
+def test_a_damaged_tokenizer_file_names_the_file(tmp_path):
+    from attention_lib import DataFileError
+    from attention_lib.data.tatoeba import Tokenizer
+
+    bad = tmp_path / "bpe.json"
+    bad.write_text('{"version": ')
+    with pytest.raises(DataFileError, match="not a tokenizer file") as err:
+        Tokenizer.load(bad)
+    assert str(bad) in str(err.value)
+    with pytest.raises(DataFileError, match="no such tokenizer file"):
+        Tokenizer.load(tmp_path / "missing.json")
+
+
+@pytest.mark.parametrize(
+    "ids, error, match",
+    [
+        ([5, -1], ValueError, r"ids must be in \[0, 4000\), got -1"),
+        ([5, 10**6], ValueError, r"ids must be in \[0, 4000\), got 1000000"),
+        ([5.7], TypeError, "ids must be a sequence of integers"),
+    ],
+)
+def test_the_translation_tokenizer_refuses_ids_outside_its_vocabulary(ids, error, match):
+    from attention_lib.data.tatoeba import Tokenizer
+
+    with pytest.raises(error, match=match):
+        Tokenizer.load().decode(ids)
+
+
+def test_the_losses_refuse_nan_logits_naming_them():
+    from attention_lib.models.transformer import label_smoothed_cross_entropy
+    from attention_lib.nn import softmax_cross_entropy
+
+    logits = np.array([[np.nan, 1.0], [0.0, 1.0]])
+    with pytest.raises(ValueError, match="logits contain NaN"):
+        label_smoothed_cross_entropy(logits, np.array([1, 1]))
+    with pytest.raises(ValueError, match="logits contain NaN"):
+        softmax_cross_entropy(logits, np.array([1, 1]))
+
+
+def test_a_bad_target_leaves_the_model_as_it_was():
+    model = _tiny_transformer()
+    model.loss(SRC, LENGTHS, TGT_IN, TGT_OUT)
+    h = model._h.copy()
+    with pytest.raises(ValueError, match="tgt_out must be token ids"):
+        model.loss(SRC[:, :2], [2, 2], TGT_IN, np.array([[8, 9, -1], [10, 2, 0]]))
+    np.testing.assert_array_equal(model._h, h)
+    model.backward()  # the last good loss() can still be differentiated

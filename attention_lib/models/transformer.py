@@ -172,6 +172,8 @@ def label_smoothed_cross_entropy(
             f"targets must be integers of shape {logits.shape[:-1]} (one class per "
             f"row of logits), got {targets.dtype} {targets.shape}"
         )
+    if np.isnan(logits).any() or np.isposinf(logits).any():
+        raise ValueError("logits contain NaN or +inf: the loss would be NaN")
     bad = (targets != ignore) & ((targets < 0) | (targets >= V))
     if bad.any():
         raise ValueError(
@@ -361,9 +363,9 @@ class Transformer(Composite):
         Only the non-padding positions go through the output layer: padding
         contributes nothing to the loss, so its logits are never computed.
         """
+        tgt_out = self._token_ids(tgt_out, "tgt_out")  # before anything changes
         memory, mask = self.encode(src, lengths)
         h = self._decode_hidden(tgt_in, memory, mask)
-        tgt_out = self._token_ids(tgt_out, "tgt_out")
         if tgt_out.shape != h.shape[:2]:
             raise ValueError(
                 f"tgt_out must have the shape of tgt_in {h.shape[:2]}, got {tgt_out.shape}"
