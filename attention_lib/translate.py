@@ -62,6 +62,17 @@ def translate_sentences(
     """
     from ._checks import as_int, as_real
 
+    if isinstance(sentences, (str, bytes)):
+        raise TypeError(
+            "sentences must be a list of str, got one string (it would be translated "
+            "character by character): pass [sentence]"
+        )
+    sentences = list(sentences)
+    bad = [s for s in sentences if not isinstance(s, str)]
+    if bad:
+        raise TypeError(f"sentences must be str, got {type(bad[0]).__name__}")
+    batch = as_int(batch, "batch", minimum=1)
+    max_tokens = as_int(max_tokens, "max_tokens", minimum=1)
     if beam is not None:
         beam = as_int(beam, "beam", minimum=1)
         if beam > MAX_BEAM:

@@ -191,7 +191,7 @@ GGUF_METADATA_FAULTS = [
     ({"change": {"llama.rope.freq_base": (F32_, -1.0)}}, "freq_base' must be a positive finite"),
     ({"change": {"general.architecture": (U32_, 7)}}, "'general.architecture' must be a string"),
     ({"change": {"llama.tensor_data_layout": (U32_, 1)}}, "tensor_data_layout' must be a string"),
-    ({"change": {"llama.feed_forward_length": (U32_, 10**6)}}, r"ffn_gate.weight has shape"),
+    ({"change": {"llama.feed_forward_length": (U32_, 10**4)}}, r"ffn_gate.weight has shape"),
     ({"change": {"llama.context_length": (ARR_, (U32_, [512]))}}, "context_length' must be a"),
 ]
 
@@ -339,7 +339,7 @@ def test_transformer_load_checks_the_claimed_sizes_before_building(tmp_path):
     [
         ({"n_vocab": "4000"}, "n_vocab must be a positive integer"),
         ({"d_model": 0}, "d_model must be a positive integer"),
-        ({"max_len": 10**9}, "max_len 1000000000"),
+        ({"max_len": 2 * 10**5}, "max_len 200000"),
         ({"model": "RNNsearch"}, "names model 'RNNsearch', not 'Transformer'"),
         ({"d_ff": 513}, r"fc1.W is float16 \(128, 512\) but its config needs"),
     ],
@@ -795,3 +795,23 @@ def test_a_bad_target_leaves_the_model_as_it_was():
         model.loss(SRC[:, :2], [2, 2], TGT_IN, np.array([[8, 9, -1], [10, 2, 0]]))
     np.testing.assert_array_equal(model._h, h)
     model.backward()  # the last good loss() can still be differentiated
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"sentences": "I am cold."}, TypeError, "got one string"),
+        ({"sentences": ["I am cold.", 5]}, TypeError, "sentences must be str, got int"),
+        ({"batch": 0}, ValueError, "batch must be a positive integer"),
+        ({"max_tokens": -3}, ValueError, "max_tokens must be a positive integer"),
+        ({"max_tokens": 2.5}, TypeError, "max_tokens must be a positive integer"),
+    ],
+)
+def test_translate_sentences_refuses_what_a_new_user_might_pass(kwargs, error, match):
+    """A string is not a list of sentences; batch 0 and negative max_tokens were silent
+    (or a ValueError from range()): -3 used to drop each sentence's last three tokens."""
+    from attention_lib.translate import translate_sentences
+
+    args = {"model": None, "tok": None, "sentences": ["I am cold."], **kwargs}
+    with pytest.raises(error, match=match):
+        translate_sentences(**args)
