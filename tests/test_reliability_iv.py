@@ -815,3 +815,30 @@ def test_translate_sentences_refuses_what_a_new_user_might_pass(kwargs, error, m
     args = {"model": None, "tok": None, "sentences": ["I am cold."], **kwargs}
     with pytest.raises(error, match=match):
         translate_sentences(**args)
+
+
+@pytest.mark.parametrize(
+    "change, error, match",
+    [
+        ({"n_vocab": 2.5}, TypeError, "n_vocab must be an integer"),
+        ({"n_vocab": -1}, ValueError, "n_vocab must be at least 3"),
+        ({"n_layers": 0}, ValueError, "n_layers must be a positive integer"),
+        ({"max_len": 0}, ValueError, "max_len must be a positive integer"),
+        ({"seed": -1}, ValueError, "seed must be non-negative"),
+        ({"dtype": np.int32}, TypeError, "dtype must be a floating dtype"),
+    ],
+)
+def test_the_encoder_decoder_checks_its_sizes_before_drawing(change, error, match):
+    from attention_lib.models.transformer import Transformer
+
+    sizes = {"n_vocab": 11, "d_model": 8, "n_heads": 2, "d_ff": 16, "n_layers": 1, "max_len": 8}
+    with pytest.raises(error, match=match):
+        Transformer(**{**sizes, **change})
+
+
+def test_transformer_load_refuses_an_integer_dtype():
+    from attention_lib import data_dir
+    from attention_lib.models.transformer import load
+
+    with pytest.raises(TypeError, match="dtype must be a floating dtype"):
+        load(data_dir() / "checkpoints" / "translation" / "transformer.npz", dtype=np.int8)

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
+from .._checks import as_float_dtype, as_int
 from ..data.paths import write_atomic
 from ..masks import padding_mask
 from ..nn.block import Composite, FeedForward
@@ -243,6 +244,12 @@ class Transformer(Composite):
         seed=0,
         dtype=np.float32,
     ):
+        # Checked before anything is drawn, as the other models' constructors do.
+        n_vocab = as_int(n_vocab, "n_vocab", minimum=3)  # <pad>, <bos>, <eos> and more
+        d_model, n_heads = as_int(d_model, "d_model", 1), as_int(n_heads, "n_heads", 1)
+        d_ff, n_layers = as_int(d_ff, "d_ff", 1), as_int(n_layers, "n_layers", 1)
+        max_len, seed = as_int(max_len, "max_len", 1), as_int(seed, "seed", 0)
+        dtype = as_float_dtype(dtype)
         self.config = {
             "model": "Transformer",
             "n_vocab": int(n_vocab),
@@ -598,7 +605,7 @@ def load(path: str | Path, dtype: DTypeLike = np.float32) -> Transformer:
                 f"{path}: {k} is {kind} {tuple(got)} but its config needs a float array of "
                 f"shape {want}"
             )
-    model = Transformer(**{k: config[k] for k in keys}, dtype=dtype)
+    model = Transformer(**{k: config[k] for k in keys}, dtype=as_float_dtype(dtype))
     try:
         with np.load(path, allow_pickle=False) as f:
             model.load_state_dict({k: f[k] for k in shapes})
