@@ -842,3 +842,16 @@ def test_transformer_load_refuses_an_integer_dtype():
 
     with pytest.raises(TypeError, match="dtype must be a floating dtype"):
         load(data_dir() / "checkpoints" / "translation" / "transformer.npz", dtype=np.int8)
+
+
+def test_the_translation_trainer_checks_its_manifest_before_training(tmp_path, capsys):
+    from attention_lib.models import train_translation as tt
+
+    (tmp_path / "manifest.json").write_text("<<<<<<< HEAD\n")
+    with pytest.raises(SystemExit) as exit_:
+        tt.main(["--model", "transformer", "--steps", "1", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "is not valid JSON" in err and "Traceback" not in err
+    with pytest.raises(SystemExit) as exit_:
+        tt.main(["--model", "transformer", "--evaluate-only", "--steps", "5"])
+    assert "--evaluate-only evaluates what --out holds: --steps" in capsys.readouterr().err

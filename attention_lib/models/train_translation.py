@@ -29,6 +29,7 @@ import collections
 import hashlib
 import io
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -398,6 +399,12 @@ def record(model, name, config, out, history, wall, cpu, n_pairs, tok):
     return entry
 
 
+def argv_has(argv, flag):
+    """Whether ``flag`` was given on the command line (``flag N`` or ``flag=N``)."""
+    argv = sys.argv[1:] if argv is None else argv
+    return any(a == flag or a.startswith(flag + "=") for a in argv)
+
+
 def _evaluation_inputs(out: Path, name: str, tok: Tokenizer):
     """``(entry, float32 model or None)`` for ``--evaluate-only``, from ``out`` alone.
 
@@ -443,6 +450,15 @@ def main(argv: list[str] | None = None) -> dict:
         help="evaluate the checkpoint in --out and update the manifest",
     )
     args = parser.parse_args(argv)
+    given = [
+        f
+        for f, v in (("--steps", args.steps), ("--save-every", argv_has(argv, "--save-every")))
+        if v
+    ]
+    if args.evaluate_only and given:
+        parser.error(
+            f"--evaluate-only evaluates what --out holds: {' and '.join(given)} do not apply"
+        )
     name, config = args.model, dict(CONFIGS[args.model])
     if args.steps is not None:
         config["steps"] = args.steps
@@ -453,6 +469,13 @@ def main(argv: list[str] | None = None) -> dict:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         parser.error(f"--out {out}: cannot make the folder ({err.strerror})")
+    if not os.access(out, os.W_OK):
+        parser.error(f"--out {out} is not writable")
+    if not args.evaluate_only:
+        try:  # a damaged manifest is found now, not at the first save after minutes of training
+            read_manifest(out)
+        except OSError as err:
+            parser.error(f"cannot update --out {out}: {err}")
     tok = Tokenizer.load()
     with threadpool_limits(config["threads"]):
         if args.evaluate_only:
