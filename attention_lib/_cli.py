@@ -128,9 +128,8 @@ def write_flushed(stdout, pieces, prog=None, stderr=None):
     except OSError as err:
         closed_pipe(stdout)  # drop what is buffered, so that the flush at exit succeeds
         if stderr is not None:
-            stderr.write(
-                f"{where}: cannot write the output to {getattr(stdout, 'name', 'stdout')}: "
-                f"{err.strerror or err}\n"
-            )
+            name = getattr(stdout, "name", "<stdout>")
+            name = "standard output" if name in ("<stdout>", 1) else name
+            stderr.write(f"{where}: cannot write the output to {name}: {err.strerror or err}\n")
         return EXIT_WRITE_FAILED
     return 0
