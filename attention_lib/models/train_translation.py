@@ -16,7 +16,14 @@ evaluates it on ``test.tsv`` and writes into ``DIR`` (default
 - ``manifest.json``: for each model the configuration, seeds, steps, measured
   wall time, tokens per second, sha256 of the checkpoint and of the tokenizer,
   and the evaluation table. Each run updates its own entry only, and the file
-  is replaced atomically, so the two models can train side by side.
+  is replaced atomically, so the two models can train side by side;
+- ``<model>_float32.npz``: the float32 weights (not committed), whose
+  validation loss is recorded beside the float16 checkpoint's.
+
+Every file of a run stays in ``DIR``. A checkpoint, its float32 copy, its log
+and its manifest entry are replaced together, in one step, so an interrupted
+run leaves the previous set. ``--evaluate-only`` needs only what is committed:
+without a float32 copy it keeps the float32 loss its run recorded.
 
 Training is seeded and deterministic on one machine with a fixed number of
 BLAS threads; across CPUs the kernels round differently, so a retrained model
@@ -326,10 +333,10 @@ def evaluate_checkpoint(name, out, tok, entry):
     t1 = time.perf_counter()
     table, hyps = evaluate(model, tok)
     greedy_s = time.perf_counter() - t1
-    (out / f"{name}_test_greedy.txt").write_text("\n".join(hyps) + "\n", encoding="utf8")
+    write_atomic(out / f"{name}_test_greedy.txt", lambda f: f.write("\n".join(hyps) + "\n"))
     entry["evaluation"] = {"greedy": table, "greedy_test_seconds": round(greedy_s, 1)}
     beam_table, beam_hyps = evaluate(model, tok, beam=BEAM)
-    (out / f"{name}_test_beam.txt").write_text("\n".join(beam_hyps) + "\n", encoding="utf8")
+    write_atomic(out / f"{name}_test_beam.txt", lambda f: f.write("\n".join(beam_hyps) + "\n"))
     entry["evaluation"]["beam"] = {"beam": BEAM, "length_penalty": LENGTH_PENALTY, **beam_table}
     write_manifest(out, name, entry)
     print(json.dumps(entry["evaluation"], indent=1), flush=True)
