@@ -15,6 +15,9 @@ Shakespeare, one character a token, and writes into ``DIR`` (default
   and the final validation loss on the last 10% of the text, in consecutive
   windows of the context length (how nanoGPT's split is usually scored).
 
+The checkpoint is evaluated from a staged file, then it and its manifest
+replace the old pair in one step (an interrupt leaves the old pair, loadable).
+
 Training is seeded and deterministic on one machine; across CPUs the BLAS
 kernels round differently, so a retrained model matches the committed one in
 its validation loss (within ``scripts/check-retrain.sh``'s tolerance), not in
