@@ -855,3 +855,12 @@ def test_the_translation_trainer_checks_its_manifest_before_training(tmp_path, c
     with pytest.raises(SystemExit) as exit_:
         tt.main(["--model", "transformer", "--evaluate-only", "--steps", "5"])
     assert "--evaluate-only evaluates what --out holds: --steps" in capsys.readouterr().err
+
+
+def test_load_pretrained_shakespeare_given_the_file_says_to_pass_its_folder():
+    from attention_lib import DataFileError
+    from attention_lib.models import load_pretrained
+    from attention_lib.models.pretrained import shakespeare_dir
+
+    with pytest.raises(DataFileError, match="is a file: pass the folder that holds"):
+        load_pretrained("shakespeare", shakespeare_dir() / "shakespeare.npz")

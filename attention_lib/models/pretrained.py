@@ -152,6 +152,10 @@ def load_shakespeare(
     from .train_shakespeare import load_checkpoint
 
     folder = Path(shakespeare_dir() if folder is None else folder)
+    if folder.is_file():
+        raise DataFileError(
+            f"{folder} is a file: pass the folder that holds shakespeare.npz and manifest.json"
+        )
     path = folder / "shakespeare.npz"
     if not path.is_file():
         raise DataFileError(
