@@ -270,6 +270,9 @@ class Llama(Composite):
         (transposed where PyTorch's ``(out, in)`` becomes the book's
         ``(in, out)``) and checked for shape. An ``output.weight`` equal to
         ``token_embd.weight`` (or missing) makes the output layer tied.
+        The metadata and every tensor's shape are checked first
+        (:func:`gguf_sizes`, from the headers), so a damaged file is one
+        ``ValueError`` naming it and nothing is drawn for a model it does not hold.
 
         Returns
         -------
