@@ -36,6 +36,27 @@ def int_at_least(low):
     return parse
 
 
+def int_in(low, high):
+    """An ``argparse`` type: an integer in ``[low, high]``, else a one-line message.
+
+    >>> int_in(1, 64)("100000")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be an integer from 1 to 64, got '100000'
+    """
+    at_least = int_at_least(low)
+
+    def parse(text):
+        value = at_least(text)
+        if value > high:
+            raise argparse.ArgumentTypeError(
+                f"must be an integer from {low} to {high}, got {text!r}"
+            )
+        return value
+
+    return parse
+
+
 def read_text(parser, path, stdin, flag=None):
     """The text of a file, or of ``stdin`` for ``-``, decoded as UTF-8 (a byte-order mark dropped).
 
@@ -77,15 +98,38 @@ def closed_pipe(stdout):
     return EXIT_BROKEN_PIPE
 
 
-def write_flushed(stdout, pieces):
+#: Exit status when the output cannot be written (a full disk, a closed descriptor).
+EXIT_WRITE_FAILED = 1
+
+
+def write_flushed(stdout, pieces, prog=None, stderr=None):
     """Write each of ``pieces`` to ``stdout`` and flush it; return the exit status.
 
     0 once all is written; :func:`closed_pipe`'s status if the reader goes away.
+    When the output cannot be written at all (``> /dev/full``: no space left on
+    the device; ``>&-``: standard output closed), one line on ``stderr`` (default
+    ``sys.stderr``) names the fault and the status is :data:`EXIT_WRITE_FAILED`,
+    without a traceback and without Python's own complaint at exit.
     """
+    import sys
+
+    stderr = sys.stderr if stderr is None else stderr
+    where = f"{prog}: error" if prog else "error"
+    if stdout is None:  # Python sets sys.stdout to None when descriptor 1 is closed
+        if stderr is not None:
+            stderr.write(f"{where}: standard output is closed: nothing can be written\n")
+        return EXIT_WRITE_FAILED
     try:
         for piece in pieces:
             stdout.write(piece)
             stdout.flush()
     except BrokenPipeError:
         return closed_pipe(stdout)
+    except OSError as err:
+        closed_pipe(stdout)  # drop what is buffered, so that the flush at exit succeeds
+        if stderr is not None:
+            name = getattr(stdout, "name", "<stdout>")
+            name = "standard output" if name in ("<stdout>", 1) else name
+            stderr.write(f"{where}: cannot write the output to {name}: {err.strerror or err}\n")
+        return EXIT_WRITE_FAILED
     return 0

@@ -315,6 +315,21 @@ def masked_block(s, mask, rows, cols, is_causal):
 _THREADS = {}  # the BLAS controller and the thread pool, made on first use
 
 
+def _forget_threads_after_fork():
+    """In a forked child, drop the parent's pool: its threads do not exist there.
+
+    ``fork`` copies only the calling thread, but the copied executor still
+    believes its workers are alive and idle, so work submitted to it in the
+    child would wait forever. The next :func:`run_in_threads` builds a new
+    pool (and a new BLAS controller) in the child.
+    """
+    _THREADS.clear()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX; Windows has no fork
+    os.register_at_fork(after_in_child=_forget_threads_after_fork)
+
+
 def run_in_threads(work, groups):
     """``work(some_groups)`` on as many threads (this one included) as BLAS has threads.
 
@@ -325,7 +340,8 @@ def run_in_threads(work, groups):
     own; a product on one BLAS thread gives the same bits as on several (the
     threads share out blocks of the output). With one BLAS thread, or one
     group, ``work(groups)`` runs here. An error in any share is raised here,
-    after every share has finished.
+    after every share has finished. A process forked after the pool was
+    made gets a pool of its own (the parent's threads do not survive a fork).
     """
     if not _THREADS:
         _THREADS["blas"] = ThreadpoolController().select(user_api="blas")

@@ -8,10 +8,18 @@ Library use::
 """
 
 import sys
+from pathlib import Path
 
 import numpy as np
 
-from ._cli import int_at_least
+from ._cli import int_in
+
+#: Widest beam :func:`translate_sentences` takes: far beyond the committed evaluation's 4
+#: (a beam of 100,000 would hold 100,000 hypotheses of every sentence in memory).
+MAX_BEAM = 64
+#: Largest length penalty ``alpha``: ``((5 + |y|) / 6) ** alpha`` stays far from
+#: overflowing for the models' 64 target tokens (the usual values are 0.6 to 1).
+MAX_LENGTH_PENALTY = 10.0
 
 #: Longest source the command line translates, in subword tokens; longer lines
 #: are cut to their first ``MAX_SOURCE_TOKENS`` tokens (the models were trained on
@@ -49,7 +57,27 @@ def translate_sentences(
     """French for each English sentence; an empty sentence gives an empty string.
 
     Sources longer than ``max_tokens`` subwords are cut to their first ``max_tokens``.
+    ``beam`` (None or 1: greedy) may be at most :data:`MAX_BEAM` and
+    ``length_penalty`` in ``[0, MAX_LENGTH_PENALTY]``.
     """
+    from ._checks import as_int, as_real
+
+    if isinstance(sentences, (str, bytes)):
+        raise TypeError(
+            "sentences must be a list of str, got one string (it would be translated "
+            "character by character): pass [sentence]"
+        )
+    sentences = list(sentences)
+    bad = [s for s in sentences if not isinstance(s, str)]
+    if bad:
+        raise TypeError(f"sentences must be str, got {type(bad[0]).__name__}")
+    batch = as_int(batch, "batch", minimum=1)
+    max_tokens = as_int(max_tokens, "max_tokens", minimum=1)
+    if beam is not None:
+        beam = as_int(beam, "beam", minimum=1)
+        if beam > MAX_BEAM:
+            raise ValueError(f"beam must be at most {MAX_BEAM}, got {beam}")
+    as_real(length_penalty, "length_penalty", 0.0, MAX_LENGTH_PENALTY)
     encoded = [tok.encode(s)[:max_tokens] for s in sentences]
     todo = [i for i, ids in enumerate(encoded) if ids]
     ids = translate_ids(model, [encoded[i] for i in todo], beam, length_penalty, batch)
@@ -70,9 +98,6 @@ def load_model(name, directory=None, dtype=np.float32):
     The checkpoint's and the tokenizer's sha256 are checked against
     ``data/checkpoints/translation/manifest.json`` first.
     """
-    import json
-    from pathlib import Path
-
     from .data.paths import sha256
     from .data.tatoeba import Tokenizer, tatoeba_dir
     from .models.train_translation import checkpoint_dir, load_checkpoint
@@ -80,21 +105,66 @@ def load_model(name, directory=None, dtype=np.float32):
     if name not in MODELS:
         raise ValueError(f"model must be one of {', '.join(MODELS)}, got {name!r}")
     directory = Path(directory) if directory is not None else checkpoint_dir()
-    manifest = json.loads((directory / "manifest.json").read_text(encoding="utf8"))
-    if name not in manifest.get("models", {}):
-        raise FileNotFoundError(
-            f"no {name} checkpoint in {directory}: train it with "
-            f"python -m attention_lib.models.train_translation --model {name}"
-        )
-    entry = manifest["models"][name]
+    entry = manifest_entry(directory, name)
     path = directory / entry["file"]
     for file, expected in (
         (path, entry["sha256"]),
         (tatoeba_dir() / "bpe.json", entry["tokenizer_sha256"]),
     ):
         if sha256(file) != expected:
-            raise ValueError(f"{file} does not match the sha256 in {directory / 'manifest.json'}")
+            raise ValueError(
+                f"{file} does not match the sha256 in {directory / 'manifest.json'}: "
+                "it is altered or truncated; restore it with git checkout"
+            )
     return load_checkpoint(name, path, dtype), Tokenizer.load()
+
+
+def manifest_entry(directory, name):
+    """``manifest.json``'s entry for model ``name`` in ``directory``, checked.
+
+    A damaged manifest (not JSON, such as a merge-conflict marker; not an
+    object; an entry without its file or sha256, or naming a file outside the
+    folder, or another model's checkpoint) raises
+    :class:`~attention_lib.DataFileError` naming the manifest.
+    """
+    import json
+    import re
+
+    from .data.paths import DataFileError
+
+    path = Path(directory) / "manifest.json"
+    try:
+        manifest = json.loads(path.read_text(encoding="utf8"))
+    except FileNotFoundError:
+        raise DataFileError(
+            f"{path} is missing: it lists the checkpoints and their sha256"
+        ) from None
+    except (ValueError, UnicodeDecodeError) as err:
+        raise DataFileError(f"{path} is not valid JSON ({err}); restore it with git") from None
+    models = manifest.get("models") if isinstance(manifest, dict) else None
+    if not isinstance(models, dict):
+        raise DataFileError(f'{path} must be a JSON object whose "models" is an object')
+    if name not in models:
+        raise DataFileError(
+            f"no {name} checkpoint in {directory} ({path} has no entry for it): train it "
+            f"with python -m attention_lib.models.train_translation --model {name}"
+        )
+    entry = models[name]
+    sha = re.compile(r"[0-9a-f]{64}")
+    ok = (
+        isinstance(entry, dict)
+        and entry.get("file") == f"{name}.npz"
+        and all(
+            isinstance(entry.get(k), str) and sha.fullmatch(entry[k])
+            for k in ("sha256", "tokenizer_sha256")
+        )
+    )
+    if not ok:
+        raise DataFileError(
+            f'{path}: the entry for {name} must be an object with "file": "{name}.npz" '
+            f'and "sha256", "tokenizer_sha256" of 64 hex digits, got {str(entry)[:120]}'
+        )
+    return entry
 
 
 # -- command line ------------------------------------------------------------
@@ -141,7 +211,7 @@ def main(argv=None, stdin=None, stdout=None, stderr=None):
     )
     parser.add_argument(
         "--beam",
-        type=int_at_least(1),
+        type=int_in(1, MAX_BEAM),
         default=1,
         metavar="N",
         help="beam size (default 1: greedy decoding)",
@@ -154,8 +224,11 @@ def main(argv=None, stdin=None, stdout=None, stderr=None):
         help="beam search's length penalty ((5 + |y|) / 6) ** ALPHA (default 0.6)",
     )
     args = parser.parse_args(argv)
-    if not np.isfinite(args.length_penalty) or args.length_penalty < 0:
-        parser.error(f"--length-penalty must be a finite number >= 0, got {args.length_penalty}")
+    if not 0 <= args.length_penalty <= MAX_LENGTH_PENALTY:  # NaN too
+        parser.error(
+            f"--length-penalty must be a number in [0, {MAX_LENGTH_PENALTY:g}], "
+            f"got {args.length_penalty}"
+        )
     lines = split_lines(read_text(parser, args.file, stdin))
     try:
         model, tok = load_model(args.model)
@@ -177,7 +250,7 @@ def main(argv=None, stdin=None, stdout=None, stderr=None):
             out = translate_sentences(model, tok, chunk, beam, args.length_penalty)
             yield "".join(t + "\n" for t in out)
 
-    return write_flushed(stdout, translated())
+    return write_flushed(stdout, translated(), parser.prog, stderr)
 
 
 if __name__ == "__main__":

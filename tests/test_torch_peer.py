@@ -643,6 +643,71 @@ def test_clip_grad_norm():
     run_family("clip_grad_norm_", _clip_samples(), drive)
 
 
+# -- nn.CrossEntropyLoss with label smoothing ---------------------------------------------
+
+
+def _smoothing_samples():
+    """PyTorch's CrossEntropyLoss samples, and smoothing values on and past [0, 1]'s edges."""
+    samples = [("module", mi) for _, mi in module_samples("CrossEntropyLoss")]
+    rng = np.random.default_rng(0)
+    for eps in (0.0, 1.0, 1.5, -0.1, 1e-9, float("nan")):
+        logits = torch.tensor(rng.normal(size=(4, 5)), requires_grad=True)
+        target = torch.tensor([1, 0, 4, 2])
+        samples.append(("edge", (logits, target, {"label_smoothing": eps, "ignore_index": 0})))
+    return samples
+
+
+def _refused(loss, *args):
+    """Assert (counted as a disagreement if not) that the library refuses the smoothing."""
+    try:
+        loss(*args)
+    except ValueError as err:
+        assert "smoothing must be between 0.0 and 1.0" in str(err), str(err)
+    else:
+        raise AssertionError(f"smoothing {args[2]!r} accepted, which PyTorch refuses")
+
+
+def test_label_smoothed_cross_entropy():
+    """The translation model's loss against ``F.cross_entropy``: the loss and its gradient."""
+    from attention_lib.models.transformer import label_smoothed_cross_entropy
+
+    def drive(sample):
+        kind, s = sample
+        if kind == "module":
+            kw = dict(s.constructor_input.kwargs)
+            (logits, target), _ = forward_input(s)
+        else:
+            logits, target, kw = s
+        if target.dtype != torch.int64:
+            raise Unsupported("probabilities as targets (the library takes class ids)")
+        if kw.get("weight") is not None:
+            raise Unsupported("class weights")
+        if kw.get("reduction", "mean") != "mean":
+            raise Unsupported(f"reduction={kw['reduction']!r} (the library takes the mean)")
+        eps = kw.get("label_smoothing", 0.0)
+        ignore = kw.get("ignore_index", -100)
+        z = np.moveaxis(a(logits), 1, -1) if logits.ndim > 1 else a(logits)
+        t = target.numpy()
+        try:
+            theirs = F.cross_entropy(logits, target, **kw)
+        except RuntimeError:  # PyTorch refuses it: so must the library
+            _refused(label_smoothed_cross_entropy, z, t, eps, ignore)
+            return
+        if not eps >= 0:
+            # PyTorch quietly computes the unsmoothed loss; the library refuses it.
+            _refused(label_smoothed_cross_entropy, z, t, eps, ignore)
+            raise Unsupported("smoothing < 0 or NaN (PyTorch ignores it, the library refuses)")
+        if not (t != ignore).any():
+            raise Unsupported("every target ignored (PyTorch's mean is NaN, 0/0)")
+        loss, grad = label_smoothed_cross_entropy(z, t, eps, ignore)
+        close(loss, theirs, "loss")
+        theirs.backward()
+        d = a(logits.grad)
+        close(grad, np.moveaxis(d, 1, -1) if logits.ndim > 1 else d, "gradient")
+
+    run_family("F.cross_entropy (label smoothing)", _smoothing_samples(), drive)
+
+
 # -- the counts -------------------------------------------------------------------------
 
 

@@ -19,9 +19,8 @@ def tiny(monkeypatch, tmp_path):
         config = {**tt.CONFIGS["transformer"], **TINY, "average": average, "average_every": 25}
         monkeypatch.setitem(tt.CONFIGS, "transformer", config)
         out = tmp_path / f"{steps}-{average}"
-        monkeypatch.setattr(tt, "FLOAT32_COPY", str(out / "float32_{name}.npz"))
         tt.main(["--model", "transformer", "--steps", str(steps), "--out", str(out)])
-        with np.load(out / "float32_transformer.npz", allow_pickle=False) as f:
+        with np.load(out / "transformer_float32.npz", allow_pickle=False) as f:
             return {k: f[k] for k in f.files}
 
     return run

@@ -137,4 +137,4 @@ def main(argv=None, stdin=None, stdout=None):
             aligned = (aligner.align(en, fr) for en, fr in zip(english, french))
     except DataFileError as err:
         parser.exit(1, f"{parser.prog}: error: {err}\n")
-    return write_flushed(stdout, (format_pharaoh(links) + "\n" for links in aligned))
+    return write_flushed(stdout, (format_pharaoh(links) + "\n" for links in aligned), parser.prog)

@@ -64,6 +64,9 @@ VALUE_TYPES = {
 }
 STRING, ARRAY, BOOL = 8, 9, 7
 
+#: The most elements one axis of a tensor may have (ggml's and NumPy's int64 limit).
+MAX_ELEMENTS = 2**63 - 1
+
 # tensor element types this reader turns into arrays: ggml id -> (name, NumPy dtype)
 TENSOR_TYPES = {
     0: ("F32", "<f4"),
@@ -402,6 +405,12 @@ def _parse(path, buffer):
                 f"tensor {name!r} has {n_dims} dimensions; GGUF allows 1 to {MAX_DIMS}", at
             )
         dims = [r.unpack(r.count, f"the dimensions of {name!r}") for _ in range(n_dims)]
+        if max(dims) > MAX_ELEMENTS:  # (a larger product runs past the file's end, below)
+            raise r.fail(
+                f"tensor {name!r} has dimensions {dims}: more than 2**63 - 1 elements "
+                "along one axis (NumPy, and ggml, cannot index them)",
+                at,
+            )
         ggml_type = r.unpack("<I", f"the element type of {name!r}")
         at = r.pos
         offset = r.unpack("<Q", f"the data offset of {name!r}")

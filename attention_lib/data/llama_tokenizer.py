@@ -120,13 +120,42 @@ class LlamaTokenizer:
                 f"{gguf.path}: tokenizer.ggml.model is {model!r}; only "
                 "'llama' (SentencePiece) tokenizers are read"
             )
-        return cls(
-            m["tokenizer.ggml.tokens"],
-            m["tokenizer.ggml.scores"],
-            m.get("tokenizer.ggml.token_type"),
-            bos_id=m.get("tokenizer.ggml.bos_token_id", 1),
-            eos_id=m.get("tokenizer.ggml.eos_token_id", 2),
-        )
+        types = gguf.metadata_types
+
+        def key(name, want, default=None):
+            if name not in m:
+                if default is not None:
+                    return default
+                raise ValueError(f"{gguf.path}: the metadata key {name!r} is missing")
+            ok = {
+                "strings": types[name] == "array[string]",
+                "numbers": types[name].startswith("array[")
+                and types[name][6:-1].startswith(("float", "int", "uint")),
+                "integers": types[name].startswith(("array[int", "array[uint")),
+                "id": types[name].startswith(("int", "uint")),
+            }[want]
+            if not ok:
+                raise ValueError(
+                    f"{gguf.path}: the metadata key {name!r} must be "
+                    f"{'an array of ' + want if want != 'id' else 'an integer token id'}, "
+                    f"got {types[name]}"
+                )
+            return m[name]
+
+        try:
+            return cls(
+                key("tokenizer.ggml.tokens", "strings"),
+                key("tokenizer.ggml.scores", "numbers"),
+                key("tokenizer.ggml.token_type", "integers")
+                if "tokenizer.ggml.token_type" in m
+                else None,
+                bos_id=key("tokenizer.ggml.bos_token_id", "id", default=1),
+                eos_id=key("tokenizer.ggml.eos_token_id", "id", default=2),
+            )
+        except ValueError as err:
+            if str(err).startswith(str(gguf.path)):
+                raise
+            raise ValueError(f"{gguf.path}: the tokenizer in its metadata: {err}") from None
 
     @property
     def vocab_size(self):

@@ -10,8 +10,10 @@ naming the file and how to get it back, rather than quietly wrong numbers.
 import hashlib
 import json
 import os
+import signal
 import re
 import tempfile
+import threading
 from pathlib import Path
 
 REBUILD = "python data/build_embeddings.py"
@@ -179,3 +181,47 @@ def write_atomic(path, write, mode="w"):
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def write_atomic_group(writes):
+    """Write several files as one step: every one to a temporary, then all renamed.
+
+    ``writes`` is a list of ``(path, write, mode)``. Nothing is renamed until
+    every temporary is complete (an error or a Ctrl-C while writing leaves
+    all the old files), and the renames run with SIGINT and SIGTERM held back
+    (delivered once they are done), so an interrupt cannot fall between them: a checkpoint and the manifest
+    that holds its sha256 change together, and a loader never sees one
+    without the other.
+    """
+    temps = []
+    try:
+        for path, write, mode in writes:
+            path = Path(path)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            temps.append((tmp, path))
+            with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf8"})) as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
+        # Python runs signal handlers in the main thread only, whichever thread the
+        # signal reached, so a handler that only notes the signal holds it back.
+        pending, old = [], {}
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                old[signum] = signal.signal(signum, lambda signum, frame: pending.append(signum))
+        try:
+            while temps:
+                tmp, path = temps[0]
+                os.replace(tmp, path)
+                temps.pop(0)
+        finally:
+            for signum, handler in old.items():
+                signal.signal(signum, handler)
+            for signum in pending:  # delivered now, to the handlers restored
+                signal.raise_signal(signum)
+    finally:
+        for tmp, _ in temps:  # not renamed: an error, or an interrupt while writing
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass

@@ -27,7 +27,9 @@ import unicodedata
 from collections import Counter
 from pathlib import Path
 
-from .paths import data_dir, sha256
+import numpy as np
+
+from .paths import DataFileError, data_dir, sha256
 
 #: Longest English sentence kept, in words (split on spaces).
 MAX_WORDS = 15
@@ -85,8 +87,19 @@ def load_pairs(split="train"):
     """The ``(english, french)`` pairs of one split, in file order."""
     if split not in ("train", "valid", "test"):
         raise ValueError(f"split must be 'train', 'valid' or 'test', got {split!r}")
-    text = (tatoeba_dir() / f"{split}.tsv").read_text(encoding="utf8")
-    return [tuple(line.split("\t")) for line in text.splitlines()]
+    path = tatoeba_dir() / f"{split}.tsv"
+    try:
+        text = path.read_text(encoding="utf8")
+    except UnicodeDecodeError as err:
+        raise DataFileError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    pairs = [tuple(line.split("\t")) for line in text.splitlines()]
+    for k, pair in enumerate(pairs):
+        if len(pair) != 2:
+            raise DataFileError(
+                f"{path}, line {k + 1}: {len(pair)} tab-separated fields, not 2 "
+                "(English, French); restore the file with git checkout"
+            )
+    return pairs
 
 
 def load_references(split="test", min_words=1, max_words=MAX_WORDS):
@@ -213,7 +226,16 @@ class Tokenizer:
         from tokenizers import Tokenizer as HFTokenizer
 
         path = Path(path) if path is not None else tatoeba_dir() / "bpe.json"
-        return cls(HFTokenizer.from_file(str(path)))
+        if not path.is_file():
+            raise DataFileError(f"{path}: no such tokenizer file")
+        try:
+            hf = HFTokenizer.from_file(str(path))
+        except Exception as err:  # the tokenizers library raises a bare Exception
+            raise DataFileError(f"{path}: not a tokenizer file ({err})") from None
+        try:
+            return cls(hf)
+        except ValueError as err:
+            raise DataFileError(f"{path}: {err}") from None
 
     def __len__(self):
         return self.hf.get_vocab_size()
@@ -230,8 +252,16 @@ class Tokenizer:
         return self.hf.encode(normalize(text)).tokens
 
     def decode(self, ids):
-        """Text from ids; specials are dropped."""
-        return self.hf.decode([int(i) for i in ids], skip_special_tokens=True).strip()
+        """Text from ids; specials are dropped. Ids must be integers in ``[0, len(self))``."""
+        ids = np.asarray(ids)
+        if ids.size == 0:
+            return ""
+        if ids.dtype.kind not in "iu" or ids.ndim != 1:
+            raise TypeError(f"ids must be a sequence of integers, got {ids.dtype} {ids.shape}")
+        bad = (ids < 0) | (ids >= len(self))
+        if bad.any():
+            raise ValueError(f"ids must be in [0, {len(self)}), got {int(ids[bad][0])}")
+        return self.hf.decode(ids.tolist(), skip_special_tokens=True).strip()
 
     def decode_batch(self, batch):
         return [self.decode(ids) for ids in batch]

@@ -29,6 +29,8 @@ heads, 512 tokens) from ``data/stories260k/``, with its tokenizer.
 from __future__ import annotations
 
 import os
+import re
+
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
@@ -278,42 +280,21 @@ class Llama(Composite):
         (transposed where PyTorch's ``(out, in)`` becomes the book's
         ``(in, out)``) and checked for shape. An ``output.weight`` equal to
         ``token_embd.weight`` (or missing) makes the output layer tied.
+        The metadata and every tensor's shape are checked first
+        (:func:`gguf_sizes`, from the headers), so a damaged file is one
+        ``ValueError`` naming it and nothing is drawn for a model it does not hold.
 
         Returns
         -------
         Llama
         """
         f = read_gguf(path)
-        m = f.metadata
-        if m.get("general.architecture") != "llama":
-            raise ValueError(
-                f"{path}: general.architecture is {m.get('general.architecture')!r}, not 'llama'"
-            )
-        layout = m.get("llama.tensor_data_layout", "reference")
-        if layout not in ("reference", "Meta AI original pth"):
-            raise ValueError(
-                f"{path}: llama.tensor_data_layout is {layout!r}; only the "
-                "original layout (rotary pairs 2i, 2i+1) is read"
-            )
+        sizes = gguf_sizes(f)  # every claimed size checked against the tensors' headers
         embedding = f.tensor("token_embd.weight")
         tied = "output.weight" not in f.tensor_infos or np.array_equal(
             f.tensor("output.weight"), embedding
         )
-        n_heads = m["llama.attention.head_count"]
-        model = cls(
-            n_vocab=embedding.shape[0],
-            d_model=m["llama.embedding_length"],
-            n_layers=m["llama.block_count"],
-            n_heads=n_heads,
-            n_kv_heads=m.get("llama.attention.head_count_kv", n_heads),
-            d_ff=m["llama.feed_forward_length"],
-            max_len=m["llama.context_length"],
-            rng=np.random.default_rng(0),
-            eps=float(m["llama.attention.layer_norm_rms_epsilon"]),
-            rotary_base=float(m.get("llama.rope.freq_base", 10000.0)),
-            tied=tied,
-            dtype=dtype,
-        )
+        model = cls(**sizes, rng=np.random.default_rng(0), tied=tied, dtype=dtype)
         for gguf_name, book_name, transpose in tensor_names(model.config["n_layers"]):
             if gguf_name == "output.weight" and tied:
                 continue
@@ -336,6 +317,119 @@ class Llama(Composite):
         for part in owner.split("."):
             obj = obj[int(part)] if part.isdigit() else getattr(obj, part)
         return obj.params[key]
+
+
+def _metadata(f, key, kind, default=None):
+    """``f.metadata[key]`` checked to be a positive int (``kind="count"``), a positive
+    finite number (``"positive"``) or a str (``"str"``); a one-line error naming the file."""
+    m, types = f.metadata, f.metadata_types
+    if key not in m:
+        if default is not None:
+            return default
+        raise ValueError(f"{f.path}: the metadata key {key!r} is missing (a Llama file needs it)")
+    value, vtype = m[key], types[key]
+    if kind == "str":
+        ok = isinstance(value, str)
+        want = "a string"
+    elif kind == "count":
+        ok = vtype.startswith(("uint", "int")) and isinstance(value, int) and value >= 1
+        want = "a positive integer"
+    else:
+        ok = vtype in ("float32", "float64") or vtype.startswith(("uint", "int"))
+        ok = ok and isinstance(value, (int, float)) and bool(np.isfinite(value)) and value > 0
+        want = "a positive finite number"
+    if not ok:
+        raise ValueError(
+            f"{f.path}: the metadata key {key!r} must be {want}, got {value!r} ({vtype})"
+        )
+    return value
+
+
+def gguf_sizes(f) -> dict:
+    """The sizes a Llama GGUF file claims, checked against its tensors before anything is built.
+
+    Every metadata key the model needs must be there with the right type, and
+    every tensor the claimed sizes imply must be in the file with the shape they
+    imply (read from the tensor's header: nothing is allocated), so a file that
+    claims 3,000 blocks, or a 10**9-wide embedding, fails here with the file's
+    name instead of after drawing the model it claims.
+    """
+    if _metadata(f, "general.architecture", "str") != "llama":
+        raise ValueError(
+            f"{f.path}: general.architecture is {f.metadata['general.architecture']!r}, not 'llama'"
+        )
+    layout = _metadata(f, "llama.tensor_data_layout", "str", default="reference")
+    if layout not in ("reference", "Meta AI original pth"):
+        raise ValueError(
+            f"{f.path}: llama.tensor_data_layout is {layout!r}; only the "
+            "original layout (rotary pairs 2i, 2i+1) is read"
+        )
+    d = _metadata(f, "llama.embedding_length", "count")
+    n_layers = _metadata(f, "llama.block_count", "count")
+    n_heads = _metadata(f, "llama.attention.head_count", "count")
+    n_kv = _metadata(f, "llama.attention.head_count_kv", "count", default=n_heads)
+    d_ff = _metadata(f, "llama.feed_forward_length", "count")
+    max_len = _metadata(f, "llama.context_length", "count")
+    eps = float(_metadata(f, "llama.attention.layer_norm_rms_epsilon", "positive"))
+    base = float(_metadata(f, "llama.rope.freq_base", "positive", default=10000.0))
+    if d % n_heads or (d // n_heads) % 2 or n_heads % n_kv:
+        raise ValueError(
+            f"{f.path}: {n_heads} query heads and {n_kv} key/value heads do not fit "
+            f"embedding_length {d} (the heads must divide it into even widths, and the "
+            "key/value heads must divide the query heads)"
+        )
+    info = f.tensor_infos.get("token_embd.weight")
+    if info is None or len(info.shape) != 2 or info.shape[1] != d or info.shape[0] < 1:
+        got = "missing" if info is None else f"of shape {info.shape}"
+        raise ValueError(
+            f"{f.path}: tensor token_embd.weight is {got}; it must be (n_vocab >= 1, {d})"
+        )
+    V, kv = info.shape[0], d // n_heads * n_kv
+    shapes = {  # in the file's (PyTorch's) layout
+        "token_embd.weight": (V, d),
+        "blk.{i}.attn_norm.weight": (d,),
+        "blk.{i}.attn_q.weight": (d, d),
+        "blk.{i}.attn_k.weight": (kv, d),
+        "blk.{i}.attn_v.weight": (kv, d),
+        "blk.{i}.attn_output.weight": (d, d),
+        "blk.{i}.ffn_norm.weight": (d,),
+        "blk.{i}.ffn_gate.weight": (d_ff, d),
+        "blk.{i}.ffn_up.weight": (d_ff, d),
+        "blk.{i}.ffn_down.weight": (d, d_ff),
+        "output_norm.weight": (d,),
+        "output.weight": (V, d),
+    }
+    for gguf_name, _, _ in tensor_names(n_layers):
+        info = f.tensor_infos.get(gguf_name)
+        want = shapes[re.sub(r"^blk\.\d+\.", "blk.{i}.", gguf_name)]
+        if info is None:
+            if gguf_name == "output.weight":  # optional: tied to the embedding
+                continue
+            raise ValueError(
+                f"{f.path}: tensor {gguf_name} is missing, but block_count = {n_layers} "
+                f"and the other sizes need it, of shape {want}"
+            )
+        if info.shape != want:
+            raise ValueError(
+                f"{f.path}: tensor {gguf_name} has shape {info.shape}, but the metadata's "
+                f"sizes need {want}"
+            )
+        if info.nbytes is None or info.type_name not in ("F32", "F16", "F64"):
+            raise ValueError(
+                f"{f.path}: tensor {gguf_name} is {info.type_name}; only F32, F16 and "
+                "F64 weights are read"
+            )
+    return {
+        "n_vocab": V,
+        "d_model": d,
+        "n_layers": n_layers,
+        "n_heads": n_heads,
+        "n_kv_heads": n_kv,
+        "d_ff": d_ff,
+        "max_len": max_len,
+        "eps": eps,
+        "rotary_base": base,
+    }
 
 
 def tensor_names(n_layers: int) -> list[str]:
@@ -374,7 +468,13 @@ def load_stories260k(
     if path is None:
         path = verified_path(STORIES260K)
     model = Llama.from_gguf(path, dtype=dtype)
-    return model, LlamaTokenizer.from_gguf(read_gguf(path))
+    tokenizer = LlamaTokenizer.from_gguf(read_gguf(path))
+    if tokenizer.n_vocab != model.config["n_vocab"]:
+        raise ValueError(
+            f"{path}: the tokenizer has {tokenizer.n_vocab} pieces but token_embd.weight "
+            f"has {model.config['n_vocab']} rows: every token id needs one"
+        )
+    return model, tokenizer
 
 
 def stories260k_reference() -> str:

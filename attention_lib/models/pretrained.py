@@ -114,6 +114,32 @@ def shakespeare_dir() -> Path:
     return data_dir() / "checkpoints" / "shakespeare"
 
 
+def _manifest_sha256(manifest: Path, name: str) -> str:
+    """The checkpoint's sha256 from ``manifest``, which must describe ``name``.
+
+    A manifest that is not JSON (a merge-conflict marker), not an object, or
+    that describes another file or model raises
+    :class:`~attention_lib.DataFileError` naming it.
+    """
+    try:
+        data = json.loads(manifest.read_text(encoding="utf8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise DataFileError(
+            f"{manifest} is not valid JSON ({err}); restore it with git checkout"
+        ) from None
+    if not isinstance(data, dict):
+        raise DataFileError(f"{manifest} must be a JSON object, got a {type(data).__name__}")
+    digest = data.get("sha256")
+    if not isinstance(digest, str) or len(digest) != 64 or set(digest) - set("0123456789abcdef"):
+        raise DataFileError(f'{manifest}: "sha256" must be 64 hex digits, got {digest!r}')
+    if data.get("file", name) != name or data.get("model", "TinyGPT") != "TinyGPT":
+        raise DataFileError(
+            f"{manifest} describes {data.get('model')!r} in {data.get('file')!r}, "
+            f"not the TinyGPT in {name}"
+        )
+    return digest
+
+
 def load_shakespeare(
     folder: str | os.PathLike | None = None, verify: bool = True
 ) -> tuple[TinyGPT, CharTokenizer]:
@@ -126,6 +152,10 @@ def load_shakespeare(
     from .train_shakespeare import load_checkpoint
 
     folder = Path(shakespeare_dir() if folder is None else folder)
+    if folder.is_file():
+        raise DataFileError(
+            f"{folder} is a file: pass the folder that holds shakespeare.npz and manifest.json"
+        )
     path = folder / "shakespeare.npz"
     if not path.is_file():
         raise DataFileError(
@@ -136,7 +166,7 @@ def load_shakespeare(
         manifest = folder / "manifest.json"
         if not manifest.is_file():
             raise DataFileError(f"{manifest} is missing: it holds the checkpoint's sha256")
-        expected = json.loads(manifest.read_text(encoding="utf8")).get("sha256")
+        expected = _manifest_sha256(manifest, path.name)
         if sha256(path) != expected:
             raise DataFileError(
                 f"{path} does not match the sha256 in {manifest}: the file "

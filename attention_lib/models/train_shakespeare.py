@@ -15,6 +15,9 @@ Shakespeare, one character a token, and writes into ``DIR`` (default
   and the final validation loss on the last 10% of the text, in consecutive
   windows of the context length (how nanoGPT's split is usually scored).
 
+The checkpoint is evaluated from a staged file, then it and its manifest
+replace the old pair in one step (an interrupt leaves the old pair, loadable).
+
 Training is seeded and deterministic on one machine; across CPUs the BLAS
 kernels round differently, so a retrained model matches the committed one in
 its validation loss (within ``scripts/check-retrain.sh``'s tolerance), not in
@@ -22,15 +25,20 @@ its bits.
 """
 
 import argparse
+import io
 import json
+import os
 import sys
+import tempfile
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ..data.paths import data_dir, sha256, write_atomic
+from .._cli import int_at_least
+from ..data.paths import data_dir, sha256, write_atomic, write_atomic_group
 from ..nn import Adam, clip_grad_norm, softmax_cross_entropy
 from .gpt import TinyGPT
 from .pretrained import shakespeare_dir
@@ -165,25 +173,126 @@ def build_model(cfg: dict, n_vocab: int, rng: np.random.Generator | None = None)
     return model
 
 
-def save_checkpoint(model: TinyGPT, cfg: dict, chars: list[str], path: Path) -> None:
+def checkpoint_arrays(model: TinyGPT, cfg: dict, chars: list[str]) -> dict:
+    """What :func:`save_checkpoint` writes: float16 parameters and the config as JSON."""
     arrays = {k: a.astype(np.float16) for k, a in named_params(model).items()}
     arrays["config"] = np.array(json.dumps({**cfg, "n_vocab": len(chars), "chars": "".join(chars)}))
+    return arrays
+
+
+def save_checkpoint(model: TinyGPT, cfg: dict, chars: list[str], path: Path) -> None:
+    arrays = checkpoint_arrays(model, cfg, chars)
     write_atomic(path, lambda f: np.savez(f, **arrays), mode="wb")
 
 
+#: The longest ``max_len`` a checkpoint without learned positions may claim
+#: (their table is computed, not read from the file, so the file cannot bound it).
+MAX_LEN_LIMIT = 2**16
+
+
+def checkpoint_shapes(cfg: dict) -> dict:
+    """``{name: shape}`` of every array :func:`save_checkpoint` writes for ``cfg`` (no arrays)."""
+    V, d, d_ff = cfg["n_vocab"], cfg["d_model"], cfg["d_ff"]
+    shapes = {"tok.E": (V, d)}
+    if cfg["positions"] == "learned":
+        shapes["pos.E"] = (cfg["max_len"], d)
+    ln = {"gamma": (d,), "beta": (d,)}
+    for i in range(cfg["n_layers"]):
+        block = {f"ln1.{k}": v for k, v in ln.items()} | {f"ln2.{k}": v for k, v in ln.items()}
+        block |= {"attn.W_QKV": (d, 3 * d), "attn.b_QKV": (3 * d,)}
+        block |= {"attn.W_O": (d, d), "attn.b_O": (d,)}
+        block |= {"ffn.fc1.W": (d, d_ff), "ffn.fc1.b": (d_ff,)}
+        block |= {"ffn.fc2.W": (d_ff, d), "ffn.fc2.b": (d,)}
+        shapes |= {f"blocks.{i}.{k}": v for k, v in block.items()}
+    shapes |= {f"ln_f.{k}": v for k, v in ln.items()}
+    return shapes | {"head.W": (d, V), "head.b": (V,)}
+
+
+def checked_config(path: Path) -> dict:
+    """The config of a checkpoint, checked against its arrays' headers (no array is read).
+
+    Raises :class:`~attention_lib.models.seq2seq.CheckpointError` (a ``ValueError``)
+    naming the file for a damaged file, a config that is not a TinyGPT's, or
+    arrays of other shapes than the config claims: nothing is allocated for a
+    model the file does not hold.
+    """
+    from .seq2seq import CheckpointError, _array_headers
+
+    try:
+        headers = _array_headers(path)
+        shape, kind = headers.get("config", ((None,), None))
+        if shape != () or kind is None or kind.kind != "U" or kind.itemsize > 4 * 65536:
+            raise CheckpointError(f"{path}: has no config (a JSON text array named 'config')")
+        with np.load(path, allow_pickle=False) as f:
+            cfg = json.loads(str(f["config"]))
+    except CheckpointError:
+        raise
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as err:
+        raise CheckpointError(
+            f"{path}: not a checkpoint written by save_checkpoint(): {err}"
+        ) from None
+    if not isinstance(cfg, dict):
+        raise CheckpointError(f"{path}: its config is a JSON {type(cfg).__name__}, not an object")
+    for k in ("n_vocab", "d_model", "n_heads", "n_layers", "d_ff", "max_len"):
+        if type(cfg.get(k)) is not int or cfg[k] < 1:
+            raise CheckpointError(
+                f"{path}: the config's {k} must be a positive integer, got {cfg.get(k)!r}"
+            )
+    chars = cfg.get("chars")
+    if not isinstance(chars, str) or len(chars) != cfg["n_vocab"] or len(set(chars)) != len(chars):
+        raise CheckpointError(
+            f"{path}: the config's chars must be {cfg['n_vocab']} distinct characters "
+            f"(one per token), got {str(chars)[:40]!r}"
+        )
+    if cfg.get("positions") not in ("learned", "sinusoidal", "rotary", None):
+        raise CheckpointError(f"{path}: the config's positions {cfg.get('positions')!r} is unknown")
+    if cfg["positions"] != "learned" and cfg["max_len"] > MAX_LEN_LIMIT:
+        raise CheckpointError(f"{path}: the config's max_len must be at most {MAX_LEN_LIMIT}")
+    dropout = cfg.get("dropout", 0.0)
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
+        raise CheckpointError(f"{path}: the config's dropout must be in [0, 1), got {dropout!r}")
+    shapes = checkpoint_shapes(cfg)
+    arrays = {k: v for k, v in headers.items() if k != "config"}
+    missing, unexpected = sorted(set(shapes) - set(arrays)), sorted(set(arrays) - set(shapes))
+    if missing or unexpected:
+        raise CheckpointError(
+            f"{path}: its arrays do not fit its config: missing {missing[:5] or 'none'}"
+            f"{' ...' if len(missing) > 5 else ''}, unexpected {unexpected[:5] or 'none'}"
+        )
+    for k, want in shapes.items():
+        got, kind = arrays[k]
+        if tuple(got) != want or kind.kind != "f":
+            raise CheckpointError(
+                f"{path}: {k} is {kind} {tuple(got)} but its config needs a float array "
+                f"of shape {want}"
+            )
+    return cfg
+
+
 def load_checkpoint(path: str | Path) -> tuple[TinyGPT, list[str]]:
-    """A float32 TinyGPT from a checkpoint written by :func:`save_checkpoint`, and its characters."""
+    """A float32 TinyGPT from a checkpoint written by :func:`save_checkpoint`, and its characters.
+
+    The config is checked against the file's arrays before the model is built
+    (:func:`checked_config`); a non-finite weight is refused, naming the file.
+    """
+    from .seq2seq import CheckpointError
+
+    path = Path(path)
+    cfg = checked_config(path)
     with np.load(path, allow_pickle=False) as f:
-        cfg = json.loads(str(f["config"]))
         model = build_model(cfg, cfg["n_vocab"], np.random.default_rng(0))
         for k, arrays in _slots(model).items():
             widths = np.cumsum([a.shape[-1] for a in arrays])[:-1]
-            for a, part in zip(arrays, np.split(f[k], widths, axis=-1)):
+            value = f[k]
+            if not np.isfinite(value).all():
+                raise CheckpointError(f"{path}: {k} holds NaN or infinity")
+            for a, part in zip(arrays, np.split(value, widths, axis=-1)):
                 a[...] = part.astype(np.float32)
     return model.train(False), list(cfg["chars"])
 
 
-def train(cfg, log=sys.stdout):
+def train(cfg, log=None):
+    log = sys.stdout if log is None else log  # the stream of the call, not of the import
     chars, train_ids, val_ids = load_text()
     model = build_model(cfg, len(chars))
     layers = model.layers()
@@ -224,18 +333,35 @@ def train(cfg, log=sys.stdout):
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m attention_lib.models.train_shakespeare", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--out", default=str(shakespeare_dir()), help="output directory")
-    parser.add_argument("--threads", type=int, default=2, help="BLAS threads (default 2)")
+    parser.add_argument(
+        "--threads", type=int_at_least(1), default=2, help="BLAS threads (default 2)"
+    )
     args = parser.parse_args(argv)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        parser.error(f"--out {out}: cannot make the folder ({err.strerror})")
+    path = out / "shakespeare.npz"
     with threadpool_limits(limits=args.threads, user_api="blas"):
         model, chars, val_ids, curve, wall = train(CONFIG)
-        path = out / "shakespeare.npz"
-        save_checkpoint(model, CONFIG, chars, path)
-        loaded, _ = load_checkpoint(path)
-        val = validation_loss(loaded, val_ids, CONFIG["max_len"])
+        # The checkpoint is evaluated from a file beside it, then it and its manifest
+        # replace the old pair in one step: an interrupt anywhere leaves the old pair.
+        buffer = io.BytesIO()  # the bytes evaluated are the bytes committed
+        np.savez(buffer, **checkpoint_arrays(model, CONFIG, chars))
+        fd, staged = tempfile.mkstemp(dir=out, prefix=".shakespeare.", suffix=".npz")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(buffer.getvalue())
+            loaded, _ = load_checkpoint(staged)
+            val = validation_loss(loaded, val_ids, CONFIG["max_len"])
+            digest = sha256(staged)
+        finally:
+            os.unlink(staged)
     n_params = int(sum(a.size for a in named_params(model).values()))
     manifest = {
         "command": "python -m attention_lib.models.train_shakespeare",
@@ -244,7 +370,7 @@ def main(argv: list[str] | None = None) -> dict:
         "n_vocab": len(chars),
         "parameters": n_params,
         "file": path.name,
-        "sha256": sha256(path),
+        "sha256": digest,
         "weights_dtype": "float16",
         "text": "data/shakespeare/input.txt",
         "text_sha256": sha256(text_path()),
@@ -258,7 +384,12 @@ def main(argv: list[str] | None = None) -> dict:
             "measured_on": "last 10% of the text, consecutive windows of max_len",
         },
     }
-    write_atomic(out / "manifest.json", lambda f: f.write(json.dumps(manifest, indent=1) + "\n"))
+    write_atomic_group(
+        [
+            (path, lambda f: f.write(buffer.getvalue()), "wb"),
+            (out / "manifest.json", lambda f: f.write(json.dumps(manifest, indent=1) + "\n"), "w"),
+        ]
+    )
     print(json.dumps(manifest["evaluation"]), flush=True)
     return manifest
 

@@ -16,7 +16,14 @@ evaluates it on ``test.tsv`` and writes into ``DIR`` (default
 - ``manifest.json``: for each model the configuration, seeds, steps, measured
   wall time, tokens per second, sha256 of the checkpoint and of the tokenizer,
   and the evaluation table. Each run updates its own entry only, and the file
-  is replaced atomically, so the two models can train side by side.
+  is replaced atomically, so the two models can train side by side;
+- ``<model>_float32.npz``: the float32 weights (not committed), whose
+  validation loss is recorded beside the float16 checkpoint's.
+
+Every file of a run stays in ``DIR``. A checkpoint, its float32 copy, its log
+and its manifest entry are replaced together, in one step, so an interrupted
+run leaves the previous set. ``--evaluate-only`` needs only what is committed:
+without a float32 copy it keeps the float32 loss its run recorded.
 
 Training is seeded and deterministic on one machine with a fixed number of
 BLAS threads; across CPUs the kernels round differently, so a retrained model
@@ -26,7 +33,10 @@ the manifest), not in its bits.
 
 import argparse
 import collections
+import hashlib
+import io
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -44,7 +54,8 @@ from ..data.tatoeba import (
     load_references,
     tatoeba_dir,
 )
-from ..data.paths import data_dir, sha256, write_atomic
+from .._cli import int_at_least
+from ..data.paths import data_dir, sha256, write_atomic, write_atomic_group
 from ..nn import Adam, clip_grad_norm
 
 #: Settings of each model. ``steps`` is a full run: about 40 minutes of one core
@@ -169,13 +180,26 @@ def learning_rate(step: int, config: dict) -> float:
 
 
 def train(
-    model, name, config, steps, src, tgt, log_every=25, log=sys.stdout, callback=None, history=None
+    model,
+    name,
+    config,
+    steps,
+    src,
+    tgt,
+    log_every=25,
+    log="stdout",
+    callback=None,
+    history=None,
+    log_at=None,
 ):
     """Train with Adam; returns the log (a list of dicts, one per ``log_every`` steps).
 
     ``callback(step, loss)`` runs after each step; ``history``, if given, is the
     list the log rows are appended to as they come (the callback can read it).
+    ``log_at(step)``, if given, adds a row at the steps it is true for (the
+    checkpoints' steps), so a checkpoint's record is of its own step.
     """
+    log = sys.stdout if log == "stdout" else log  # the stream of the call, not of the import
     rng = np.random.default_rng(config["data_seed"])
     opt = Adam(model.layers(), lr=config["lr"], betas=tuple(config.get("betas", (0.9, 0.999))))
     stream = batches(rng, src, tgt, config["batch"])
@@ -193,7 +217,7 @@ def train(
         opt.step()
         losses.append(loss)
         tokens += int(lengths.sum() + (tout != PAD).sum())
-        if step % log_every == 0 or step == steps:
+        if step % log_every == 0 or step == steps or (log_at is not None and log_at(step)):
             wall = time.perf_counter() - t0
             mean = round(float(np.mean(losses[-log_every:])), 4)
             rows.append({"step": step, "loss": mean, "tokens": tokens, "wall_s": round(wall, 1)})
@@ -239,10 +263,29 @@ def evaluate(
     return table, hyps
 
 
-def write_manifest(out, name, entry):
-    """Update this model's entry of ``manifest.json``, atomically (the other model's is kept)."""
+def read_manifest(out) -> dict:
+    """``out/manifest.json`` (``{}`` if there is none); a damaged one is a one-line error."""
+    from ..data.paths import DataFileError
+
+    path = Path(out) / "manifest.json"
+    if not path.exists():
+        return {}
+    try:
+        manifest = json.loads(path.read_text(encoding="utf8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise DataFileError(f"{path} is not valid JSON ({err}); restore it with git") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("models", {}), dict):
+        raise DataFileError(f'{path} must be a JSON object whose "models" is an object')
+    return manifest
+
+
+def write_manifest(out, name, entry, together=()):
+    """Update this model's entry of ``manifest.json``, atomically (the other model's is kept).
+
+    ``together``: more ``(path, write, mode)`` files replaced in the same step.
+    """
     path = out / "manifest.json"
-    manifest = json.loads(path.read_text(encoding="utf8")) if path.exists() else {}
+    manifest = read_manifest(out)
     manifest.setdefault(
         "data",
         {
@@ -253,7 +296,8 @@ def write_manifest(out, name, entry):
     )
     manifest.setdefault("models", {})[name] = entry
     manifest["retrain_tolerance_bleu"] = RETRAIN_TOLERANCE_BLEU
-    write_atomic(path, lambda f: f.write(json.dumps(manifest, indent=1, sort_keys=True) + "\n"))
+    text = json.dumps(manifest, indent=1, sort_keys=True) + "\n"
+    write_atomic_group([*together, (path, lambda f: f.write(text), "w")])
 
 
 def save_checkpoint(model, name, path, steps):
@@ -289,14 +333,31 @@ def evaluate_checkpoint(name, out, tok, entry):
     t1 = time.perf_counter()
     table, hyps = evaluate(model, tok)
     greedy_s = time.perf_counter() - t1
-    (out / f"{name}_test_greedy.txt").write_text("\n".join(hyps) + "\n", encoding="utf8")
+    write_atomic(out / f"{name}_test_greedy.txt", lambda f: f.write("\n".join(hyps) + "\n"))
     entry["evaluation"] = {"greedy": table, "greedy_test_seconds": round(greedy_s, 1)}
     beam_table, beam_hyps = evaluate(model, tok, beam=BEAM)
-    (out / f"{name}_test_beam.txt").write_text("\n".join(beam_hyps) + "\n", encoding="utf8")
+    write_atomic(out / f"{name}_test_beam.txt", lambda f: f.write("\n".join(beam_hyps) + "\n"))
     entry["evaluation"]["beam"] = {"beam": BEAM, "length_penalty": LENGTH_PENALTY, **beam_table}
     write_manifest(out, name, entry)
     print(json.dumps(entry["evaluation"], indent=1), flush=True)
     return entry
+
+
+def float32_copy(out: Path, name: str) -> Path:
+    """Where a run keeps its float32 weights (not committed), inside its ``--out``.
+
+    The float16 checkpoint's validation loss is compared with theirs.
+    """
+    return Path(out) / f"{name}_float32.npz"
+
+
+def checkpoint_bytes(model, steps) -> bytes:
+    """The ``.npz`` :func:`save_checkpoint` writes, as bytes (hashed before it is written)."""
+    buffer = io.BytesIO()
+    arrays = {k: a.astype(np.float16) for k, a in model.state_dict().items()}
+    arrays["config"] = np.array(json.dumps({**model.config, "train_steps": steps}, sort_keys=True))
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
 
 
 def record(model, name, config, out, history, wall, cpu, n_pairs, tok):
@@ -304,15 +365,19 @@ def record(model, name, config, out, history, wall, cpu, n_pairs, tok):
 
     The learning rate depends on the step only (not on the total), so the
     checkpoint written after ``k`` steps is exactly what ``--steps k`` trains.
+    ``history[-1]`` must be the row of this step. The checkpoint, its float32
+    copy, the log and the manifest are replaced in one step
+    (:func:`~attention_lib.data.paths.write_atomic_group`): an interrupt leaves
+    the previous set, never a checkpoint without its manifest entry.
     """
     steps = history[-1]["step"]
     path = out / f"{name}.npz"
-    save_checkpoint(model, name, path, steps)
-    np.savez(FLOAT32_COPY.format(name=name), **model.state_dict())
-    (out / f"{name}_log.json").write_text(json.dumps(history) + "\n", encoding="utf8")
+    data = checkpoint_bytes(model, steps)
+    float32 = io.BytesIO()
+    np.savez(float32, **model.state_dict())
     entry = {
         "file": path.name,
-        "sha256": sha256(path),
+        "sha256": hashlib.sha256(data).hexdigest(),
         "tokenizer_sha256": sha256(tatoeba_dir() / "bpe.json"),
         "parameters": int(model.n_params()),
         "config": {**config, "steps": steps},
@@ -328,24 +393,61 @@ def record(model, name, config, out, history, wall, cpu, n_pairs, tok):
         "command": f"python -m attention_lib.models.train_translation --model {name}"
         f" --steps {steps} --threads {config['threads']}",
     }
-    write_manifest(out, name, entry)
+    write_manifest(
+        out,
+        name,
+        entry,
+        together=[
+            (path, lambda f: f.write(data), "wb"),
+            (float32_copy(out, name), lambda f: f.write(float32.getvalue()), "wb"),
+            (out / f"{name}_log.json", lambda f: f.write(json.dumps(history) + "\n"), "w"),
+        ],
+    )
     return entry
 
 
-#: Where each snapshot's float32 weights go (not committed): the float16
-#: checkpoint's validation loss is compared with theirs.
-FLOAT32_COPY = "/tmp/translation_{name}_float32.npz"
+def argv_has(argv, flag):
+    """Whether ``flag`` was given on the command line (``flag N`` or ``flag=N``)."""
+    argv = sys.argv[1:] if argv is None else argv
+    return any(a == flag or a.startswith(flag + "=") for a in argv)
+
+
+def _evaluation_inputs(out: Path, name: str, tok: Tokenizer):
+    """``(entry, float32 model or None)`` for ``--evaluate-only``, from ``out`` alone.
+
+    The float32 copy is a run's own file under ``--out``; a fresh clone has the
+    committed float16 checkpoint only, and then the float32 validation loss
+    recorded by the run that trained it is kept (``None`` is returned).
+    """
+    from ..translate import manifest_entry
+
+    entry = manifest_entry(out, name)
+    load_checkpoint(name, out / entry["file"])  # checked: one error naming the file
+    copy = float32_copy(out, name)
+    if not copy.is_file():
+        return entry, None
+    model = build_model(name, len(tok), CONFIGS[name])
+    try:
+        with np.load(copy, allow_pickle=False) as f:
+            model.load_state_dict({k: f[k] for k in f.files})
+    except (OSError, ValueError, KeyError, EOFError) as err:
+        raise ValueError(f"{copy}: not the float32 weights of this model ({err})") from None
+    return entry, model
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m attention_lib.models.train_translation", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--model", required=True, choices=sorted(CONFIGS))
-    parser.add_argument("--steps", type=int, help="override the configured step count")
-    parser.add_argument("--threads", type=int, help="BLAS threads (default: the config's)")
+    parser.add_argument("--steps", type=int_at_least(1), help="override the configured step count")
+    parser.add_argument(
+        "--threads", type=int_at_least(1), help="BLAS threads (default: the config's)"
+    )
     parser.add_argument("--out", default=str(checkpoint_dir()), help="output directory")
     parser.add_argument(
         "--save-every",
-        type=int,
+        type=int_at_least(1),
         default=50,
         help="write the checkpoint and manifest entry every N steps",
     )
@@ -355,21 +457,39 @@ def main(argv: list[str] | None = None) -> dict:
         help="evaluate the checkpoint in --out and update the manifest",
     )
     args = parser.parse_args(argv)
+    given = [
+        f
+        for f, v in (("--steps", args.steps), ("--save-every", argv_has(argv, "--save-every")))
+        if v
+    ]
+    if args.evaluate_only and given:
+        parser.error(
+            f"--evaluate-only evaluates what --out holds: {' and '.join(given)} do not apply"
+        )
     name, config = args.model, dict(CONFIGS[args.model])
-    if args.steps:
+    if args.steps is not None:
         config["steps"] = args.steps
-    if args.threads:
+    if args.threads is not None:
         config["threads"] = args.threads
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        parser.error(f"--out {out}: cannot make the folder ({err.strerror})")
+    if not os.access(out, os.W_OK):
+        parser.error(f"--out {out} is not writable")
+    if not args.evaluate_only:
+        try:  # a damaged manifest is found now, not at the first save after minutes of training
+            read_manifest(out)
+        except OSError as err:
+            parser.error(f"cannot update --out {out}: {err}")
     tok = Tokenizer.load()
     with threadpool_limits(config["threads"]):
         if args.evaluate_only:
-            manifest = json.loads((out / "manifest.json").read_text(encoding="utf8"))
-            entry = manifest["models"][name]
-            model = build_model(name, len(tok), CONFIGS[name])
-            with np.load(FLOAT32_COPY.format(name=name), allow_pickle=False) as f:
-                model.load_state_dict({k: f[k] for k in f.files})
+            try:
+                entry, model = _evaluation_inputs(out, name, tok)
+            except (OSError, ValueError) as err:
+                parser.exit(1, f"{parser.prog}: error: {err}\n")
         else:
             src, tgt = encode_pairs(tok, load_pairs("train"))
             model = build_model(name, len(tok), config)
@@ -401,11 +521,23 @@ def main(argv: list[str] | None = None) -> dict:
                 if step % args.save_every == 0 and step < config["steps"]:
                     save()
 
+            def checkpoint_step(step):
+                return step % args.save_every == 0
+
             train(
-                model, name, config, config["steps"], src, tgt, callback=snapshot, history=history
+                model,
+                name,
+                config,
+                config["steps"],
+                src,
+                tgt,
+                callback=snapshot,
+                history=history,
+                log_at=checkpoint_step,
             )
             entry, model = save(), averaged
-        entry["validation_loss_float32"] = validation_loss(model, name, tok)
+        if model is not None:  # the float32 weights of this run (or of its copy under --out)
+            entry["validation_loss_float32"] = validation_loss(model, name, tok)
         entry["validation_loss_float16"] = validation_loss(
             load_checkpoint(name, out / f"{name}.npz"), name, tok
         )

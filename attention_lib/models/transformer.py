@@ -25,11 +25,13 @@ every parameter against central differences in float64 and against PyTorch's
 """
 
 import json
+import zipfile
 from pathlib import Path
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
+from .._checks import as_float_dtype, as_int
 from ..data.paths import write_atomic
 from ..masks import padding_mask
 from ..nn.block import Composite, FeedForward
@@ -144,6 +146,15 @@ def label_smoothed_cross_entropy(
     The paper's label smoothing (Szegedy et al., 2016), as
     ``torch.nn.functional.cross_entropy(..., label_smoothing=eps, ignore_index=PAD)``.
 
+    Parameters
+    ----------
+    logits : ndarray (..., V)
+    targets : ndarray of int (...)
+        Class ids in ``[0, V)``, or ``ignore``.
+    smoothing : float in [0, 1]
+        ``eps``; outside that range a ``ValueError``, as PyTorch's.
+    ignore : int
+
     Returns
     -------
     loss : float
@@ -151,6 +162,26 @@ def label_smoothed_cross_entropy(
         ``(softmax(z) - q) / N`` on the kept rows, 0 on padding.
     """
     V = logits.shape[-1]
+    if isinstance(smoothing, (bool, np.bool_)) or not isinstance(
+        smoothing, (int, float, np.integer, np.floating)
+    ):
+        raise TypeError(f"smoothing must be a number in [0, 1], got {smoothing!r}")
+    if not 0.0 <= smoothing <= 1.0:  # NaN too; PyTorch's label_smoothing refuses the same
+        raise ValueError(f"smoothing must be between 0.0 and 1.0, got {smoothing!r}")
+    targets = np.asarray(targets)
+    if targets.dtype.kind not in "iu" or targets.shape != logits.shape[:-1]:
+        raise ValueError(
+            f"targets must be integers of shape {logits.shape[:-1]} (one class per "
+            f"row of logits), got {targets.dtype} {targets.shape}"
+        )
+    if np.isnan(logits).any() or np.isposinf(logits).any():
+        raise ValueError("logits contain NaN or +inf: the loss would be NaN")
+    bad = (targets != ignore) & ((targets < 0) | (targets >= V))
+    if bad.any():
+        raise ValueError(
+            f"targets must be class ids in [0, {V}) (or {ignore}, ignored), "
+            f"got {int(targets[bad][0])}"
+        )
     keep = targets != ignore
     n = max(int(keep.sum()), 1)
     z = logits - logits.max(axis=-1, keepdims=True)
@@ -214,6 +245,12 @@ class Transformer(Composite):
         seed=0,
         dtype=np.float32,
     ):
+        # Checked before anything is drawn, as the other models' constructors do.
+        n_vocab = as_int(n_vocab, "n_vocab", minimum=3)  # <pad>, <bos>, <eos> and more
+        d_model, n_heads = as_int(d_model, "d_model", 1), as_int(n_heads, "n_heads", 1)
+        d_ff, n_layers = as_int(d_ff, "d_ff", 1), as_int(n_layers, "n_layers", 1)
+        max_len, seed = as_int(max_len, "max_len", 1), as_int(seed, "seed", 0)
+        dtype = as_float_dtype(dtype)
         self.config = {
             "model": "Transformer",
             "n_vocab": int(n_vocab),
@@ -259,16 +296,38 @@ class Transformer(Composite):
             + self.pe[start : start + T]
         )
 
+    def _token_ids(self, ids: ArrayLike, name: str) -> np.ndarray:
+        """``ids`` as a (B, T) int64 array of ids in ``[0, n_vocab)``, or a one-line error."""
+        ids = np.asarray(ids)
+        if ids.dtype.kind not in "iu" and not (ids.size == 0 and ids.dtype.kind == "f"):
+            raise TypeError(f"{name} must be integer token ids, got dtype {ids.dtype}")
+        if ids.ndim != 2:
+            raise ValueError(f"{name} must have shape (B, T), got {ids.shape}")
+        ids = ids.astype(np.int64, copy=False)
+        V = self.emb.params["E"].shape[0]
+        bad = (ids < 0) | (ids >= V)
+        if bad.any():
+            raise ValueError(f"{name} must be token ids in [0, {V}), got {int(ids[bad][0])}")
+        return ids
+
     def encode(self, src: ArrayLike, lengths: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """The memory ``M`` (B, S, d_model) and the source mask (B, 1, 1, S)."""
-        src = np.asarray(src)
-        lengths = np.asarray(lengths, dtype=np.int64)
-        if src.ndim != 2 or lengths.shape != (src.shape[0],):
+        src = self._token_ids(src, "src")
+        lengths = np.asarray(lengths)
+        if lengths.dtype.kind not in "iu":
+            raise TypeError(f"lengths must be integers, got dtype {lengths.dtype}")
+        if lengths.shape != (src.shape[0],):
             raise ValueError(
                 f"src must be (B, S) and lengths (B,), got {src.shape} and {lengths.shape}"
             )
+        lengths = lengths.astype(np.int64)
         if lengths.size and lengths.min() < 1:
             raise ValueError("lengths must be at least 1: every sentence needs a token")
+        if lengths.size and lengths.max() > src.shape[1]:
+            raise ValueError(
+                f"lengths must be at most the padded width S = {src.shape[1]}, "
+                f"got {int(lengths.max())}"
+            )
         mask = padding_mask(lengths, src.shape[1])[:, None, None, :]
         x = self.embed(src)
         for layer in self.encoder:
@@ -278,7 +337,12 @@ class Transformer(Composite):
 
     def _decode_hidden(self, tgt_in, memory, src_mask):
         """The decoder's final hidden states (B, T, d_model), kept for :meth:`backward`."""
-        y = self.embed(np.asarray(tgt_in))
+        tgt_in = self._token_ids(tgt_in, "tgt_in")
+        if tgt_in.shape[0] != memory.shape[0]:
+            raise ValueError(
+                f"tgt_in has {tgt_in.shape[0]} sentences but the source has {memory.shape[0]}"
+            )
+        y = self.embed(tgt_in)
         for layer in self.decoder:
             y = layer.forward(y, memory, src_mask)
         self._h = self.dec_ln.forward(y)
@@ -307,9 +371,9 @@ class Transformer(Composite):
         Only the non-padding positions go through the output layer: padding
         contributes nothing to the loss, so its logits are never computed.
         """
+        tgt_out = self._token_ids(tgt_out, "tgt_out")  # before anything changes
         memory, mask = self.encode(src, lengths)
         h = self._decode_hidden(tgt_in, memory, mask)
-        tgt_out = np.asarray(tgt_out)
         if tgt_out.shape != h.shape[:2]:
             raise ValueError(
                 f"tgt_out must have the shape of tgt_in {h.shape[:2]}, got {tgt_out.shape}"
@@ -458,15 +522,102 @@ def save(model: Transformer, path: str | Path, dtype: DTypeLike = np.float16, **
     write_atomic(path, lambda f: np.savez(f, **arrays), mode="wb")
 
 
+#: The longest ``max_len`` a checkpoint may claim: its positions' table,
+#: ``(max_len, d_model)``, is not in the file, so it cannot be checked against it.
+MAX_LEN_LIMIT = 2**16
+
+
+def param_shapes(n_vocab: int, d_model: int, n_heads: int, d_ff: int, n_layers: int) -> dict:
+    """``{name: shape}`` of every parameter of a :class:`Transformer` of these sizes (no arrays)."""
+    d = d_model
+    attn = {f"W_{x}": (d, d) for x in "QKVO"} | {f"b_{x}": (d,) for x in "QKVO"}
+    ln = {"gamma": (d,), "beta": (d,)}
+    ffn = {"fc1.W": (d, d_ff), "fc1.b": (d_ff,), "fc2.W": (d_ff, d), "fc2.b": (d,)}
+    shapes = {"emb.E": (n_vocab, d)}
+    for i in range(n_layers):
+        parts = {"ln1": ln, "self_attn": attn, "ln2": ln, "ffn": ffn}
+        shapes |= {f"encoder.{i}.{p}.{k}": v for p, d_ in parts.items() for k, v in d_.items()}
+    shapes |= {f"enc_ln.{k}": v for k, v in ln.items()}
+    for i in range(n_layers):
+        parts = {"ln1": ln, "self_attn": attn, "ln2": ln, "cross_attn": attn, "ln3": ln}
+        parts["ffn"] = ffn
+        shapes |= {f"decoder.{i}.{p}.{k}": v for p, d_ in parts.items() for k, v in d_.items()}
+    return shapes | {f"dec_ln.{k}": v for k, v in ln.items()}
+
+
 def load(path: str | Path, dtype: DTypeLike = np.float32) -> Transformer:
-    """Read a model written by :func:`save` (``allow_pickle=False``)."""
-    with np.load(path, allow_pickle=False) as f:
-        config = json.loads(str(f["config"]))
-        kwargs = {
-            k: config[k]
-            for k in ("n_vocab", "d_model", "n_heads", "d_ff", "n_layers", "max_len", "seed")
-        }
-        model = Transformer(**kwargs, dtype=dtype)
-        model.load_state_dict({k: f[k] for k in f.files if k != "config"})
+    """Read a model written by :func:`save` (``allow_pickle=False``).
+
+    Everything is checked before the model is built: the file is a zip of
+    arrays with a JSON config naming a Transformer, every size in it is a
+    positive integer (``max_len`` at most :data:`MAX_LEN_LIMIT`), and every
+    array has the shape the config implies, with nothing missing or extra, so a
+    config claiming a 2 GB model in a 4 MB file allocates nothing.
+
+    Raises
+    ------
+    FileNotFoundError
+        If there is no file at ``path``.
+    CheckpointError
+        (a ``ValueError``) naming the file and the fault, for anything else.
+    """
+    from .seq2seq import CheckpointError, _array_headers
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such checkpoint file")
+    try:
+        headers = _array_headers(path)
+        shape, kind = headers.get("config", ((None,), None))
+        if shape != () or kind is None or kind.kind != "U" or kind.itemsize > 4 * 65536:
+            raise CheckpointError(f"{path}: has no config (a JSON text array named 'config')")
+        with np.load(path, allow_pickle=False) as f:
+            config = json.loads(str(f["config"]))
+    except CheckpointError:
+        raise
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as err:
+        raise CheckpointError(
+            f"{path}: not a Transformer checkpoint written by save(): {err}"
+        ) from None
+    if not isinstance(config, dict) or config.get("model") != "Transformer":
+        what = config.get("model") if isinstance(config, dict) else type(config).__name__
+        raise CheckpointError(f"{path}: its config names model {what!r}, not 'Transformer'")
+    keys = ("n_vocab", "d_model", "n_heads", "d_ff", "n_layers", "max_len", "seed")
+    for k in keys:
+        v = config.get(k)
+        if type(v) is not int or v < (0 if k == "seed" else 1):
+            raise CheckpointError(
+                f"{path}: the config's {k} must be a {'non-negative' if k == 'seed' else 'positive'}"
+                f" integer, got {v!r}"
+            )
+    if config["max_len"] > MAX_LEN_LIMIT or config["d_model"] % config["n_heads"]:
+        raise CheckpointError(
+            f"{path}: the config's max_len {config['max_len']} (at most {MAX_LEN_LIMIT}) or "
+            f"its n_heads {config['n_heads']} (which must divide d_model {config['d_model']}) "
+            "is not one a Transformer can have"
+        )
+    shapes = param_shapes(
+        *(config[k] for k in ("n_vocab", "d_model", "n_heads", "d_ff", "n_layers"))
+    )
+    arrays = {k: v for k, v in headers.items() if k != "config"}
+    missing, unexpected = sorted(set(shapes) - set(arrays)), sorted(set(arrays) - set(shapes))
+    if missing or unexpected:
+        raise CheckpointError(
+            f"{path}: its arrays do not fit its config: missing {missing[:5] or 'none'}"
+            f"{' ...' if len(missing) > 5 else ''}, unexpected {unexpected[:5] or 'none'}"
+        )
+    for k, want in shapes.items():
+        got, kind = arrays[k]
+        if tuple(got) != want or kind.kind != "f":
+            raise CheckpointError(
+                f"{path}: {k} is {kind} {tuple(got)} but its config needs a float array of "
+                f"shape {want}"
+            )
+    model = Transformer(**{k: config[k] for k in keys}, dtype=as_float_dtype(dtype))
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            model.load_state_dict({k: f[k] for k in shapes})
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as err:
+        raise CheckpointError(f"{path}: {err}") from None
     model.config = config
     return model

@@ -58,6 +58,8 @@ def softmax_cross_entropy(logits: ArrayLike, targets: ArrayLike) -> tuple[float,
         )
     if t.min() < 0 or t.max() >= z.shape[-1]:
         raise ValueError(f"targets must lie in [0, {z.shape[-1]})")
+    if np.isnan(z).any() or np.isposinf(z).any():
+        raise ValueError("logits contain NaN or +inf: the loss would be NaN")
     log_p = log_softmax(z, axis=-1)
     picked = np.take_along_axis(log_p, t[..., None], axis=-1)
     n = t.size
