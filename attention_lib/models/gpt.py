@@ -163,7 +163,11 @@ class TinyGPT(Composite):
         """
         return [RollingKVCache(window, sinks) for _ in self.blocks]
 
-    def forward(self, tokens: ArrayLike, cache: list[KVCache] | None = None) -> np.ndarray:
+    def forward(
+        self,
+        tokens: ArrayLike,
+        cache: list[KVCache] | None = None,
+    ) -> np.ndarray:
         """Logits (B, T, n_vocab) for ``tokens`` (B, T).
 
         With a ``cache`` (from :meth:`new_cache`), ``tokens`` continue the
