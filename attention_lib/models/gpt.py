@@ -176,18 +176,19 @@ class TinyGPT(Composite):
         """
         tokens = as_numeric(tokens, "tokens")
         if tokens.ndim != 2:
-            raise ValueError(f"tokens must have shape (B, T), got {tokens.shape}")
+            shape = tokens.shape
+            raise ValueError(f"tokens must have shape (B, T), got {shape}")
         start = 0 if cache is None else cache[0].position
         T = tokens.shape[1]
         relative = self.positions in ("rotary", "alibi", None)
-        if cache is not None and isinstance(cache[0], RollingKVCache) and relative:
+        rolling = cache is not None and isinstance(cache[0], RollingKVCache)
+        if rolling and relative:
             longest = len(cache[0]) + T  # positions inside the cache
         else:
             longest = start + T
         if longest > self.max_len:
-            raise ValueError(
-                f"the sequence would be {longest} tokens long but max_len = {self.max_len}"
-            )
+            have = f"the sequence would be {longest} tokens long"
+            raise ValueError(f"{have} but max_len = {self.max_len}")
         x = self.tok.forward(tokens)  # (B, T, d_model)
         if self.positions == "learned":
             x = x + self.pos.forward(np.arange(start, start + T))
