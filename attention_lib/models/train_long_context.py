@@ -31,9 +31,9 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ..data.paths import data_dir, sha256, write_atomic
-from ..nn import Adam, clip_grad_norm, softmax_cross_entropy
+from ..nn import Adam
 from .gpt import TinyGPT
-from .train_shakespeare import learning_rate, load_text, random_windows, text_path
+from .train_shakespeare import load_text, random_windows, text_path, train_step
 
 #: One size for every run: smaller than chapter 12's model (d_model 192, 4
 #: layers), so that six runs fit the 2-core machine shared with other work.
@@ -141,15 +141,8 @@ def train(cfg, log=sys.stdout, start=None):
     curve, recent, loads = {"step": [], "train": [], "val": []}, [], []
     t0 = time.perf_counter()
     for step in range(1, cfg["steps"] + 1):
-        model.train(True)
         x, y = random_windows(data_rng, train_ids, batch, cfg["context"])
-        logits = model.forward(x)
-        loss, dlogits = softmax_cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-        model.backward(dlogits.reshape(logits.shape).astype(np.float32))
-        clip_grad_norm(layers, cfg["clip"])
-        opt.lr = learning_rate(step, cfg)
-        opt.step()
-        recent.append(loss)
+        recent.append(train_step(model, layers, opt, x, y, step, cfg))
         if step % cfg["eval_every"] == 0 or step == cfg["steps"]:
             model.train(False)
             val = loss_by_position(model, eval_x, cfg["context"]).mean()

@@ -33,9 +33,9 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ..data.paths import data_dir, sha256, write_atomic
-from ..nn import Adam, clip_grad_norm, softmax_cross_entropy
+from ..nn import Adam, softmax_cross_entropy
 from .kv_variants import build_variant, load_variant, mean_pool_kv, save_variant
-from .train_shakespeare import learning_rate, load_text, random_windows, text_path, validation_loss
+from .train_shakespeare import load_text, random_windows, text_path, train_step, validation_loss
 
 BASE = {
     "d_model": 128,
@@ -95,15 +95,8 @@ def train_run(cfg, chars, train_ids, val_ids, model, log=sys.stdout):
     curve = {"step": [], "train": [], "val": []}
     recent, t0 = [], time.perf_counter()
     for step in range(1, cfg["steps"] + 1):
-        model.train(True)
         x, y = random_windows(data_rng, train_ids, cfg["batch"], cfg["max_len"])
-        logits = model.forward(x)
-        loss, dlogits = softmax_cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-        model.backward(dlogits.reshape(logits.shape).astype(np.float32))
-        clip_grad_norm(layers, cfg["clip"])
-        opt.lr = learning_rate(step, cfg)
-        opt.step()
-        recent.append(loss)
+        recent.append(train_step(model, layers, opt, x, y, step, cfg))
         if step % cfg["eval_every"] == 0 or step == cfg["steps"]:
             model.train(False)
             x, y = random_windows(eval_rng, val_ids, 64, cfg["max_len"])

@@ -131,6 +131,22 @@ def learning_rate(step: int, cfg: dict) -> float:
 _FUSED = {"W_QKV": ("W_Q", "W_K", "W_V"), "b_QKV": ("b_Q", "b_K", "b_V")}
 
 
+def train_step(model, layers, opt, x, y, step: int, cfg: dict) -> float:
+    """One step on the batch ``(x, y)``: forward, cross-entropy, backward, clip, Adam.
+
+    The learning rate is :func:`learning_rate` at ``step``; returns the loss.
+    The Shakespeare, long-context and serving trainers share it.
+    """
+    model.train(True)
+    logits = model.forward(x)
+    loss, dlogits = softmax_cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+    model.backward(dlogits.reshape(logits.shape).astype(np.float32))
+    clip_grad_norm(layers, cfg["clip"])
+    opt.lr = learning_rate(step, cfg)
+    opt.step()
+    return loss
+
+
 def _slots(model):
     """``{name in the file: [arrays of the model it holds, side by side]}``."""
     layers = [("tok", model.tok)] + ([("pos", model.pos)] if hasattr(model, "pos") else [])
@@ -303,15 +319,8 @@ def train(cfg, log=None):
     recent = []
     t0 = time.perf_counter()
     for step in range(1, cfg["steps"] + 1):
-        model.train(True)
         x, y = random_windows(data_rng, train_ids, cfg["batch"], cfg["max_len"])
-        logits = model.forward(x)
-        loss, dlogits = softmax_cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-        model.backward(dlogits.reshape(logits.shape).astype(np.float32))
-        clip_grad_norm(layers, cfg["clip"])
-        opt.lr = learning_rate(step, cfg)
-        opt.step()
-        recent.append(loss)
+        recent.append(train_step(model, layers, opt, x, y, step, cfg))
         if step % cfg["eval_every"] == 0 or step == cfg["steps"]:
             model.train(False)
             windows = (
