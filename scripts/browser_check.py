@@ -1541,14 +1541,24 @@ def main(argv=None):
         action="store_true",
         help="check a tiny hand-made site with known faults instead",
     )
+    parser.add_argument(
+        "--shard",
+        default="1/1",
+        metavar="K/N",
+        help="check only the K-th of every N pages of the table of contents (1/2 and 2/2 "
+        "in two processes check every page on two cores; scripts/check-browser.sh)",
+    )
     args = parser.parse_args(argv)
+    shard = re.fullmatch(r"([1-9]\d*)/([1-9]\d*)", args.shard)
+    if not shard or int(shard[1]) > int(shard[2]):
+        parser.error(f"--shard must be K/N with 1 <= K <= N, got {args.shard!r}")
 
     if args.self_test:
         self_test(args.chromium, args.axe)
         return 0
 
     started = time.monotonic()
-    pages = toc_pages(args.toc)
+    pages = toc_pages(args.toc)[int(shard[1]) - 1 :: int(shard[2])]
     results = check_site(
         args.site,
         pages,
@@ -1562,7 +1572,8 @@ def main(argv=None):
     )
     failed = [p for p, problems in results.items() if problems]
     print(
-        f"checked {len(pages)} pages ({sum(ch for _, ch, _ in pages)} chapters, "
+        (f"shard {args.shard}: " if args.shard != "1/1" else "")
+        + f"checked {len(pages)} pages ({sum(ch for _, ch, _ in pages)} chapters, "
         f"{sum(nb for _, _, nb in pages)} notebooks) in {time.monotonic() - started:.1f} s"
         + (f"; screenshots in {args.screenshots}/" if args.screenshots else "")
         + ("; layout checks REPORT ONLY" if args.report_only else "")

@@ -73,27 +73,39 @@ timeout --kill-after=15 300 "$python" scripts/browser_check.py --chromium "$CHRO
     --self-test > "$self_log" 2>&1 &
 self_pid=$!
 
-# Then the book itself. (Every wait inside is bounded too; `timeout` is the backstop.)
-# The layout checks (overflow, figure size and sharpness, cell length) fail
-# the check. LAYOUT_REPORT_ONLY=--report-only prints their findings without
-# failing, for a branch whose chapters are still being rewritten.
+# Then the book itself, in two processes side by side (every other page of the
+# table of contents each: --shard), one per core. (Every wait inside is bounded
+# too; `timeout` is the backstop.) The layout checks (overflow, figure size and
+# sharpness, cell length) fail the check. LAYOUT_REPORT_ONLY=--report-only prints
+# their findings without failing, for a branch whose chapters are still being
+# rewritten. BROWSER_SCREENSHOTS=0 skips the full-page screenshots (the test
+# command does: a screenshot of a 16,000-px page costs seconds and CI does not
+# look at them); they go to _build/screenshots/ otherwise.
 LAYOUT_REPORT_ONLY=${LAYOUT_REPORT_ONLY-}
-timeout --kill-after=15 900 "$python" scripts/browser_check.py --chromium "$CHROMIUM" \
-    --site _build/html --toc _toc.yml --screenshots _build/screenshots ${LAYOUT_REPORT_ONLY:+"$LAYOUT_REPORT_ONLY"} "$@" \
-    > "$self_log.site" 2>&1 || site_rc=$?
+shots=(--screenshots _build/screenshots)
+if [ "${BROWSER_SCREENSHOTS:-1}" = 0 ]; then shots=(); fi
+site_pids=()
+for k in 1 2; do
+    timeout --kill-after=15 900 "$python" scripts/browser_check.py --chromium "$CHROMIUM" \
+        --site _build/html --toc _toc.yml --shard "$k/2" "${shots[@]}" \
+        ${LAYOUT_REPORT_ONLY:+"$LAYOUT_REPORT_ONLY"} "$@" > "$self_log.site$k" 2>&1 &
+    site_pids+=($!)
+done
+site_rc=0
+for pid in "${site_pids[@]}"; do wait "$pid" || site_rc=$?; done
 self_rc=0
 wait "$self_pid" || self_rc=$?
 cat "$self_log"
 if [ "$self_rc" -ne 0 ]; then
-    cat "$self_log.site"
-    rm -f "$self_log" "$self_log.site"
+    cat "$self_log.site1" "$self_log.site2"
+    rm -f "$self_log" "$self_log.site1" "$self_log.site2"
     echo "==> browser self-test FAILED (exit $self_rc): the checker cannot be trusted"
     exit "$self_rc"
 fi
-cat "$self_log.site"
-rm -f "$self_log" "$self_log.site"
-echo "==> browser self-test and check of the site, side by side: $((SECONDS - t1)) s (total with install: $((SECONDS - t0)) s)"
-if [ "${site_rc:-0}" -ne 0 ]; then exit "$site_rc"; fi
+cat "$self_log.site1" "$self_log.site2"
+rm -f "$self_log" "$self_log.site1" "$self_log.site2"
+echo "==> browser self-test and check of the site (two shards), side by side: $((SECONDS - t1)) s (total with install: $((SECONDS - t0)) s)"
+if [ "$site_rc" -ne 0 ]; then exit "$site_rc"; fi
 
 # The live model widgets (attention_lib.widget_html): each loads its model on first use,
 # writes or translates for a typed prompt, draws a heat map, reacts to a slider, and

