@@ -318,7 +318,11 @@ class _eval:
 
 
 #: Draft models ``python -m attention_lib.generate --draft NAME`` knows: name -> (file, target).
-DRAFTS = {"one-layer": ("draft.npz", "shakespeare"), "lookup": (None, None)}
+DRAFTS = {
+    "one-layer": ("draft.npz", "shakespeare"),
+    "ngram": ("ngram_draft.npz", "shakespeare"),
+    "lookup": (None, None),
+}
 #: Tokens drafted per round by the command line (the chapter measures k = 1 to 8).
 SPEC_K = 4
 
@@ -326,7 +330,9 @@ SPEC_K = 4
 def load_draft(name: str, n_vocab: int | None = None):
     """A draft model of :data:`DRAFTS`, its sha256 checked against its manifest.
 
-    ``"lookup"`` is :class:`PromptLookup` over ``n_vocab`` tokens.
+    ``"lookup"`` is :class:`PromptLookup` over ``n_vocab`` tokens; ``"ngram"``
+    the table distilled from the Shakespeare model
+    (:mod:`attention_lib.models.ngram_draft`, manifest ``ngram_draft.json``).
     """
     import json
 
@@ -340,15 +346,22 @@ def load_draft(name: str, n_vocab: int | None = None):
         return PromptLookup(n_vocab)
     folder = default_dir()
     path = folder / DRAFTS[name][0]
-    manifest = folder / "manifest.json"
+    ngram = name == "ngram"
+    manifest = folder / ("ngram_draft.json" if ngram else "manifest.json")
     if not path.is_file() or not manifest.is_file():
+        maker = "ngram_draft" if ngram else "train_serving --only draft"
         raise DataFileError(
             f"{path} is missing: it is committed with the repository, or made by "
-            "python -m attention_lib.models.train_serving --only draft"
+            f"python -m attention_lib.models.{maker}"
         )
-    entry = json.loads(manifest.read_text(encoding="utf8"))["runs"]["draft"]
+    entry = json.loads(manifest.read_text(encoding="utf8"))
+    entry = entry if ngram else entry["runs"]["draft"]
     if sha256(path) != entry["sha256"]:
         raise DataFileError(f"{path} does not match the sha256 in {manifest}")
+    if ngram:
+        from .ngram_draft import NgramDraft
+
+        return NgramDraft.load(path)
     return load_variant(path)[0]
 
 
