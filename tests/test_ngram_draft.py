@@ -123,3 +123,33 @@ def test_command_line_ngram_draft_gives_the_same_greedy_text():
         assert main(args + ["--temperature", "0"] + extra, stdout=out) == 0
         outs.append(out.getvalue())
     assert outs[0] == outs[1] and len(outs[0]) > 150
+
+
+def test_prefill_rows_gives_every_positions_logits_as_forward():
+    from attention_lib.models.kv_cache import decoder_for
+
+    model = TinyGPT(7, 16, 2, 2, 32, 30, np.random.default_rng(4)).train(False)
+    ids = np.random.default_rng(5).integers(0, 7, (1, 12))
+    want = model.forward(ids)
+    dec = decoder_for(model, 1)
+    first = dec.prefill(ids[:, :5])
+    rows = dec.prefill_rows(ids[:, 5:])
+    assert rows.shape == (1, 7, 7) and first.shape == (1, 7)
+    np.testing.assert_allclose(rows[0], want[0, 5:], rtol=1e-4, atol=1e-5)
+    dec.cache.length = 8  # rewound: the next rows continue from position 8
+    np.testing.assert_allclose(dec.prefill_rows(ids[:, 8:])[0], want[0, 8:], rtol=1e-4, atol=1e-5)
+
+
+def test_the_targets_check_runs_on_its_fast_decoder(monkeypatch):
+    target = TinyGPT(6, 16, 2, 2, 32, 60, np.random.default_rng(0))
+    target.head.params["W"] *= 3
+    want = target.generate(np.array([3, 1]), 40, temperature=0)
+    draft = NgramDraft(build_tables(want[:-1], want[1:], 2, 6), 6)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("speculative decoding ran TinyGPT.forward")
+
+    monkeypatch.setattr(TinyGPT, "forward", refuse)
+    got, st = speculative_generate(target, draft, [3, 1], 40, k=5)
+    np.testing.assert_array_equal(got, want)
+    assert st["tokens_per_pass"] > 3  # the draft copied the target's own text
