@@ -258,15 +258,22 @@ def measure_spec(ks=range(1, 9), new=64, repeats=2):
 
 
 def _pass_cost(model, prompt, sizes=range(1, 10), repeats=30):
-    """CPU seconds of one cached forward pass of ``n`` new tokens after the prompt, per ``n``."""
+    """CPU seconds of one cached pass of ``n`` new tokens after the prompt, per ``n``.
+
+    On the model's fast decoder, as speculative decoding's check runs
+    (``prefill_rows``: the logits at every new position).
+    """
+    from .kv_cache import decoder_for
+
+    decoder = decoder_for(model, 1)
     out = {}
     for n in sizes:
         best = np.inf
         for _ in range(repeats):
-            cache = model.new_cache()
-            model.forward(prompt[None], cache)
+            decoder.reset()
+            decoder.prefill(prompt[None])
             t0 = time.process_time()  # CPU time: robust to a shared machine's load
-            model.forward(np.zeros((1, n), dtype=np.int64), cache)
+            decoder.prefill_rows(np.zeros((1, n), dtype=np.int64))
             best = min(best, time.process_time() - t0)
         out[n] = round(best, 6)
     return out
