@@ -134,8 +134,8 @@ def build_parser():
         "--draft",
         default=None,
         metavar="NAME",
-        help="speculative decoding with the draft model NAME (one-layer: the serving "
-        "chapter's, for shakespeare): the same text when greedy, faster",
+        help="speculative decoding with the draft NAME (ngram or one-layer: the serving "
+        "chapter's, for shakespeare; lookup: prompt lookup): the same text when greedy",
     )
     return parser
 

@@ -22,6 +22,13 @@ checkpoints, and the node parity tests (tests/js/) check the maths.
 
     python scripts/export_models.py                 # every model whose checkpoint exists
     python scripts/export_models.py --only shakespeare --shakespeare /tmp/ckpt.npz
+
+Each model is also written quantized, as the site serves it, into
+``book/_static/models/quantized/``: every matrix in the smallest scheme (Q4_0,
+then Q8_0) whose measured held-out loss stays within 1% of the float model's
+(:func:`served_scheme`, from ``data/checkpoints/serving/measurements.json``;
+the choice and its evidence are in the manifest's ``quantization``), vectors
+as before. ``book/_static/runtime/quant.mjs`` dequantizes them on load.
 """
 
 import argparse
@@ -231,6 +238,130 @@ def translator(folder):
 
 EXPORTERS = {"shakespeare": shakespeare, "stories260k": stories260k, "translator": translator}
 
+# ---------------------------------------------------------------------------
+# Quantized exports: what the site serves (book/_static/models/quantized/)
+# ---------------------------------------------------------------------------
+
+#: The schemes a model may be served in, smallest first (attention_lib.quantize.SCHEMES).
+SERVED_SCHEMES = ("q4_0", "q8_0")
+#: A scheme serves a model when its held-out loss (measure_serving's "quant" part) is at
+#: most this much above the float model's, relative.
+MAX_LOSS_RISE = 0.01
+#: Embedding tables: quantized along their rows (one row per token), as quantize_model does;
+#: every other matrix (n_in, n_out) along n_in, stored transposed (one row per output unit).
+EMBEDDINGS = ("tok_emb", "pos_emb")
+QUANTIZED_DIR = "quantized"
+
+
+def served_scheme(name, measurements=None):
+    """``(scheme, evidence)``: the smallest of :data:`SERVED_SCHEMES` whose loss holds."""
+    if measurements is None:
+        path = ROOT / "data" / "checkpoints" / "serving" / "measurements.json"
+        measurements = json.loads(path.read_text(encoding="utf8"))
+    rows = measurements["quant"][name]["rows"]
+    base = rows["float32"]["loss"]
+    for scheme in SERVED_SCHEMES:
+        rise = rows[scheme]["loss"] / base - 1
+        if rise <= MAX_LOSS_RISE:
+            keep = ("loss", "kl", "top1", "bleu", "chrf")
+            return scheme, {
+                "rule": f"the smallest of {', '.join(SERVED_SCHEMES)} whose held-out loss is "
+                f"at most {MAX_LOSS_RISE:.0%} above the float model's",
+                "float32": {k: v for k, v in rows["float32"].items() if k in keep},
+                scheme: {k: v for k, v in rows[scheme].items() if k in keep},
+                "measured_by": "python -m attention_lib.models.measure_serving --part quant",
+            }
+    raise ValueError(f"{name}: no scheme of {SERVED_SCHEMES} keeps the loss within {MAX_LOSS_RISE}")
+
+
+def quantize_tensor(name, array, scheme):
+    """``(raw bytes, entry fields, float32 weights read back)`` of one runtime matrix.
+
+    The codes and scales are :func:`attention_lib.quantize.quantize`'s; the bytes
+    are GGUF's blocks (book/_static/runtime/quant.mjs reads them).
+    """
+    from attention_lib.quantize import SCHEMES, dequantize, quantize
+
+    bits, group = SCHEMES[scheme]
+    transposed = name not in EMBEDDINGS
+    rows = np.asarray(array, np.float32)
+    rows = rows.T if transposed else rows
+    dtype = scheme
+    if rows.shape[1] % group:  # the library's fallback: 8 bits, one group per row
+        bits, group, dtype = 8, rows.shape[1], "q8_0"
+    qt = quantize(rows, bits, group)
+    R, C = rows.shape
+    codes = qt.q.reshape(R, C // group, group)
+    if bits == 4:  # byte j: number j (low nibble) and number j + 16 (high nibble)
+        codes = codes[..., : group // 2] | (codes[..., group // 2 :] << 4)
+    scales = np.ascontiguousarray(qt.scales, "<f2").view(np.uint8).reshape(R, C // group, 2)
+    raw = np.concatenate([scales, codes.astype(np.uint8)], axis=-1).tobytes()
+    back = dequantize(qt)
+    back = np.ascontiguousarray(back.T if transposed else back, dtype="<f4")
+    fields = {"dtype": dtype, "group": int(group), "transposed": transposed}
+    return raw, fields, back
+
+
+def pack_quantized(tensors, scheme):
+    """Like :func:`pack`, every matrix in ``scheme`` (vectors as they were); also the weights read back."""
+    chunks, entries, back, offset = [], {}, {}, 0
+    for name, (array, dtype) in tensors.items():
+        a = np.asarray(array)
+        if a.ndim == 2:
+            raw, fields, back[name] = quantize_tensor(name, a, scheme)
+            fields["dequantized_sha256"] = sha256(back[name].tobytes())
+        else:
+            a = np.ascontiguousarray(a, dtype=np.dtype(dtype).newbyteorder("<"))
+            raw, fields, back[name] = a.tobytes(), {"dtype": dtype}, a.astype(np.float32)
+        entries[name] = {"shape": list(a.shape), **fields, "offset": offset}
+        pad = (-len(raw)) % 4
+        chunks.append(raw + b"\0" * pad)
+        offset += len(raw) + pad
+    return b"".join(chunks), entries, back
+
+
+def export_quantized(name, path, out=OUT, measurements=None):
+    """Write the served ``quantized/<name>.json`` and ``.bin``; return the manifest."""
+    path = Path(path)
+    scheme, evidence = served_scheme(name, measurements)
+    config, tokenizer, tensors = runtime_tensors(name, path)
+    float_bytes = len(pack(tensors)[0])
+    blob, entries, _ = pack_quantized(tensors, scheme)
+    source = path if path.is_file() else path / "manifest.json"
+    manifest = {
+        "format": FORMAT,
+        "name": name,
+        "config": config,
+        "tokenizer": tokenizer,
+        "bytes": len(blob),
+        "sha256": sha256(blob),
+        "quantization": {
+            "scheme": scheme,
+            "bytes_before": float_bytes,
+            "bytes_after": len(blob),
+            "made_by": f"python scripts/export_models.py --only {name}",
+            **evidence,
+        },
+        "source": {
+            "file": source.relative_to(ROOT).as_posix()
+            if source.is_relative_to(ROOT)
+            else source.name,
+            "sha256": sha256(source.read_bytes()),
+        },
+        "tensors": entries,
+    }
+    _write(Path(out) / QUANTIZED_DIR, name, blob, manifest)
+    return manifest
+
+
+def _write(out, name, blob, manifest):
+    out.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(manifest, separators=(",", ":"), ensure_ascii=False) + "\n"
+    for suffix, data in ((".bin", blob), (".json", text.encode("utf8"))):
+        tmp = out / f"{name}{suffix}.tmp"
+        tmp.write_bytes(data)
+        os.replace(tmp, out / f"{name}{suffix}")
+
 
 def runtime_tensors(name, path):
     """``(config, tokenizer, {runtime name: (array, dtype)})`` of one model's checkpoint."""
@@ -280,17 +411,7 @@ def export(name, path, out=OUT):
         },
         "tensors": entries,
     }
-    out.mkdir(parents=True, exist_ok=True)
-    for suffix, data in (
-        (".bin", blob),
-        (
-            ".json",
-            (json.dumps(manifest, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf8"),
-        ),
-    ):
-        tmp = out / f"{name}{suffix}.tmp"
-        tmp.write_bytes(data)
-        os.replace(tmp, out / f"{name}{suffix}")
+    _write(Path(out), name, blob, manifest)
     return manifest
 
 
@@ -314,6 +435,11 @@ def main(argv=None):
             continue
         m = export(name, path, Path(args.out))
         print(f"{name}: {len(m['tensors'])} tensors, {m['bytes']:,} bytes -> {args.out}/{name}.bin")
+        q = export_quantized(name, path, Path(args.out))
+        print(
+            f"{name}: served as {q['quantization']['scheme']}, {q['bytes']:,} bytes "
+            f"-> {args.out}/{QUANTIZED_DIR}/{name}.bin"
+        )
 
 
 if __name__ == "__main__":

@@ -300,9 +300,19 @@ class GPTDecoder(_Decoder):
                 h += b2
                 x += h
         cache.advance(T)
-        out = _unit(x[:, -1], self.eps_f, True) @ self.W_head
+        out = _unit(x if self.every_row else x[:, -1], self.eps_f, True) @ self.W_head
         out += self.b_head
         return out
+
+    every_row = False  # prefill_rows: logits at every new position, not the last only
+
+    def prefill_rows(self, tokens: np.ndarray) -> np.ndarray:
+        """Logits (B, T, V) at every one of ``tokens`` (B, T): speculative decoding's check."""
+        self.every_row = True
+        try:
+            return self.prefill(tokens)
+        finally:
+            self.every_row = False
 
 
 class LlamaDecoder(_Decoder):

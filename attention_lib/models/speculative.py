@@ -92,6 +92,36 @@ def _truncate(cache: list, n: int) -> None:
             raise TypeError(f"cannot rewind a cache of type {type(c).__name__}")
 
 
+class _FastTarget:
+    """The target's cached passes on its fast decoder (:mod:`~attention_lib.models.kv_cache`).
+
+    One call of :meth:`rows` runs the new tokens through every layer at once
+    (the decoder's preallocated cache, joined weights, one causal mask) and
+    returns the logits at each of them; :meth:`truncate` rewinds the cache by
+    moving its length back, without copying. None from :meth:`of` when the
+    model has no such decoder: ``forward`` with ``new_cache()`` then.
+    """
+
+    def __init__(self, decoder):
+        self.decoder = decoder
+
+    @classmethod
+    def of(cls, model):
+        from .kv_cache import decoder_for
+
+        decoder = decoder_for(model, 1)
+        return cls(decoder) if hasattr(decoder, "prefill_rows") else None
+
+    def __len__(self) -> int:
+        return self.decoder.cache.length
+
+    def rows(self, tokens):
+        return self.decoder.prefill_rows(tokens)
+
+    def truncate(self, n: int) -> None:
+        self.decoder.cache.length = min(n, self.decoder.cache.length)
+
+
 def _check_pair(target, draft, k):
     k = as_int(k, "k (tokens the draft proposes per round)", 1)
     vt, vd = _vocab(target), _vocab(draft)
@@ -172,7 +202,10 @@ def speculative_round(target, draft, seq, k, temperature=0.0, rng=None, t_cache=
     Every row of ``seq`` continues from the same length. With caches (from
     ``new_cache()``), each model reads only the tokens its cache lacks; the
     caches are left holding everything they were fed (:func:`speculative_generate`
-    rewinds them). Returns ``(drafted (B, k), n_accepted (B,), next_token (B,))``.
+    rewinds them). The target's check is one pass over the ``k`` drafted tokens
+    (and the token before them that its cache lacks), on its fast decoder when
+    :func:`speculative_generate` gives it one. Returns
+    ``(drafted (B, k), n_accepted (B,), next_token (B,))``.
     """
     B, T = seq.shape
     sample = temperature > 0
@@ -203,9 +236,12 @@ def speculative_round(target, draft, seq, k, temperature=0.0, rng=None, t_cache=
 def _verify(target, seq, drafted, qs, k, temperature, rng, t_cache):
     """The target's one pass over the drafted tokens, and the acceptance rule."""
     sample = temperature > 0
-    fed = 0 if t_cache is None else len(t_cache[0])
     full = np.concatenate([seq, drafted], axis=1)
-    logits = target.forward(full[:, fed:] if t_cache is not None else full, t_cache)
+    if isinstance(t_cache, _FastTarget):
+        logits = t_cache.rows(full[:, len(t_cache) :])
+    else:
+        fed = 0 if t_cache is None else len(t_cache[0])
+        logits = target.forward(full[:, fed:] if t_cache is not None else full, t_cache)
     logits = logits[:, -(k + 1) :].astype(np.float64)
     if sample:
         p = softmax(logits / temperature, axis=-1)
@@ -267,7 +303,9 @@ def speculative_generate(
         )
     seq = seq.astype(np.int64)[None]
     start = seq.shape[1]
-    t_cache = target.new_cache()
+    t_cache = _FastTarget.of(target)
+    if t_cache is None:
+        t_cache = target.new_cache()
     d_cache = None if hasattr(draft, "propose") else draft.new_cache()
     stats = {"target_passes": 0, "drafted": 0, "accepted": 0}
     with _eval(target), _eval(draft):
@@ -275,7 +313,10 @@ def speculative_generate(
             left = n_new - (seq.shape[1] - start)
             kk = min(k, left - 1)
             if kk == 0:  # one token left: the target alone
-                logits = target.forward(seq[:, len(t_cache[0]) :], t_cache)[:, -1]
+                if isinstance(t_cache, _FastTarget):
+                    logits = t_cache.rows(seq[:, len(t_cache) :])[:, -1]
+                else:
+                    logits = target.forward(seq[:, len(t_cache[0]) :], t_cache)[:, -1]
                 logits = logits.astype(np.float64)
                 if temperature > 0:
                     p = softmax(logits / temperature, axis=-1)
@@ -293,7 +334,10 @@ def speculative_generate(
             stats["target_passes"] += 1
             stats["drafted"] += kk
             stats["accepted"] += n
-            _truncate(t_cache, seq.shape[1] - 1)
+            if isinstance(t_cache, _FastTarget):
+                t_cache.truncate(seq.shape[1] - 1)
+            else:
+                _truncate(t_cache, seq.shape[1] - 1)
             if d_cache is not None:
                 _truncate(d_cache, min(len(d_cache[0]), seq.shape[1] - 1))
     stats["acceptance"] = stats["accepted"] / max(stats["drafted"], 1)
@@ -318,7 +362,11 @@ class _eval:
 
 
 #: Draft models ``python -m attention_lib.generate --draft NAME`` knows: name -> (file, target).
-DRAFTS = {"one-layer": ("draft.npz", "shakespeare"), "lookup": (None, None)}
+DRAFTS = {
+    "one-layer": ("draft.npz", "shakespeare"),
+    "ngram": ("ngram_draft.npz", "shakespeare"),
+    "lookup": (None, None),
+}
 #: Tokens drafted per round by the command line (the chapter measures k = 1 to 8).
 SPEC_K = 4
 
@@ -326,7 +374,9 @@ SPEC_K = 4
 def load_draft(name: str, n_vocab: int | None = None):
     """A draft model of :data:`DRAFTS`, its sha256 checked against its manifest.
 
-    ``"lookup"`` is :class:`PromptLookup` over ``n_vocab`` tokens.
+    ``"lookup"`` is :class:`PromptLookup` over ``n_vocab`` tokens; ``"ngram"``
+    the table distilled from the Shakespeare model
+    (:mod:`attention_lib.models.ngram_draft`, manifest ``ngram_draft.json``).
     """
     import json
 
@@ -340,15 +390,22 @@ def load_draft(name: str, n_vocab: int | None = None):
         return PromptLookup(n_vocab)
     folder = default_dir()
     path = folder / DRAFTS[name][0]
-    manifest = folder / "manifest.json"
+    ngram = name == "ngram"
+    manifest = folder / ("ngram_draft.json" if ngram else "manifest.json")
     if not path.is_file() or not manifest.is_file():
+        maker = "ngram_draft" if ngram else "train_serving --only draft"
         raise DataFileError(
             f"{path} is missing: it is committed with the repository, or made by "
-            "python -m attention_lib.models.train_serving --only draft"
+            f"python -m attention_lib.models.{maker}"
         )
-    entry = json.loads(manifest.read_text(encoding="utf8"))["runs"]["draft"]
+    entry = json.loads(manifest.read_text(encoding="utf8"))
+    entry = entry if ngram else entry["runs"]["draft"]
     if sha256(path) != entry["sha256"]:
         raise DataFileError(f"{path} does not match the sha256 in {manifest}")
+    if ngram:
+        from .ngram_draft import NgramDraft
+
+        return NgramDraft.load(path)
     return load_variant(path)[0]
 
 

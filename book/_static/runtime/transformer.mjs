@@ -27,6 +27,9 @@
 //       (translator only: greedy, or the library's beam search; sentences decoded together,
 //       each exactly as if alone).
 //
+// Weights stored in 8 or 4 bits are dequantized on load by quant.mjs.
+import { QUANT_TYPES, dequantize, quantizedBytes } from "./quant.mjs";
+
 // Matrices are stored row-major as (n_in, n_out), the library's `x @ W`
 // convention (scripts/export_models.py writes them so), whatever the source.
 
@@ -63,23 +66,26 @@ function readTensors(manifest, buffer) {
     if (!t.shape.every((n) => Number.isInteger(n) && n >= 1)) {
       throw new Error(`tensor ${name}: its shape must be positive integers, got [${t.shape}]`);
     }
-    if (!(t.dtype in BYTES)) throw new Error(`tensor ${name}: dtype must be float16 or float32, got ${t.dtype}`);
+    if (!(t.dtype in BYTES) && !(t.dtype in QUANT_TYPES)) {
+      throw new Error(`tensor ${name}: dtype must be float16, float32, q8_0 or q4_0, got ${t.dtype}`);
+    }
     if (!(Number.isInteger(t.offset) && t.offset >= 0)) {
       throw new Error(`tensor ${name}: its offset must be an integer >= 0, got ${t.offset}`);
     }
     const n = t.shape.reduce((a, b) => a * b, 1);
-    if (t.offset + n * BYTES[t.dtype] > buffer.byteLength) {
+    const size = t.dtype in QUANT_TYPES ? quantizedBytes(name, t) : n * BYTES[t.dtype];
+    if (t.offset + size > buffer.byteLength) {
       throw new Error(`tensor ${name} (shape [${t.shape}]) lies past the end of the weights (${buffer.byteLength} bytes)`);
     }
   }
   const tensors = {};
   for (const [name, t] of entries) {
     const n = t.shape.reduce((a, b) => a * b, 1);
-    const data = new Float32Array(n);
+    const data = t.dtype in QUANT_TYPES ? dequantize(view, name, t) : new Float32Array(n);
     if (t.dtype === "float16") {
       if (!HALF_TABLE) HALF_TABLE = Float32Array.from({ length: 65536 }, (_, h) => halfToFloat(h));
       for (let i = 0; i < n; i++) data[i] = HALF_TABLE[view.getUint16(t.offset + 2 * i, true)];
-    } else {
+    } else if (t.dtype === "float32") {
       for (let i = 0; i < n; i++) data[i] = view.getFloat32(t.offset + 4 * i, true);
     }
     let bad = 0;

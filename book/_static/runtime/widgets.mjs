@@ -9,6 +9,7 @@
 // against their manifest's SHA-256 before they run. Layers and heads are numbered from 0,
 // as in the code ("layer 0, head 3"). Heat maps share one colour scale, weight 0 to 1.
 import { loadModel, distribution } from "./transformer.mjs";
+import { servedFile } from "./quant.mjs";
 
 const MODELS = new Map(); // name -> Promise<model>, shared by every widget of a page
 
@@ -19,11 +20,11 @@ function loadShared(name) {
   if (!MODELS.has(name)) {
     const promise = (async () => {
       const [manifest, weights] = await Promise.all([
-        fetch(new URL(`models/${name}.json`, STATIC)).then((r) => {
+        fetch(new URL(`models/${servedFile(name)}.json`, STATIC)).then((r) => {
           if (!r.ok) throw new Error(`the model description ${name}.json did not load (${r.status})`);
           return r.json();
         }),
-        fetch(new URL(`models/${name}.bin`, STATIC)).then((r) => {
+        fetch(new URL(`models/${servedFile(name)}.bin`, STATIC)).then((r) => {
           if (!r.ok) throw new Error(`the weights ${name}.bin did not load (${r.status})`);
           return r.arrayBuffer();
         }),

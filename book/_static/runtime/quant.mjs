@@ -1,0 +1,101 @@
+// quant.mjs: weights stored in 8 or 4 bits (GGUF's Q8_0 and Q4_0 blocks), dequantized on load.
+//
+// scripts/export_models.py writes a quantized matrix as the library's attention_lib.quantize
+// does: the rows of the stored matrix (the runtime's (n_in, n_out) matrix transposed when the
+// entry says `transposed`: one row per output unit, as GGUF and PyTorch store it) are cut in
+// groups of `group` numbers, and each group is one block:
+//
+//   q8_0: a float16 scale d, then `group` int8 codes q;        weight = d * q
+//   q4_0: a float16 scale d, then group / 2 bytes (group 32):  weight = d * (nibble - 8),
+//         byte j holding number j in its low nibble and number j + 16 in its high nibble
+//
+// Every product is rounded to float32 once (Math.fround), as NumPy multiplies two float32
+// numbers: the result is the library's `dequantize` bit for bit (tests/js/quant.test.mjs).
+// An 8-bit matrix whose rows are not a whole number of groups of 32 is stored with one group
+// per row (the library's int8-per-row fallback).
+
+/** The quantized dtypes the runtime reads: bytes of one block's codes, from the group size. */
+export const QUANT_TYPES = {
+  q8_0: { codeBytes: (group) => group, groups: (group) => Number.isInteger(group) && group >= 1 },
+  q4_0: { codeBytes: (group) => group / 2, groups: (group) => group === 32 },
+};
+
+/** Which file of book/_static/models/ the site serves for each model (export_models.py's SERVED). */
+export const SERVED = {
+  shakespeare: "quantized/shakespeare",
+  stories260k: "quantized/stories260k",
+  translator: "quantized/translator",
+};
+
+/** The file a page loads for the model `name`: its quantized export where there is one. */
+export function servedFile(name) {
+  return SERVED[name] ?? name;
+}
+
+function half(h) {
+  const exp = (h >> 10) & 0x1f;
+  const frac = h & 0x3ff;
+  const sign = h & 0x8000 ? -1 : 1;
+  if (exp === 0) return sign * frac * 2 ** -24;
+  if (exp === 31) return frac ? NaN : sign * Infinity;
+  return sign * (1 + frac / 1024) * 2 ** (exp - 15);
+}
+
+/** The stored matrix's (rows, cols) and the number of groups per row; an Error naming what is wrong. */
+function layout(name, t) {
+  const type = QUANT_TYPES[t.dtype];
+  if (!type) throw new Error(`tensor ${name}: dtype ${t.dtype} is not a quantized type (q8_0 or q4_0)`);
+  if (t.shape.length !== 2) {
+    throw new Error(`tensor ${name}: a ${t.dtype} tensor must be a matrix, got shape [${t.shape}]`);
+  }
+  const [rows, cols] = t.transposed ? [t.shape[1], t.shape[0]] : t.shape;
+  if (!type.groups(t.group)) {
+    const want = t.dtype === "q4_0" ? "32" : "a positive integer";
+    throw new Error(`tensor ${name}: ${t.dtype} needs a group size of ${want}, got ${JSON.stringify(t.group)}`);
+  }
+  if (cols % t.group) {
+    throw new Error(`tensor ${name}: its group size ${t.group} does not divide its rows of ${cols} numbers`);
+  }
+  return { rows, cols, perRow: cols / t.group, blockBytes: 2 + type.codeBytes(t.group) };
+}
+
+/** Bytes a quantized tensor entry takes in the .bin file (checked before anything is read). */
+export function quantizedBytes(name, t) {
+  const { rows, perRow, blockBytes } = layout(name, t);
+  return rows * perRow * blockBytes;
+}
+
+/**
+ * The float32 weights (runtime layout, shape t.shape) of the quantized entry t of a .bin
+ * file seen through `view` (a DataView). quantizedBytes(name, t) must have been checked
+ * against the file's length first.
+ */
+export function dequantize(view, name, t) {
+  const { rows, cols, perRow, blockBytes } = layout(name, t);
+  const g = t.group;
+  const out = new Float32Array(rows * cols);
+  const four = t.dtype === "q4_0";
+  const bytes = new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+  let at = t.offset;
+  for (let r = 0; r < rows; r++) {
+    for (let b = 0; b < perRow; b++, at += blockBytes) {
+      const d = half(view.getUint16(at, true));
+      if (!Number.isFinite(d)) throw new Error(`tensor ${name}: block ${b} of row ${r} has a scale that is not finite`);
+      const c0 = b * g;
+      for (let j = 0; j < g; j++) {
+        let q;
+        if (four) {
+          const byte = bytes[at + 2 + (j % 16)];
+          q = (j < 16 ? byte & 0x0f : byte >> 4) - 8;
+        } else {
+          q = view.getInt8(at + 2 + j);
+        }
+        const w = Math.fround(d * q);
+        // stored (row r, column c) is the runtime's (c, r) when transposed
+        if (t.transposed) out[(c0 + j) * rows + r] = w;
+        else out[r * cols + c0 + j] = w;
+      }
+    }
+  }
+  return out;
+}
