@@ -1,6 +1,6 @@
 import pytest
 
-from attention_lib.presentation.tables import format_table
+from attention_lib.presentation.tables import format_table, power_of_ten_above
 
 
 def test_numbers_are_right_aligned_and_text_left_aligned():
@@ -34,3 +34,27 @@ def test_formats_of_the_wrong_length_are_refused():
 def test_whole_numbers_stay_whole_under_a_float_format():
     out = format_table([(3, 0.25)], ["n", "AER"], ".2f")
     assert out.splitlines()[2].split() == ["3", "0.25"]
+
+
+@pytest.mark.parametrize(
+    "x, expected",
+    [
+        (3.1e-15, "1e-14"),
+        (2.7e-15, "1e-14"),
+        (1e-9, "1e-09"),
+        (1.0000001e-9, "1e-08"),
+        (-0.02, "1e-01"),
+        (0.0, "0"),
+        (7.0, "1e+01"),
+    ],
+)
+def test_power_of_ten_above_is_the_smallest_power_at_or_above_the_size(x, expected):
+    assert power_of_ten_above(x) == expected
+    if x:
+        assert abs(x) <= float(expected) < 10 * abs(x)
+
+
+@pytest.mark.parametrize("x", [float("nan"), float("inf")])
+def test_power_of_ten_above_refuses_what_is_not_finite(x):
+    with pytest.raises(ValueError, match="x must be a finite number"):
+        power_of_ten_above(x)

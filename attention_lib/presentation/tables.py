@@ -6,9 +6,10 @@ column headings and lines the columns up: text to the left, numbers to the
 right, each column in its own format.
 """
 
+import math
 import numbers
 
-__all__ = ["format_table", "print_table"]
+__all__ = ["format_table", "power_of_ten_above", "print_table"]
 
 
 def _cell(value, spec):
@@ -98,3 +99,38 @@ def print_table(rows, headers, formats=None):
     fr2en   3  0.25
     """
     print(format_table(rows, headers, formats))
+
+
+def power_of_ten_above(x):
+    """The smallest power of ten at or above ``|x|``, as text: a rounding error, printed stably.
+
+    A largest difference of float64 arithmetic (``3.1e-15`` here, ``2.7e-15`` on a
+    CPU whose BLAS adds in another order) changes its digits from one machine to the
+    next; its order of magnitude does not, so a chapter prints that.
+
+    Parameters
+    ----------
+    x : float
+        A measured difference or error; finite.
+
+    Returns
+    -------
+    str
+        ``"0"`` for 0, else ``10 ** ceil(log10(|x|))`` written as ``"1e-09"``.
+
+    Examples
+    --------
+    >>> power_of_ten_above(3.1e-15)
+    '1e-14'
+    >>> power_of_ten_above(-0.02), power_of_ten_above(0.0), power_of_ten_above(1e-6)
+    ('1e-01', '0', '1e-06')
+    """
+    x = abs(float(x))
+    if not math.isfinite(x):
+        raise ValueError(f"x must be a finite number, got {x}")
+    if x == 0:
+        return "0"
+    exponent = math.ceil(math.log10(x))
+    if 10.0**exponent < x:  # log10 rounded down a hair below an exact power
+        exponent += 1
+    return f"{10.0**exponent:.0e}"
