@@ -867,45 +867,11 @@ def check_page(
     return problems, report
 
 
-# Folded code boxes of the book that scrolled sideways at 1280 px when the check
-# learnt to unfold them ({page: [start of the box's text, ...]}): reported, not
-# failed, until their chapters are rewrapped (issue 37). A box not listed here
-# fails; an entry whose box no longer scrolls is reported as no longer needed,
-# to be deleted.
-KNOWN_CODE_SCROLLS = {
-    "book/03_learning_to_align.html": [
-        "def landing_of(j, gold, source): # Where",
-        "content of a 45-50 word sentence: about",
-    ],
-    "book/10_transformer.html": [
-        "def without_residual(block, x): # the tw",
-        "sizes = {} for name, fwd, bwd in ((",
-        "rng = np.random.default_rng(2) small = T",
-        "L, E = 64, 32 rng = np.random.default_rn",
-        "attention = SelfAttention(E, 4, rng) att",
-        "fig, ax = plt.subplots(figsize=(6.4, 2.5",
-        "i = 0 a, m = segments[i] labels = [str(t",
-        "rng = np.random.default_rng(11) no_repea",
-        "lean = TinyGPT(n_vocab=N_VOCAB, d_model=",
-        "started = time.process_time() train(make",
-        "big = TinyGPT(n_vocab=N_VOCAB, d_model=6",
-    ],
-    "book/11_translation.html": [
-        "%matplotlib inline import inspect import",
-        "fig, ax = plt.subplots(figsize=(7.2, 3.5",
-        "manifest = json.loads((checkpoint_dir()",
-        "fig, axes = plt.subplots(1, 2, figsize=(",
-        "i = int(np.flatnonzero((words >= 6) & (w",
-        "agree, last, chance = np.zeros((3, 4)),",
-        "mine = [",
-    ],
-    "book/13_stories260k.html": [
-        "def show(value): if isinstance(value, fl",
-        "ms = {} for use_cache in (True, False):",
-        "story = (",
-        "for word in (",
-    ],
-}
+# Folded code boxes allowed to scroll sideways at 1280 px when unfolded
+# ({page: [start of the box's text, ...]}): reported, not failed. Empty since
+# issue 37 rewrapped the last ones: every folded box must fit. An entry whose
+# box no longer scrolls is reported as no longer needed, to be deleted.
+KNOWN_CODE_SCROLLS = {}
 
 
 def allowed_code_scroll(page, detail):

@@ -102,6 +102,7 @@ def _float64_copy():
 
 def test_the_pages_label_smoothing_equals_the_library():
     from attention_lib.models.transformer import label_smoothed_cross_entropy
+    from attention_lib.presentation.tables import order_of_magnitude
     from attention_lib.softmax import log_softmax
 
     ns = page_code(
@@ -110,6 +111,7 @@ def test_the_pages_label_smoothing_equals_the_library():
         np=np,
         log_softmax=log_softmax,
         label_smoothed_cross_entropy=label_smoothed_cross_entropy,
+        order_of_magnitude=order_of_magnitude,
         logits=np.zeros((1, 1, 3)),
         y_out=np.ones((1, 1), int),
     )

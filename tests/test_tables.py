@@ -1,6 +1,6 @@
 import pytest
 
-from attention_lib.presentation.tables import format_table
+from attention_lib.presentation.tables import format_table, order_of_magnitude
 
 
 def test_numbers_are_right_aligned_and_text_left_aligned():
@@ -34,3 +34,34 @@ def test_formats_of_the_wrong_length_are_refused():
 def test_whole_numbers_stay_whole_under_a_float_format():
     out = format_table([(3, 0.25)], ["n", "AER"], ".2f")
     assert out.splitlines()[2].split() == ["3", "0.25"]
+
+
+@pytest.mark.parametrize(
+    "x, expected",
+    [
+        (9.6e-08, "about 1e-07"),
+        (1.01e-07, "about 1e-07"),
+        (3.1e-15, "about 1e-15"),
+        (3.2e-15, "about 1e-14"),
+        (-0.02, "about 1e-02"),
+        (0.0, "0"),
+        (7.0, "about 1e+01"),
+    ],
+)
+def test_order_of_magnitude_is_the_nearest_power_of_ten_on_a_log_scale(x, expected):
+    assert order_of_magnitude(x) == expected
+    if x:
+        power = float(expected.split()[1])
+        assert power / 10**0.5 <= abs(x) <= power * 10**0.5
+
+
+def test_order_of_magnitude_prints_what_is_under_the_floor_as_below_it():
+    assert order_of_magnitude(0.0, floor=1e-15) == "below 1e-15"
+    assert order_of_magnitude(3e-17, floor=1e-15) == "below 1e-15"
+    assert order_of_magnitude(3e-14, floor=1e-15) == "about 1e-14"
+
+
+@pytest.mark.parametrize("x", [float("nan"), float("inf")])
+def test_order_of_magnitude_refuses_what_is_not_finite(x):
+    with pytest.raises(ValueError, match="x must be a finite number"):
+        order_of_magnitude(x)

@@ -111,7 +111,10 @@ class DecoderLayer(Composite):
         src_mask: np.ndarray | None,
         caches: tuple[KVCache, KVCache] | None = None,
     ) -> np.ndarray:
-        """Three pre-LN sub-layers, each added to its input; ``caches``: two KVCaches."""
+        """Three pre-LN sub-layers, each added to its input.
+
+        ``caches``: two KVCaches (self- and cross-attention), or None.
+        """
         self_cache, cross_cache = (None, None) if caches is None else caches
         # 1. causal self-attention: each French position sees the ones before it
         h = self.ln1.forward(y)

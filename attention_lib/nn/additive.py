@@ -117,7 +117,8 @@ class AdditiveAttention:
         require_shape(
             s, "s", (self.H.shape[0], self.params["W_a"].shape[0]), "(B, d_s), B as in the keys"
         )
-        hidden, e = projected_scores(self.UH, s @ self.params["W_a"], self.params["v"])
+        query = s @ self.params["W_a"]  # (B, d_a)
+        hidden, e = projected_scores(self.UH, query, self.params["v"])
         if self.mask is not None:
             e = np.where(self.mask, e, -np.inf)
         alpha = softmax(e, axis=-1)  # (B, S)

@@ -226,5 +226,7 @@ class TransformerBlock(Composite):
 
     def backward(self, grad: np.ndarray) -> np.ndarray:
         if not self.attention_only:
-            grad = grad + self.ln2.backward(self.ffn.backward(self.drop2.backward(grad)))
-        return grad + self.ln1.backward(self.attn.backward(self.drop1.backward(grad)))
+            g = self.drop2.backward(grad)
+            grad = grad + self.ln2.backward(self.ffn.backward(g))
+        g = self.drop1.backward(grad)
+        return grad + self.ln1.backward(self.attn.backward(g))

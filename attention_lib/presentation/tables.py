@@ -6,9 +6,10 @@ column headings and lines the columns up: text to the left, numbers to the
 right, each column in its own format.
 """
 
+import math
 import numbers
 
-__all__ = ["format_table", "print_table"]
+__all__ = ["format_table", "order_of_magnitude", "print_table"]
 
 
 def _cell(value, spec):
@@ -98,3 +99,42 @@ def print_table(rows, headers, formats=None):
     fr2en   3  0.25
     """
     print(format_table(rows, headers, formats))
+
+
+def order_of_magnitude(x, floor=None):
+    """``"about 1e-07"`` for ``9.6e-08``: a rounding error, printed the same on every CPU.
+
+    A largest difference of float64 arithmetic changes its digits from one CPU to
+    the next (BLAS kernels add in different orders); its order of magnitude, the
+    power of ten nearest to it on a log scale, moves only if the error changes by
+    a factor of about 3. A chapter prints that.
+
+    Parameters
+    ----------
+    x : float
+        A measured difference or error; finite.
+    floor : float, optional
+        Sizes below ``floor`` print as ``"below <floor>"``: a difference that is 0 on
+        one CPU may be a last-bit rounding error on another.
+
+    Returns
+    -------
+    str
+        ``"0"``, ``"below 1e-15"`` (under ``floor``) or ``"about 1e-07"``: the power
+        of ten ``10 ** round(log10(|x|))``.
+
+    Examples
+    --------
+    >>> order_of_magnitude(9.6e-08), order_of_magnitude(-2.9e-14)
+    ('about 1e-07', 'about 1e-14')
+    >>> order_of_magnitude(0.0), order_of_magnitude(0.0, floor=1e-15)
+    ('0', 'below 1e-15')
+    """
+    x = abs(float(x))
+    if not math.isfinite(x):
+        raise ValueError(f"x must be a finite number, got {x}")
+    if floor is not None and x < floor:
+        return f"below {floor:.0e}"
+    if x == 0:
+        return "0"
+    return f"about {10.0 ** round(math.log10(x)):.0e}"
