@@ -35,8 +35,8 @@ configuration it does not cover (the callers then take the plain path).
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import expit, ndtr
 
+from ..nn.activations import _normal_cdf_float32
 from ..positions import _frequencies  # the rotary frequencies base^(-2i/d)
 
 
@@ -148,14 +148,29 @@ def _fold(norm, W, b, dtype):
     return np.ascontiguousarray(W2, dtype=dtype), b2.astype(dtype) if has_bias else None
 
 
-def _activation(act):
-    """GELU's ``x Phi(x)`` with SciPy's ``ndtr`` for ``Phi`` (one ufunc; the layer's
-    float32 ``Phi`` is a polynomial of about 20 array operations, which costs more
-    than the rest of a one-token step), or the layer's own ``forward`` for the
-    tanh form."""
-    if getattr(act, "approximate", None) == "none":
-        return lambda h: h * ndtr(h)
-    return act.forward
+def _activation(act, dtype):
+    """GELU's ``x Phi(x)``: for float32 the layer's own ``Phi`` (a polynomial, in
+    NumPy), for float64 SciPy's ``ndtr`` (imported here, when a float64 model
+    needs it: importing SciPy costs more CPU than the rest of the command line's
+    start-up); the layer's own ``forward`` for the tanh form."""
+    if getattr(act, "approximate", None) != "none":
+        return act.forward
+    if np.dtype(dtype) == np.float32:
+        return lambda h: h * _normal_cdf_float32(h)
+    from scipy.special import ndtr
+
+    return lambda h: h * ndtr(h)
+
+
+def _silu_inplace(a):
+    """``a * sigma(a)`` in place, ``sigma(a) = 1 / (1 + exp(-a))`` (NumPy only; the
+    caller ignores the overflow of ``exp`` below about -88 in float32, where
+    ``a / inf`` is the right limit 0)."""
+    t = np.negative(a)
+    np.exp(t, out=t)
+    t += 1
+    a /= t
+    return a
 
 
 def _unit(x, eps_d, centre):
@@ -271,8 +286,8 @@ class GPTDecoder(_Decoder):
             if not b.attention_only:
                 f = b.ffn
                 W1, b1 = _fold(b.ln2, f.fc1.params["W"], f.fc1.params["b"], dtype)
-                ffn = (b.ln2.eps * W1.shape[0], W1, b1, _activation(f.act), f.fc2.params["W"])
-                ffn += (f.fc2.params["b"],)
+                act = _activation(f.act, dtype)
+                ffn = (b.ln2.eps * W1.shape[0], W1, b1, act, f.fc2.params["W"], f.fc2.params["b"])
             attn = _Attention(b.attn, dtype, b.ln1, rot)
             self.layers.append((b.ln1.eps * attn.W.shape[0], attn, ffn))
         self.cache = StaticKVCache(
@@ -329,14 +344,14 @@ class LlamaDecoder(_Decoder):
         self.W_head, _ = _fold(model.norm, head, None, dtype)
         self.eps_f = model.norm.eps * self.W_head.shape[0]
 
+    @np.errstate(over="ignore")  # exp(-a) of SiLU (see _silu_inplace)
     def _run(self, tokens, mask):
         cache = self.cache
         x = self.E[tokens]
         for i, ((eps1, eps2), attn, W13, d_ff, W2) in enumerate(self.layers):
             x = x + attn(_unit(x, eps1, False), cache, i, mask)
             au = _unit(x, eps2, False) @ W13
-            a = au[..., :d_ff]
-            a *= expit(a)
+            a = _silu_inplace(au[..., :d_ff])
             a *= au[..., d_ff:]
             x += a @ W2
         cache.advance(tokens.shape[1])
@@ -424,8 +439,8 @@ class TransformerDecoder:
             )
             f = layer.ffn
             W1, b1 = _fold(layer.ln3, f.fc1.params["W"], f.fc1.params["b"], dtype)
-            ffn = (layer.ln3.eps * W1.shape[0], W1, b1, _activation(f.act), f.fc2.params["W"])
-            ffn += (f.fc2.params["b"],)
+            act = _activation(f.act, dtype)
+            ffn = (layer.ln3.eps * W1.shape[0], W1, b1, act, f.fc2.params["W"], f.fc2.params["b"])
             attn = _Attention(layer.self_attn, dtype, layer.ln1)
             self.layers.append((layer.ln1.eps * W1.shape[0], attn, cross, ffn))
         self.H, self.d = model.decoder[0].cross_attn.n_heads, model.decoder[0].cross_attn.d_head
