@@ -34,6 +34,8 @@ configuration it does not cover (the callers then take the plain path).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..nn.activations import _normal_cdf_float32
@@ -112,10 +114,11 @@ class StaticKVCache:
 
 
 def _softmax_rows(s):
-    """Softmax over the last axis, in place."""
-    s -= s.max(axis=-1, keepdims=True)
+    """Softmax over the last axis, in place (the ufuncs' ``reduce``: ``s.max`` and
+    ``s.sum`` add a Python-level call each)."""
+    s -= np.maximum.reduce(s, axis=-1, keepdims=True)
     np.exp(s, out=s)
-    s /= s.sum(axis=-1, keepdims=True)
+    s /= np.add.reduce(s, axis=-1, keepdims=True)
     return s
 
 
@@ -184,6 +187,12 @@ def _unit(x, eps_d, centre):
     return x / np.sqrt(np.vecdot(x, x)[..., None] + eps_d)
 
 
+def _unit_row(x, eps_d):
+    """:func:`_unit` of one row ``x`` (E,), centred (LayerNorm), with scalar arithmetic."""
+    x = x - float(np.add.reduce(x)) / x.shape[0]
+    return x * (1 / math.sqrt(float(np.dot(x, x)) + eps_d))
+
+
 class _Attention:
     """One attention layer's joined weights and its step over ``T`` new positions.
 
@@ -204,6 +213,9 @@ class _Attention:
         self.rot = rotary_table
         self.ctype = None if rotary_table is None else rotary_table.dtype
         self.n_q, self.n_qk = H * d, (H + H_kv) * d
+        # one-row steps: the rotation of every query and key head at a position, one row
+        self.rot_row = None if rotary_table is None else np.tile(rotary_table, (1, H + H_kv))
+        self.qkv_row = np.empty(self.W.shape[1], dtype)  # out= buffer of u @ W
 
     def __call__(self, u, cache, layer, mask=None):
         """Attend from ``u`` (B, T, E) at positions ``cache.length ..`` to every cached key."""
@@ -237,6 +249,26 @@ class _Attention:
             out += self.b_O
         return out
 
+    def row(self, u, kv, pos):
+        """One token of one sequence: ``u`` (E,) at position ``pos``; ``kv`` is the
+        layer's cache for this sequence, (2, H_kv, max_len, d). The same arithmetic
+        as :meth:`__call__` with ``B = T = 1``, in fewer and smaller NumPy calls
+        (``np.dot`` of a row and a matrix costs less than ``@``)."""
+        qkv = np.dot(u, self.W, out=self.qkv_row)
+        if self.b is not None:
+            qkv += self.b
+        n_q, S = self.n_q, pos + 1
+        if self.rot_row is not None:
+            qk = qkv[: self.n_qk].view(self.ctype)
+            qk *= self.rot_row[pos]
+        kv[:, :, pos] = qkv[n_q:].reshape(2, self.H_kv, self.d)
+        s = qkv[:n_q].reshape(self.H_kv, self.G, self.d) @ kv[0, :, :S].transpose(0, 2, 1)
+        p = _softmax_rows(s)
+        out = np.dot((p @ kv[1, :, :S]).reshape(n_q), self.W_O)
+        if self.b_O is not None:
+            out += self.b_O
+        return out
+
 
 def causal_mask(start, T, dtype):
     """0 where the query at ``start + t`` may see key ``s``, -inf after it: (T, start + T)."""
@@ -256,6 +288,8 @@ class _Decoder:
 
     def step(self, token: np.ndarray) -> np.ndarray:
         """Logits (B, V) after one more token per row, ``token`` (B,)."""
+        if token.shape[0] == 1:  # one sequence: 1-D rows, fewest NumPy calls
+            return self._row(int(token[0]))[None]
         return self._run(token[:, None], None)
 
     def reset(self) -> None:
@@ -319,6 +353,28 @@ class GPTDecoder(_Decoder):
         out += self.b_head
         return out
 
+    def _row(self, token):
+        """Logits (V,) after ``token`` (an int) of the one sequence, as :meth:`_run`."""
+        cache = self.cache
+        pos = cache.length
+        x = self.E[token].copy()
+        if self.pos is not None:
+            x += self.pos[pos]
+        kv = cache.kv[:, 0]
+        for i, (eps1, attn, ffn) in enumerate(self.layers):
+            x += attn.row(_unit_row(x, eps1), kv[i], pos)
+            if ffn is not None:
+                eps2, W1, b1, act, W2, b2 = ffn
+                h = np.dot(_unit_row(x, eps2), W1)
+                h += b1
+                h = np.dot(act(h), W2)
+                h += b2
+                x += h
+        cache.advance(1)
+        out = np.dot(_unit_row(x, self.eps_f), self.W_head)
+        out += self.b_head
+        return out
+
 
 class LlamaDecoder(_Decoder):
     """:class:`~attention_lib.models.llama.Llama`'s fast path (grouped-query heads, rotary)."""
@@ -356,6 +412,24 @@ class LlamaDecoder(_Decoder):
             x += a @ W2
         cache.advance(tokens.shape[1])
         return _unit(x[:, -1], self.eps_f, False) @ self.W_head
+
+    @np.errstate(over="ignore")  # exp(-a) of SiLU (see _silu_inplace)
+    def _row(self, token):
+        """Logits (V,) after ``token`` (an int) of the one sequence, as :meth:`_run`."""
+        cache = self.cache
+        pos = cache.length
+        x = self.E[token].copy()
+        kv = cache.kv[:, 0]
+        for i, ((eps1, eps2), attn, W13, d_ff, W2) in enumerate(self.layers):
+            u = x * (1 / math.sqrt(float(np.dot(x, x)) + eps1))
+            x += attn.row(u, kv[i], pos)
+            u = x * (1 / math.sqrt(float(np.dot(x, x)) + eps2))
+            au = np.dot(u, W13)
+            a = _silu_inplace(au[:d_ff])
+            a *= au[d_ff:]
+            x += np.dot(a, W2)
+        cache.advance(1)
+        return np.dot(x * (1 / math.sqrt(float(np.dot(x, x)) + self.eps_f)), self.W_head)
 
 
 def decoder_for(model, batch: int, capacity: int | None = None):
