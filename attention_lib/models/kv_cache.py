@@ -21,7 +21,12 @@ generation instead of once per token:
   position rows are sliced from their tables;
 - a step with one new token needs no mask (it sees every cached key); the
   causal mask of a prompt is built once per prompt;
-- only the last position goes through the output layer.
+- only the last position goes through the output layer;
+- a step of one sequence (``B = 1``, the command line's and the chapters' case)
+  runs on 1-D rows (``_row``): ``np.dot`` of a row and a matrix, the norm's
+  scale as one Python float, every head's rotation as one row of the table;
+- SwiGLU's SiLU and the float32 GELU are NumPy (the GELU layer's own
+  polynomial ``Phi``), so that generating never imports SciPy.
 
 The logits are those of ``forward`` up to float rounding (the products are
 grouped differently) and the tokens the same: ``tests/test_kv_cache.py``
