@@ -28,21 +28,31 @@ the functional maths (data is read by models and presentation):
   ``python -m attention_lib.translate`` run the book's trained models.
 """
 
-from .additive import additive_attention, additive_scores
-from .backward import blockwise_attention_backward, scaled_dot_product_attention_backward
-from .blockwise import blockwise_attention, online_softmax_step
-from .dot_product import scaled_dot_product_attention
-from .masks import causal_mask, padding_mask
-from .multi_head import MultiHeadAttention
-from .positions import alibi_bias, alibi_slopes, rotary, sinusoidal_positions
+# The function softmax shares its name with its module: imported now, so that
+# ``attention_lib.softmax`` is the function however the modules get imported.
+from ._lazy import lazy_names
 from .softmax import log_softmax, logsumexp, softmax, softmax_backward
 
-from .data.embeddings import Tokens, embed, load_embeddings, load_vocab, tokenize
-from .data.paths import DataFileError, data_dir
-from .data.toy_translation import Pair, generate_pairs
-from .models import RNNencdec, RNNsearch, TinyGPT
-from .models.bottleneck import BottleneckResult, bottleneck_experiment
-from .presentation import format_table, glue, print_table, widget_html
+# Every other name is imported when it is first used (see :mod:`._lazy`).
+__getattr__, __dir__ = lazy_names(
+    __name__,
+    {
+        "additive": ("additive_attention", "additive_scores"),
+        "backward": ("blockwise_attention_backward", "scaled_dot_product_attention_backward"),
+        "blockwise": ("blockwise_attention", "online_softmax_step"),
+        "dot_product": ("scaled_dot_product_attention",),
+        "masks": ("causal_mask", "padding_mask"),
+        "multi_head": ("MultiHeadAttention",),
+        "positions": ("alibi_bias", "alibi_slopes", "rotary", "sinusoidal_positions"),
+        "data.embeddings": ("Tokens", "embed", "load_embeddings", "load_vocab", "tokenize"),
+        "data.paths": ("DataFileError", "data_dir"),
+        "data.toy_translation": ("Pair", "generate_pairs"),
+        "models": ("RNNencdec", "RNNsearch", "TinyGPT"),
+        "models.bottleneck": ("BottleneckResult", "bottleneck_experiment"),
+        "presentation": ("format_table", "glue", "print_table", "widget_html"),
+    },
+    ("align", "data", "models", "nn", "presentation"),
+)
 
 __version__ = "1.0.0"
 

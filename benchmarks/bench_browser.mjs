@@ -7,6 +7,11 @@
 //     and wall time. The translator: ms per French token, greedy and beam 4, on test
 //     sentences. Each line gives the ratio runtime / library. The first line gives the
 //     machine: lscpu's model name, its CPUs, the threads each side uses, the load average.
+//     With --llama2c DIR (llama2.c's run.c built there as DIR/run, and the checkpoint and
+//     tokenizer that benchmarks/llama2c_convert.py writes in DIR/stories: see
+//     bench_generation.py), stories260K also runs in llama2.c, in the same turns, from <s>
+//     with the same number of tokens; its text must equal the runtime's before its time is
+//     given (CPU time of the process for N tokens less that for one, per token).
 //  2. in Chromium (headless), the time from page load to the first generated token of a
 //     widget that is clicked as soon as the page has loaded (weights fetched, checked,
 //     parsed and the prompt run: the widget loads its model on first use), and from the
@@ -14,6 +19,7 @@
 //
 //   node benchmarks/bench_browser.mjs [--tokens 100] [--rounds 3] [--python .venv/bin/python]
 //                                     [--chromium /usr/bin/chromium] [--no-browser] [--no-library]
+//                                     [--llama2c DIR]
 import { readFileSync, existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:http";
 import { spawn, spawnSync } from "node:child_process";
@@ -75,6 +81,17 @@ function library(name, n, what, prompt) {
   return JSON.parse(r.stdout.trim().split("\n").pop());
 }
 
+// llama2.c's run.c (one thread, no OpenMP): its text and the CPU seconds of the process.
+const LLAMA2C = opt("--llama2c", null);
+function llama2c(steps) {
+  const d = LLAMA2C;
+  const r = spawnSync("/usr/bin/time", ["-f", "%U %S", `${d}/run`, `${d}/stories/stories260K.bin`,
+    "-z", `${d}/stories/tok512.bin`, "-t", "0.0", "-n", String(steps)], { encoding: "utf8" });
+  if (r.status !== 0) throw new Error(`llama2.c failed: ${r.stderr}`);
+  const [user, sys] = r.stderr.trim().split("\n").pop().split(" ").map(Number);
+  return { text: r.stdout.trim(), cpu_ms: (user + sys) * 1000 };
+}
+
 function timed(fn) {
   const c0 = process.cpuUsage();
   const t0 = performance.now();
@@ -124,6 +141,25 @@ for (const name of models) {
           pyIds = lib.ids;
         }
       }
+    }
+    if (LLAMA2C && name === "stories260k") {
+      // from <s> alone, as llama2.c starts: N tokens, the same text on both sides first
+      const bos = model.tokenizer.encode("");
+      const text = model.tokenizer.decode([...bos, ...model.generate(bos, N, { temperature: 0 })]);
+      const c = llama2c(N);
+      const sameText = c.text === text.trim();
+      const one = median([0, 1, 2].map(() => llama2c(1).cpu_ms));
+      const cs = [];
+      const rs = [];
+      for (let r = 0; r < ROUNDS; r++) {
+        cs.push((llama2c(N).cpu_ms - one) / (N - 1));
+        rs.push(timed(() => model.generate(bos, N, { temperature: 0 })).cpu_ms / N);
+      }
+      const cc = median(cs);
+      const rc = median(rs);
+      console.log(`  ${"stories260k <s>".padEnd(19)}runtime ${fmt(rc).padStart(10)} ${"".padStart(13)} ` +
+        `${(rc / cc).toFixed(2).padStart(12)}x llama2.c   ${sameText}`);
+      console.log(`  ${"".padEnd(19)}llama2.c${fmt(cc).padStart(10)}   (run.c -O3 -march=native, 1 thread)`);
     }
     const label = name === "translator" ? `${name} ${what}` : name;
     const jc = median(js.map((x) => x.cpu));

@@ -48,12 +48,13 @@ def fast_logits(model, tokens, prompt):
     return np.stack(out, axis=1)
 
 
+@pytest.mark.parametrize("B", [3, 1], ids=["3 rows", "one row"])  # one row: _row's path
 @pytest.mark.parametrize("dtype, atol", [(np.float64, 1e-12), (np.float32, 2e-5)])
 @pytest.mark.parametrize("name, make", MODELS, ids=[m[0] for m in MODELS])
-def test_fast_logits_equal_the_full_forward_at_every_step(name, make, dtype, atol):
+def test_fast_logits_equal_the_full_forward_at_every_step(name, make, dtype, atol, B):
     model = make(dtype)
     n_vocab = model.tok.params["E"].shape[0]
-    tokens = np.random.default_rng(3).integers(0, n_vocab, (3, model.max_len))
+    tokens = np.random.default_rng(3).integers(0, n_vocab, (B, model.max_len))
     want = model.forward(tokens)[:, 4:]  # after 5 tokens, 6, ..., max_len (a full cache)
     got = fast_logits(model, tokens, 5)
     assert got.dtype == want.dtype and got.shape == want.shape
@@ -84,10 +85,12 @@ def test_fast_generation_gives_the_tokens_of_the_plain_paths(name, make):
         np.testing.assert_array_equal(runs[0], runs[2])
 
 
-def test_a_wrong_cache_is_caught(monkeypatch):
+@pytest.mark.parametrize("make", [lambda: gpt("learned"), llama], ids=["gpt", "llama"])
+@pytest.mark.parametrize("B", [2, 1], ids=["2 rows", "one row"])
+def test_a_wrong_cache_is_caught(monkeypatch, make, B):
     """The comparison can fail: a cache that counts a prompt as one position gives other logits."""
-    model = gpt("learned")
-    tokens = np.random.default_rng(3).integers(0, 11, (2, 12))
+    model = make()
+    tokens = np.random.default_rng(3).integers(0, 11, (B, 12))
     full = model.forward(tokens)[:, 4:]
 
     def one_at_a_time(self, T):  # the bug: the next token overwrites the prompt's keys

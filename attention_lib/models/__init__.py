@@ -13,8 +13,16 @@ every layer that has parameters (each once), the list :class:`~attention_lib.nn.
   language models (chapter 12's Shakespeare, chapter 13's stories260K) and their tokenizers.
 """
 
-from .gpt import TinyGPT
-from .pretrained import CharTokenizer, load_pretrained
-from .seq2seq import RNNencdec, RNNsearch
+from .._lazy import lazy_names
+
+# Imported on first use (see :mod:`attention_lib._lazy`).
+__getattr__, __dir__ = lazy_names(
+    __name__,
+    {
+        "gpt": ("TinyGPT",),
+        "pretrained": ("CharTokenizer", "load_pretrained"),
+        "seq2seq": ("RNNencdec", "RNNsearch"),
+    },
+)
 
 __all__ = ["CharTokenizer", "RNNencdec", "RNNsearch", "TinyGPT", "load_pretrained"]

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
-import scipy.linalg
 
 from .._checks import as_float, as_int, require_finite
 from ..dot_product import scaled_dot_product_attention
@@ -184,6 +183,8 @@ def fit_linear_code(X: ArrayLike, d: int) -> tuple[np.ndarray, np.ndarray]:
     D = X.shape[1]
     keep = min(d, D)
     # Only the top `keep` eigenvectors of the (D, D) scatter matrix are needed.
+    import scipy.linalg  # here: SciPy's import is slow
+
     _, directions = scipy.linalg.eigh(centred.T @ centred, subset_by_index=[D - keep, D - 1])
     return mean, directions[:, ::-1]  # largest variance first
 

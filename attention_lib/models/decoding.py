@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..softmax import log_softmax
 
 if TYPE_CHECKING:  # for the type hints only
     from .seq2seq import RNNsearch
@@ -157,17 +156,8 @@ def rnnsearch_beam_search(
     limits = 2 * np.asarray(lengths, dtype=np.int64) + 10 if max_len is None else int(max_len)
     H_enc, mask, s = model.encode(src, lengths)
     rows = np.repeat(np.arange(B), K)
-    model._start_context(H_enc[rows], mask[rows])
-    state = {"s": s[rows]}
-    E, W, b = model.tgt_emb.params["E"], model.out.params["W"], model.out.params["b"]
+    from .rnn_decoder import RNNsearchDecoder  # the layers' steps, overhead paid once
 
-    def step(y, t):
-        c, _, _ = model._context(state["s"])
-        ey = E[y]
-        state["s"], _ = model.dec.step(np.concatenate([ey, c], axis=-1), state["s"])
-        return log_softmax(np.concatenate([state["s"], c, ey], axis=-1) @ W + b)
-
-    def reorder(idx):
-        state["s"] = state["s"][idx]
-
-    return beam_search(step, reorder, B, K, limits, length_penalty)
+    summary = model._enc[1][rows]  # RNNencdec's fixed context
+    decoder = RNNsearchDecoder(model, H_enc[rows], mask[rows], s[rows], summary=summary)
+    return beam_search(decoder.log_probs, decoder.reorder, B, K, limits, length_penalty)

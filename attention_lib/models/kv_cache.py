@@ -21,7 +21,12 @@ generation instead of once per token:
   position rows are sliced from their tables;
 - a step with one new token needs no mask (it sees every cached key); the
   causal mask of a prompt is built once per prompt;
-- only the last position goes through the output layer.
+- only the last position goes through the output layer;
+- a step of one sequence (``B = 1``, the command line's and the chapters' case)
+  runs on 1-D rows (``_row``): ``np.dot`` of a row and a matrix, the norm's
+  scale as one Python float, every head's rotation as one row of the table;
+- SwiGLU's SiLU and the float32 GELU are NumPy (the GELU layer's own
+  polynomial ``Phi``), so that generating never imports SciPy.
 
 The logits are those of ``forward`` up to float rounding (the products are
 grouped differently) and the tokens the same: ``tests/test_kv_cache.py``
@@ -34,9 +39,11 @@ configuration it does not cover (the callers then take the plain path).
 
 from __future__ import annotations
 
-import numpy as np
-from scipy.special import expit, ndtr
+import math
 
+import numpy as np
+
+from ..nn.activations import _normal_cdf_float32
 from ..positions import _frequencies  # the rotary frequencies base^(-2i/d)
 
 
@@ -112,10 +119,11 @@ class StaticKVCache:
 
 
 def _softmax_rows(s):
-    """Softmax over the last axis, in place."""
-    s -= s.max(axis=-1, keepdims=True)
+    """Softmax over the last axis, in place (the ufuncs' ``reduce``: ``s.max`` and
+    ``s.sum`` add a Python-level call each)."""
+    s -= np.maximum.reduce(s, axis=-1, keepdims=True)
     np.exp(s, out=s)
-    s /= s.sum(axis=-1, keepdims=True)
+    s /= np.add.reduce(s, axis=-1, keepdims=True)
     return s
 
 
@@ -148,14 +156,29 @@ def _fold(norm, W, b, dtype):
     return np.ascontiguousarray(W2, dtype=dtype), b2.astype(dtype) if has_bias else None
 
 
-def _activation(act):
-    """GELU's ``x Phi(x)`` with SciPy's ``ndtr`` for ``Phi`` (one ufunc; the layer's
-    float32 ``Phi`` is a polynomial of about 20 array operations, which costs more
-    than the rest of a one-token step), or the layer's own ``forward`` for the
-    tanh form."""
-    if getattr(act, "approximate", None) == "none":
-        return lambda h: h * ndtr(h)
-    return act.forward
+def _activation(act, dtype):
+    """GELU's ``x Phi(x)``: for float32 the layer's own ``Phi`` (a polynomial, in
+    NumPy), for float64 SciPy's ``ndtr`` (imported here, when a float64 model
+    needs it: importing SciPy costs more CPU than the rest of the command line's
+    start-up); the layer's own ``forward`` for the tanh form."""
+    if getattr(act, "approximate", None) != "none":
+        return act.forward
+    if np.dtype(dtype) == np.float32:
+        return lambda h: h * _normal_cdf_float32(h)
+    from scipy.special import ndtr
+
+    return lambda h: h * ndtr(h)
+
+
+def _silu_inplace(a):
+    """``a * sigma(a)`` in place, ``sigma(a) = 1 / (1 + exp(-a))`` (NumPy only; the
+    caller ignores the overflow of ``exp`` below about -88 in float32, where
+    ``a / inf`` is the right limit 0)."""
+    t = np.negative(a)
+    np.exp(t, out=t)
+    t += 1
+    a /= t
+    return a
 
 
 def _unit(x, eps_d, centre):
@@ -167,6 +190,12 @@ def _unit(x, eps_d, centre):
     if centre:
         x = x - np.add.reduce(x, axis=-1, keepdims=True) / x.shape[-1]
     return x / np.sqrt(np.vecdot(x, x)[..., None] + eps_d)
+
+
+def _unit_row(x, eps_d):
+    """:func:`_unit` of one row ``x`` (E,), centred (LayerNorm), with scalar arithmetic."""
+    x = x - float(np.add.reduce(x)) / x.shape[0]
+    return x * (1 / math.sqrt(float(np.dot(x, x)) + eps_d))
 
 
 class _Attention:
@@ -189,6 +218,9 @@ class _Attention:
         self.rot = rotary_table
         self.ctype = None if rotary_table is None else rotary_table.dtype
         self.n_q, self.n_qk = H * d, (H + H_kv) * d
+        # one-row steps: the rotation of every query and key head at a position, one row
+        self.rot_row = None if rotary_table is None else np.tile(rotary_table, (1, H + H_kv))
+        self.qkv_row = np.empty(self.W.shape[1], dtype)  # out= buffer of u @ W
 
     def __call__(self, u, cache, layer, mask=None):
         """Attend from ``u`` (B, T, E) at positions ``cache.length ..`` to every cached key."""
@@ -222,6 +254,26 @@ class _Attention:
             out += self.b_O
         return out
 
+    def row(self, u, kv, pos):
+        """One token of one sequence: ``u`` (E,) at position ``pos``; ``kv`` is the
+        layer's cache for this sequence, (2, H_kv, max_len, d). The same arithmetic
+        as :meth:`__call__` with ``B = T = 1``, in fewer and smaller NumPy calls
+        (``np.dot`` of a row and a matrix costs less than ``@``)."""
+        qkv = np.dot(u, self.W, out=self.qkv_row)
+        if self.b is not None:
+            qkv += self.b
+        n_q, S = self.n_q, pos + 1
+        if self.rot_row is not None:
+            qk = qkv[: self.n_qk].view(self.ctype)
+            qk *= self.rot_row[pos]
+        kv[:, :, pos] = qkv[n_q:].reshape(2, self.H_kv, self.d)
+        s = qkv[:n_q].reshape(self.H_kv, self.G, self.d) @ kv[0, :, :S].transpose(0, 2, 1)
+        p = _softmax_rows(s)
+        out = np.dot((p @ kv[1, :, :S]).reshape(n_q), self.W_O)
+        if self.b_O is not None:
+            out += self.b_O
+        return out
+
 
 def causal_mask(start, T, dtype):
     """0 where the query at ``start + t`` may see key ``s``, -inf after it: (T, start + T)."""
@@ -241,6 +293,8 @@ class _Decoder:
 
     def step(self, token: np.ndarray) -> np.ndarray:
         """Logits (B, V) after one more token per row, ``token`` (B,)."""
+        if token.shape[0] == 1:  # one sequence: 1-D rows, fewest NumPy calls
+            return self._row(int(token[0]))[None]
         return self._run(token[:, None], None)
 
     def reset(self) -> None:
@@ -271,8 +325,8 @@ class GPTDecoder(_Decoder):
             if not b.attention_only:
                 f = b.ffn
                 W1, b1 = _fold(b.ln2, f.fc1.params["W"], f.fc1.params["b"], dtype)
-                ffn = (b.ln2.eps * W1.shape[0], W1, b1, _activation(f.act), f.fc2.params["W"])
-                ffn += (f.fc2.params["b"],)
+                act = _activation(f.act, dtype)
+                ffn = (b.ln2.eps * W1.shape[0], W1, b1, act, f.fc2.params["W"], f.fc2.params["b"])
             attn = _Attention(b.attn, dtype, b.ln1, rot)
             self.layers.append((b.ln1.eps * attn.W.shape[0], attn, ffn))
         self.cache = StaticKVCache(
@@ -314,6 +368,28 @@ class GPTDecoder(_Decoder):
         finally:
             self.every_row = False
 
+    def _row(self, token):
+        """Logits (V,) after ``token`` (an int) of the one sequence, as :meth:`_run`."""
+        cache = self.cache
+        pos = cache.length
+        x = self.E[token].copy()
+        if self.pos is not None:
+            x += self.pos[pos]
+        kv = cache.kv[:, 0]
+        for i, (eps1, attn, ffn) in enumerate(self.layers):
+            x += attn.row(_unit_row(x, eps1), kv[i], pos)
+            if ffn is not None:
+                eps2, W1, b1, act, W2, b2 = ffn
+                h = np.dot(_unit_row(x, eps2), W1)
+                h += b1
+                h = np.dot(act(h), W2)
+                h += b2
+                x += h
+        cache.advance(1)
+        out = np.dot(_unit_row(x, self.eps_f), self.W_head)
+        out += self.b_head
+        return out
+
 
 class LlamaDecoder(_Decoder):
     """:class:`~attention_lib.models.llama.Llama`'s fast path (grouped-query heads, rotary)."""
@@ -339,18 +415,36 @@ class LlamaDecoder(_Decoder):
         self.W_head, _ = _fold(model.norm, head, None, dtype)
         self.eps_f = model.norm.eps * self.W_head.shape[0]
 
+    @np.errstate(over="ignore")  # exp(-a) of SiLU (see _silu_inplace)
     def _run(self, tokens, mask):
         cache = self.cache
         x = self.E[tokens]
         for i, ((eps1, eps2), attn, W13, d_ff, W2) in enumerate(self.layers):
             x = x + attn(_unit(x, eps1, False), cache, i, mask)
             au = _unit(x, eps2, False) @ W13
-            a = au[..., :d_ff]
-            a *= expit(a)
+            a = _silu_inplace(au[..., :d_ff])
             a *= au[..., d_ff:]
             x += a @ W2
         cache.advance(tokens.shape[1])
         return _unit(x[:, -1], self.eps_f, False) @ self.W_head
+
+    @np.errstate(over="ignore")  # exp(-a) of SiLU (see _silu_inplace)
+    def _row(self, token):
+        """Logits (V,) after ``token`` (an int) of the one sequence, as :meth:`_run`."""
+        cache = self.cache
+        pos = cache.length
+        x = self.E[token].copy()
+        kv = cache.kv[:, 0]
+        for i, ((eps1, eps2), attn, W13, d_ff, W2) in enumerate(self.layers):
+            u = x * (1 / math.sqrt(float(np.dot(x, x)) + eps1))
+            x += attn.row(u, kv[i], pos)
+            u = x * (1 / math.sqrt(float(np.dot(x, x)) + eps2))
+            au = np.dot(u, W13)
+            a = _silu_inplace(au[:d_ff])
+            a *= au[d_ff:]
+            x += np.dot(a, W2)
+        cache.advance(1)
+        return np.dot(x * (1 / math.sqrt(float(np.dot(x, x)) + self.eps_f)), self.W_head)
 
 
 def decoder_for(model, batch: int, capacity: int | None = None):
@@ -434,8 +528,8 @@ class TransformerDecoder:
             )
             f = layer.ffn
             W1, b1 = _fold(layer.ln3, f.fc1.params["W"], f.fc1.params["b"], dtype)
-            ffn = (layer.ln3.eps * W1.shape[0], W1, b1, _activation(f.act), f.fc2.params["W"])
-            ffn += (f.fc2.params["b"],)
+            act = _activation(f.act, dtype)
+            ffn = (layer.ln3.eps * W1.shape[0], W1, b1, act, f.fc2.params["W"], f.fc2.params["b"])
             attn = _Attention(layer.self_attn, dtype, layer.ln1)
             self.layers.append((layer.ln1.eps * W1.shape[0], attn, cross, ffn))
         self.H, self.d = model.decoder[0].cross_attn.n_heads, model.decoder[0].cross_attn.d_head

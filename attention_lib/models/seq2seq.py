@@ -332,18 +332,16 @@ class RNNencdec(Composite):
         )
         max_len = int(limits.max())
         H_enc, mask, s = self.encode(src, lengths)
-        self._start_context(H_enc, mask)
+        from .rnn_decoder import RNNsearchDecoder  # the layers' steps, overhead paid once
+
+        decoder = RNNsearchDecoder(self, H_enc, mask, s, summary=self._enc[1])
         B, S = src.shape
         y = np.full(B, BOS)
         done = np.zeros(B, bool)
         out, weights = [], []
         for t in range(max_len):
-            c, alpha, _ = self._context(s)
-            ey = self.tgt_emb.params["E"][y]
-            s, _ = self.dec.step(np.concatenate([ey, c], axis=-1), s)
-            logits = (
-                np.concatenate([s, c, ey], axis=-1) @ self.out.params["W"] + self.out.params["b"]
-            )
+            logits = decoder.logits(y)
+            alpha = decoder.alpha
             y = np.where(done, PAD, logits.argmax(axis=-1))
             out.append(y)
             weights.append(np.zeros((B, S), self.dtype) if alpha is None else alpha)

@@ -39,24 +39,32 @@ Imports flow one way: the functional maths (``softmax``, ``masks``,
 :mod:`attention_lib.models` <- the chapters.
 """
 
-from .activations import GELU, SiLU
-from .additive import AdditiveAttention
-from .block import FeedForward, TransformerBlock
-from .dropout import Dropout
-from .layers import Embedding, Linear
-from .losses import softmax_cross_entropy
-from .multi_head_attention import (
-    Attention,
-    KVCache,
-    MultiHeadAttention,
-    RollingKVCache,
-    SelfAttention,
+from .._lazy import lazy_names
+
+# Imported on first use (see :mod:`attention_lib._lazy`).
+__getattr__, __dir__ = lazy_names(
+    __name__,
+    {
+        "activations": ("GELU", "SiLU"),
+        "additive": ("AdditiveAttention",),
+        "block": ("FeedForward", "TransformerBlock"),
+        "dropout": ("Dropout",),
+        "layers": ("Embedding", "Linear"),
+        "losses": ("softmax_cross_entropy",),
+        "multi_head_attention": (
+            "Attention",
+            "KVCache",
+            "MultiHeadAttention",
+            "RollingKVCache",
+            "SelfAttention",
+        ),
+        "norm": ("LayerNorm", "RMSNorm"),
+        "optim": ("Adam",),
+        "recurrent": ("GRU", "GRUCell"),
+        "swiglu": ("SwiGLU",),
+        "utils": ("clip_grad_norm",),
+    },
 )
-from .norm import LayerNorm, RMSNorm
-from .optim import Adam
-from .recurrent import GRU, GRUCell
-from .swiglu import SwiGLU
-from .utils import clip_grad_norm
 
 __all__ = [
     "GELU",

@@ -2,7 +2,6 @@
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import erf, expit
 
 from .._checks import as_float_input, as_output_grad
 
@@ -109,6 +108,8 @@ class GELU:
         if x.dtype == np.float32:
             self.cdf = _normal_cdf_float32(x)
         else:
+            from scipy.special import erf  # here: SciPy's import is slow
+
             self.cdf = 0.5 * (1.0 + erf(x * _SQRT_HALF))
         return x * self.cdf
 
@@ -162,6 +163,8 @@ class SiLU:
         self.x = self.sigma = None
 
     def forward(self, x: ArrayLike) -> np.ndarray:
+        from scipy.special import expit  # here: SciPy's import is slow
+
         self.x = as_float_input(x, "x")
         self.sigma = expit(self.x)
         return self.x * self.sigma

@@ -198,93 +198,73 @@ function dot4(X, x, W, w, n) {
 }
 
 /**
+ * Two dot products that share one operand, S[s..s+n) . P[p..p+n) and S[s..s+n) . P[q..q+n),
+ * each summed in double precision over four accumulators exactly as dot4() sums, written
+ * to out[o1] and out[o2] with the biases b1 and b2. Each read of S serves both products:
+ * linearRows() calls it with two rows of X against one row of W^T (a batch), or with one
+ * row of X against two rows of W^T (a single token).
+ */
+function dot2(S, s, P, p, q, n, out, o1, b1, o2, b2) {
+  let a0 = 0;
+  let a1 = 0;
+  let a2 = 0;
+  let a3 = 0;
+  let c0 = 0;
+  let c1 = 0;
+  let c2 = 0;
+  let c3 = 0;
+  let i = 0;
+  for (; i + 3 < n; i += 4) {
+    const s0 = S[s + i];
+    const s1 = S[s + i + 1];
+    const s2 = S[s + i + 2];
+    const s3 = S[s + i + 3];
+    a0 += P[p + i] * s0;
+    a1 += P[p + i + 1] * s1;
+    a2 += P[p + i + 2] * s2;
+    a3 += P[p + i + 3] * s3;
+    c0 += P[q + i] * s0;
+    c1 += P[q + i + 1] * s1;
+    c2 += P[q + i + 2] * s2;
+    c3 += P[q + i + 3] * s3;
+  }
+  for (; i < n; i++) {
+    a0 += P[p + i] * S[s + i];
+    c0 += P[q + i] * S[s + i];
+  }
+  out[o1] = a0 + a1 + (a2 + a3) + b1;
+  out[o2] = c0 + c1 + (c2 + c3) + b2;
+}
+
+/**
  * out = X W + b for n rows X (n x nIn, row-major) and W (nIn, nOut), given as WT = W^T
  * (nOut rows of nIn: see transposed()), b optional; out holds n rows of nOut. Each output is
  * one dot product over two contiguous rows, summed in double precision over four
  * accumulators (independent sums keep the CPU's pipelines busy; at least as accurate as
  * float32). Rows of X go two at a time, so that each weight read serves both, and every
- * row of W^T is read once per pair while it is in the cache. A row's sums are the same
- * whatever n is and whichever row it pairs with: batching never changes a result.
+ * row of W^T is read once per pair while it is in the cache; a row left over (a single
+ * token: the decoding step) goes two outputs at a time, each read of x serving both (both
+ * through dot2()). A row's sums are the same whatever n is and whichever row it pairs
+ * with: batching never changes a result.
  */
 function linearRows(X, n, nIn, WT, b, out) {
   const nOut = WT.length / nIn;
   let r = 0;
   for (; r + 1 < n; r += 2) {
     const x = r * nIn;
-    const y = x + nIn;
     const o = r * nOut;
     for (let j = 0; j < nOut; j++) {
-      const w = j * nIn;
-      let a0 = 0;
-      let a1 = 0;
-      let a2 = 0;
-      let a3 = 0;
-      let c0 = 0;
-      let c1 = 0;
-      let c2 = 0;
-      let c3 = 0;
-      let i = 0;
-      for (; i + 3 < nIn; i += 4) {
-        const w0 = WT[w + i];
-        const w1 = WT[w + i + 1];
-        const w2 = WT[w + i + 2];
-        const w3 = WT[w + i + 3];
-        a0 += X[x + i] * w0;
-        a1 += X[x + i + 1] * w1;
-        a2 += X[x + i + 2] * w2;
-        a3 += X[x + i + 3] * w3;
-        c0 += X[y + i] * w0;
-        c1 += X[y + i + 1] * w1;
-        c2 += X[y + i + 2] * w2;
-        c3 += X[y + i + 3] * w3;
-      }
-      for (; i < nIn; i++) {
-        a0 += X[x + i] * WT[w + i];
-        c0 += X[y + i] * WT[w + i];
-      }
       const bias = b ? b[j] : 0;
-      out[o + j] = a0 + a1 + (a2 + a3) + bias;
-      out[o + nOut + j] = c0 + c1 + (c2 + c3) + bias;
+      dot2(WT, j * nIn, X, x, x + nIn, nIn, out, o + j, bias, o + nOut + j, bias);
     }
   }
   if (r < n) {
-    // one row left (a single token: the decoding step): two outputs at a time, each x read
-    // serving both, each output summed exactly as above
     const x = r * nIn;
     const o = r * nOut;
     let j = 0;
     for (; j + 1 < nOut; j += 2) {
       const w = j * nIn;
-      const v = w + nIn;
-      let a0 = 0;
-      let a1 = 0;
-      let a2 = 0;
-      let a3 = 0;
-      let c0 = 0;
-      let c1 = 0;
-      let c2 = 0;
-      let c3 = 0;
-      let i = 0;
-      for (; i + 3 < nIn; i += 4) {
-        const x0 = X[x + i];
-        const x1 = X[x + i + 1];
-        const x2 = X[x + i + 2];
-        const x3 = X[x + i + 3];
-        a0 += x0 * WT[w + i];
-        a1 += x1 * WT[w + i + 1];
-        a2 += x2 * WT[w + i + 2];
-        a3 += x3 * WT[w + i + 3];
-        c0 += x0 * WT[v + i];
-        c1 += x1 * WT[v + i + 1];
-        c2 += x2 * WT[v + i + 2];
-        c3 += x3 * WT[v + i + 3];
-      }
-      for (; i < nIn; i++) {
-        a0 += X[x + i] * WT[w + i];
-        c0 += X[x + i] * WT[v + i];
-      }
-      out[o + j] = a0 + a1 + (a2 + a3) + (b ? b[j] : 0);
-      out[o + j + 1] = c0 + c1 + (c2 + c3) + (b ? b[j + 1] : 0);
+      dot2(X, x, WT, w, w + nIn, nIn, out, o + j, b ? b[j] : 0, o + j + 1, b ? b[j + 1] : 0);
     }
     for (; j < nOut; j++) out[o + j] = dot4(X, x, WT, j * nIn, nIn) + (b ? b[j] : 0);
   }
