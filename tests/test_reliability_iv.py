@@ -695,7 +695,11 @@ def test_files_written_as_a_group_are_all_old_or_all_new_under_an_interrupt(tmp_
         real_replace(src, dst)
         calls.append(dst)
         if len(calls) == 1:
-            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C right after the first rename
+            # Ctrl-C right after the first rename. raise_signal delivers it to this
+            # thread before it returns; os.kill(os.getpid(), ...) may hand it to
+            # another of the process's threads (BLAS's, torch's) at a later moment, so
+            # under load the test saw it only after write_atomic_group had returned.
+            signal.raise_signal(signal.SIGINT)
 
     monkeypatch.setattr(paths.os, "replace", replace)
     with pytest.raises(KeyboardInterrupt):
