@@ -194,13 +194,28 @@ def sentence_transformer(reference_folder):
     return sentence_transformers.SentenceTransformer(str(reference_folder), device="cpu")
 
 
-def test_matches_sentence_transformers(model, sentence_transformer):
+@pytest.fixture(scope="module")
+def both_encodings(model, sentence_transformer):
+    """The library's and sentence-transformers' embeddings of every sentence the tests
+    compare, each model run once: Tatoeba's first 256 test sentences, the tricky ones,
+    one truncated at 256 pieces, and those of data/minilm/st_reference.npz."""
+    from attention_lib.data.paths import verified_path
+
+    ref = np.load(verified_path("minilm/st_reference.npz"), allow_pickle=False)
     sentences = english(256) + TRICKY + ["word " * 400]  # the last one is truncated
-    assert sentence_transformer.max_seq_length == model.max_seq_length == 256
+    sentences = list(dict.fromkeys(sentences + [str(t) for t in ref["sentences"]]))
     ours = model.encode(sentences)
     theirs = sentence_transformer.encode(
         sentences, normalize_embeddings=True, convert_to_numpy=True, batch_size=32
     )
+    return {t: (a, b) for t, a, b in zip(sentences, ours, theirs, strict=True)}
+
+
+def test_matches_sentence_transformers(model, sentence_transformer, both_encodings):
+    sentences = english(256) + TRICKY + ["word " * 400]  # the last one is truncated
+    assert sentence_transformer.max_seq_length == model.max_seq_length == 256
+    ours = np.array([both_encodings[t][0] for t in sentences])
+    theirs = np.array([both_encodings[t][1] for t in sentences])
     assert ours.shape == theirs.shape == (len(sentences), 384)
     assert np.abs(ours - theirs).max() < 1e-5
     # and the comparison can fail: sentences shifted by one
@@ -384,7 +399,7 @@ def test_missing_or_other_version_of_the_wheel(monkeypatch):
     assert minilm.wheel_path().name == "model.zip"
 
 
-def test_committed_reference_embeddings(model, sentence_transformer):
+def test_committed_reference_embeddings(both_encodings):
     """data/minilm/st_reference.npz (chapter 14 compares with it) is what sentence-transformers gives."""
     import json
 
@@ -396,9 +411,10 @@ def test_committed_reference_embeddings(model, sentence_transformer):
     ref = np.load(path, allow_pickle=False)
     texts = [str(s) for s in ref["sentences"]]
     assert len(texts) >= 200 and ref["embeddings"].shape == (len(texts), 384)
-    live = sentence_transformer.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+    ours = np.array([both_encodings[t][0] for t in texts])
+    live = np.array([both_encodings[t][1] for t in texts])
     assert np.abs(live - ref["embeddings"]).max() < 1e-6
-    assert np.abs(model.encode(texts) - ref["embeddings"]).max() < 1e-5
+    assert np.abs(ours - ref["embeddings"]).max() < 1e-5
 
 
 def test_int8_export_round_trip():
