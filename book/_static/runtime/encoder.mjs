@@ -8,7 +8,7 @@
 //   const enc = loadEncoder(manifest, arrayBuffer);
 //   enc.tokenize("Hello, world!")   // ["[CLS]", "hello", ",", "world", "!", "[SEP]"]
 //   enc.encode("Hello, world!")     // Float32Array(384), length 1
-//   enc.attention("Hello, world!")  // { tokens, weights[layer][head]: Float32Array(T * T) }
+//   enc.attention("Hello, world!")  // { tokens, weights[layer][head]: Float32Array(T * T), embedding, truncated }
 
 const FORMAT = "attention-from-scratch runtime encoder, version 1";
 
@@ -110,12 +110,17 @@ export function loadEncoder(manifest, buffer) {
   const E = c.d_model, H = c.n_heads, D = E / H, maxTokens = c.max_tokens;
   const vocab = new Map(manifest.vocab.map((p, i) => [p, i]));
 
-  function tokenize(text) {
+  function allPieces(text) {
     if (typeof text !== "string") throw new TypeError("text must be a string");
     const pieces = [];
     for (const w of basicTokenize(text)) pieces.push(...wordPieces(w, vocab));
     if (pieces.length === 0) throw new Error("the text has no word piece (empty, or only spaces)");
-    return ["[CLS]", ...pieces.slice(0, maxTokens - 2), "[SEP]"];
+    return pieces;
+  }
+
+  /** [CLS], the word pieces (the first max_tokens - 2: longer text is cut), [SEP]. */
+  function tokenize(text) {
+    return ["[CLS]", ...allPieces(text).slice(0, maxTokens - 2), "[SEP]"];
   }
 
   function row(table, i) { // a dequantized row of an int8 table
@@ -207,10 +212,7 @@ export function loadEncoder(manifest, buffer) {
     return tokens.map((p) => vocab.get(p));
   }
 
-  function encode(text) {
-    const tokens = tokenize(text);
-    const T = tokens.length;
-    const { x } = forward(ids(tokens), false);
+  function pool(x, T) { // mean over the tokens, then L2-normalised
     const out = new Float32Array(E);
     for (let p = 0; p < T; p++) for (let i = 0; i < E; i++) out[i] += x[p * E + i] / T;
     let norm = 0;
@@ -220,9 +222,17 @@ export function loadEncoder(manifest, buffer) {
     return out;
   }
 
-  function attention(text) {
+  function encode(text) {
     const tokens = tokenize(text);
-    return { tokens, weights: forward(ids(tokens), true).weights };
+    return pool(forward(ids(tokens), false).x, tokens.length);
+  }
+
+  /** The tokens, every layer's and head's weights, and the embedding, in one forward pass. */
+  function attention(text) {
+    const pieces = allPieces(text);
+    const tokens = ["[CLS]", ...pieces.slice(0, maxTokens - 2), "[SEP]"];
+    const { x, weights } = forward(ids(tokens), true);
+    return { tokens, weights, embedding: pool(x, tokens.length), truncated: pieces.length > maxTokens - 2 };
   }
 
   function similarity(a, b) {
