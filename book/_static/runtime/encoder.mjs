@@ -130,15 +130,29 @@ export function loadEncoder(manifest, buffer) {
     return out;
   }
 
-  function linear(x, T, W, b) { // x (T, in) @ W^T + b, W int8 (out, in) rows
-    const out = new Float32Array(T * W.rows);
-    for (let t = 0; t < T; t++) {
-      const xo = t * W.cols;
-      for (let o = 0; o < W.rows; o++) {
-        let sum = 0;
-        const wo = o * W.cols;
-        for (let i = 0; i < W.cols; i++) sum += x[xo + i] * W.q[wo + i];
-        out[t * W.rows + o] = sum * W.s[o] + b[o];
+  // x (T, in) @ W^T + b, W int8 (out, in) rows. Two rows of x at a time, so that each
+  // weight read serves both, and four accumulators per row (the same sums for a row
+  // whether or not it has a partner: the pairing changes no bit).
+  function linear(x, T, W, b) {
+    const { q, s: scale, rows, cols: n } = W;
+    const out = new Float32Array(T * rows);
+    const n4 = n - (n % 4);
+    for (let t = 0; t < T; t += 2) {
+      const xa = t * n;
+      const pair = t + 1 < T;
+      const xb = pair ? xa + n : xa;
+      for (let o = 0; o < rows; o++) {
+        const wo = o * n;
+        let a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+        let i = 0;
+        for (; i < n4; i += 4) {
+          const w0 = q[wo + i], w1 = q[wo + i + 1], w2 = q[wo + i + 2], w3 = q[wo + i + 3];
+          a0 += x[xa + i] * w0; a1 += x[xa + i + 1] * w1; a2 += x[xa + i + 2] * w2; a3 += x[xa + i + 3] * w3;
+          b0 += x[xb + i] * w0; b1 += x[xb + i + 1] * w1; b2 += x[xb + i + 2] * w2; b3 += x[xb + i + 3] * w3;
+        }
+        for (; i < n; i++) { a0 += x[xa + i] * q[wo + i]; b0 += x[xb + i] * q[wo + i]; }
+        out[t * rows + o] = ((a0 + a1) + (a2 + a3)) * scale[o] + b[o];
+        if (pair) out[(t + 1) * rows + o] = ((b0 + b1) + (b2 + b3)) * scale[o] + b[o];
       }
     }
     return out;

@@ -146,25 +146,32 @@ export function mountEncoder(root) {
     status.textContent = "Encoding…";
     await new Promise((resolve) => setTimeout(resolve, 0));
     if (mine !== run) return;
+    const blank = "has no word piece (only spaces or control characters): type some words.";
     const t0 = performance.now();
     let a;
-    let b = null;
     try {
       a = enc.attention(first.value);
-      if (second.value.trim()) b = enc.attention(second.value);
     } catch (err) {
-      return fail(`${/no word piece/.test(err.message) ? "A sentence has no word piece (only spaces or control characters): type some words." : err.message}`);
+      return fail(/no word piece/.test(err.message) ? `The sentence ${blank}` : err.message);
     }
     const max = enc.config.max_tokens;
     result = a;
-    tokens.replaceChildren(...a.tokens.flatMap((t, i) => [i ? " " : null,
+    tokens.replaceChildren(...a.tokens.flatMap((t, i) => [...(i ? [" "] : []),
       h("span", { class: t.startsWith("[") ? "aft-token aft-special" : "aft-token aft-piece" }, t)]));
     draw();
-    const ms = performance.now() - t0;
+    const ms = performance.now() - t0; // from the press (weights loaded) to the first map
     root.dataset.mapMs = String(Math.round(ms));
-    let cos = null;
+    similarity.textContent = second.value.trim() ? "Encoding the second sentence…" : "";
+    await new Promise((resolve) => setTimeout(resolve, 0)); // let the page draw the map
+    if (mine !== run) return;
+    let b = null;
+    try {
+      if (second.value.trim()) b = enc.attention(second.value);
+    } catch (err) {
+      return fail(/no word piece/.test(err.message) ? `The second sentence ${blank}` : err.message);
+    }
     if (b) {
-      cos = 0;
+      let cos = 0;
       for (let i = 0; i < a.embedding.length; i++) cos += a.embedding[i] * b.embedding[i];
       root.dataset.similarity = cos.toFixed(4);
       similarity.textContent = `Cosine similarity of the two sentences' embeddings: ${cos.toFixed(3)} ` +
@@ -175,7 +182,7 @@ export function mountEncoder(root) {
     }
     const cut = [a, b].some((r) => r && r.truncated) ?
       ` A sentence was cut to its first ${max - 2} word pieces, as sentence-transformers cuts one past its limit (the browser's limit is ${max} tokens with [CLS] and [SEP]; the library's is 256).` : "";
-    status.textContent = `${a.tokens.length} tokens ([CLS] and [SEP] included); encoded in ${Math.round(ms)} ms.${cut}`;
+    status.textContent = `${a.tokens.length} tokens ([CLS] and [SEP] included); its attention in ${Math.round(ms)} ms.${cut}`;
     root.dataset.state = "done";
   }
 
