@@ -154,9 +154,11 @@ def check_encoder(page, widget, label, problems, shots, width, timeout):
             fail(f"{bad!r} was encoded, with no message")
     if widget.locator(".aft-pieces .aft-token").count() or canvas_ink(widget):
         fail("an error left the last tokens or heat map on show")
+    started = time.perf_counter()  # the first use: download, SHA-256, parse, two sentences
     ok, close = run(
         "A man is playing a guitar on the stage.", "Someone performs music with a guitar.", True
     )
+    first_use = time.perf_counter() - started
     if not ok:
         fail(f"no encoding with the keyboard: {status.inner_text()}")
     pieces = widget.locator(".aft-pieces .aft-token").all_inner_texts()
@@ -190,7 +192,11 @@ def check_encoder(page, widget, label, problems, shots, width, timeout):
         fail(f"the page scrolls sideways by {overflow}px")
     if shots:
         widget.screenshot(path=str(Path(shots) / f"widget-{label}-{width}.png"))
-    print(f"{label} at {width}px: similarity of paraphrases {close}, of unrelated {far}")
+    print(
+        f"{label} at {width}px: first use {first_use:.1f} s (download included), then "
+        f"{widget.get_attribute('data-map-ms')} ms to the first map; similarity of "
+        f"paraphrases {close}, of unrelated sentences {far}"
+    )
 
 
 def check_widget(page, widget, label, problems, shots, width, timeout):
