@@ -284,15 +284,20 @@ class BertAttention(MultiHeadAttention):
     - the per-head products of the attention itself, ``q k^T`` and ``P v``
       (B x 12 products of a few hundred thousand multiply-adds each), run on
       one BLAS thread: OpenBLAS splits any product above about 262,000
-      multiply-adds over its threads, and for products this small waking the
-      other thread costs more than it saves (a 128-piece sentence at two
-      threads measured 1.8x PyTorch's time with the split, see
-      ``benchmarks/README.md``). The projections keep every thread.
+      multiply-adds over its threads (from about 91 word pieces here), and
+      for products this small waking the other thread costs more than it
+      saves (a 128-piece sentence at two threads measured 1.8x PyTorch's time
+      with the split, see ``benchmarks/README.md``). The projections keep
+      every thread; shorter sentences run as before.
     """
 
     _threads = 1  # BLAS threads for the projections (set by forward)
+    _SPLIT = 65536 * 4  # OpenBLAS's GEMM_MULTITHREAD_THRESHOLD: m n k above it is split
 
     def forward(self, x_q, *args, **kwargs):
+        T, d = np.shape(x_q)[-2], self.params["W_Q"].shape[1] // self.n_heads
+        if T * T * d <= self._SPLIT:  # the per-head products run on one thread anyway
+            return super().forward(x_q, *args, **kwargs)
         blas = _blas()
         threads = max([lib.num_threads for lib in blas.lib_controllers], default=1)
         if threads < 2:
