@@ -18,11 +18,17 @@ before a chapter carries them), at 1280 and at 390 px wide:
 - the keyboard alone reaches and presses the button and a generated token;
 - no word of the generated text is broken across two lines;
 - nothing scrolls sideways, every control has an accessible name, and no
-  request leaves the local server.
+  request leaves the local server;
+- the encoder (chapter 14, ``check_encoder``): the download size is shown before
+  the download; empty or blank text gives a message; a sentence typed and sent
+  with the keyboard alone shows its word pieces and a heat map, which another
+  layer and head redraw; two paraphrases are more similar than two unrelated
+  sentences; a long sentence is cut, with a message.
 
 Writes a screenshot of each widget at each width into ``--screenshots``.
 
     python scripts/browser_widgets.py --site _build/html [--chromium /usr/bin/chromium]
+    python scripts/browser_widgets.py --only 14_minilm     # chapter 14's encoder only
 """
 
 import argparse
@@ -102,9 +108,102 @@ out => {
 """
 
 
+def check_encoder(page, widget, label, problems, shots, width, timeout):
+    """Drive chapter 14's encoder widget (widget-encoder.mjs); append problems."""
+    fail = lambda what: problems.append(f"{label} at {width}px: {what}")  # noqa: E731
+    handle = widget.element_handle()
+    boxes = widget.locator("textarea")
+    status = widget.locator(".aft-status")
+    for el in widget.locator("select, textarea, button.aft-go").all():
+        name = el.evaluate("e => e.labels && e.labels.length ? e.labels[0].textContent : ''")
+        if not name.strip() and el.evaluate("e => e.tagName") != "BUTTON":
+            fail(f"a control has no label: {el.evaluate('e => e.outerHTML')[:80]}")
+    if "MB" not in status.inner_text():
+        fail(f"the download size is not shown before the download: {status.inner_text()!r}")
+    for sel in widget.locator("select[disabled]").all():
+        if "once the model has loaded" not in sel.inner_text():
+            fail("a select waits for the model without saying so")
+
+    def run(first, second, keyboard=False):
+        widget.evaluate("w => { delete w.dataset.state; delete w.dataset.similarity }")
+        boxes.nth(0).fill(first)
+        boxes.nth(1).fill(second)
+        if keyboard:  # Tab from the last box to the button (past any enabled select), Enter
+            boxes.nth(1).focus()
+            button = widget.locator("button.aft-go")
+            for _ in range(3):
+                page.keyboard.press("Tab")
+                if button.evaluate("b => b === document.activeElement"):
+                    break
+            else:
+                fail("three Tabs from the second box do not reach the Encode button")
+            page.keyboard.press("Enter")
+        else:
+            widget.locator("button.aft-go").click()
+        page.wait_for_function(
+            "w => w.dataset.state === 'done' || w.querySelector('.aft-error')",
+            arg=handle,
+            timeout=timeout * 1000,
+        )
+        ok = widget.evaluate("w => w.dataset.state === 'done'")
+        sim = widget.get_attribute("data-similarity")
+        return ok, None if sim is None else float(sim)
+
+    for bad in ("", "   \t\n  "):
+        if run(bad, "A cat.")[0]:
+            fail(f"{bad!r} was encoded, with no message")
+    if widget.locator(".aft-pieces .aft-token").count() or canvas_ink(widget):
+        fail("an error left the last tokens or heat map on show")
+    started = time.perf_counter()  # the first use: download, SHA-256, parse, two sentences
+    ok, close = run(
+        "A man is playing a guitar on the stage.", "Someone performs music with a guitar.", True
+    )
+    first_use = time.perf_counter() - started
+    if not ok:
+        fail(f"no encoding with the keyboard: {status.inner_text()}")
+    pieces = widget.locator(".aft-pieces .aft-token").all_inner_texts()
+    if pieces[:2] != ["[CLS]", "a"] or pieces[-1] != "[SEP]" or "guitar" not in pieces:
+        fail(f"unexpected word pieces: {pieces}")
+    if canvas_ink(widget) < 50:
+        fail("no attention heat map")
+    if "layer 5" not in widget.locator("select").nth(0).inner_text():
+        fail("layers are not numbered from 0 to 5")
+    if "head 11" not in widget.locator("select").nth(1).inner_text():
+        fail("heads are not numbered from 0 to 11")
+    before = widget.locator("canvas.aft-heatmap").get_attribute("aria-label")
+    widget.locator("select").nth(0).select_option("4")
+    widget.locator("select").nth(1).select_option("7")
+    after = widget.locator("canvas.aft-heatmap").get_attribute("aria-label")
+    if after == before or "Layer 4, head 7" not in after or canvas_ink(widget) < 50:
+        fail("choosing another layer and head did not redraw the map")
+    if "scale" not in after:
+        fail("the heat map does not describe its colour scale")
+    ok, far = run("A man is playing a guitar on the stage.", "The stock market fell sharply today.")
+    if not ok or close is None or far is None or not close > far:
+        fail(f"paraphrases {close} are not more similar than unrelated sentences {far}")
+    ok, _ = run("one two three " * 40, "")
+    if not ok or "cut" not in status.inner_text():
+        fail(f"a long sentence was not cut with a message: {status.inner_text()!r}")
+    if run("", "")[0] or widget.locator(".aft-similarity").inner_text().strip():
+        fail("an error left the last similarity on show")
+    ok, _ = run("The weather is lovely today.", "It is so sunny outside!")
+    overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+    if overflow > 1:
+        fail(f"the page scrolls sideways by {overflow}px")
+    if shots:
+        widget.screenshot(path=str(Path(shots) / f"widget-{label}-{width}.png"))
+    print(
+        f"{label} at {width}px: first use {first_use:.1f} s (download included), then "
+        f"{widget.get_attribute('data-map-ms')} ms to the first map; similarity of "
+        f"paraphrases {close}, of unrelated sentences {far}"
+    )
+
+
 def check_widget(page, widget, label, problems, shots, width, timeout):
     """Drive one widget; append (label, problem) to problems."""
     kind = widget.get_attribute("data-kind")
+    if kind == "encoder":
+        return check_encoder(page, widget, label, problems, shots, width, timeout)
     model = widget.get_attribute("data-model")
     fail = lambda what: problems.append(f"{label} at {width}px: {what}")
     widget.scroll_into_view_if_needed()
@@ -231,7 +330,7 @@ def check_widget(page, widget, label, problems, shots, width, timeout):
         widget.screenshot(path=str(Path(shots) / f"widget-{label}-{width}.png"))
 
 
-def check(site, chromium, shots=None, timeout=60.0):
+def check(site, chromium, shots=None, timeout=60.0, only=None):
     from playwright.sync_api import sync_playwright
 
     site = Path(site)
@@ -249,6 +348,8 @@ def check(site, chromium, shots=None, timeout=60.0):
                 (work / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(p, work / rel)
                 pages.append(rel.as_posix())
+        if only:  # --only: the pages whose path holds one of these strings
+            pages = [p for p in pages if any(o in p for o in only)]
         for folder in ("_sphinx_design_static", "_images"):
             if (site / folder).is_dir():
                 shutil.copytree(site / folder, work / folder, dirs_exist_ok=True)
@@ -306,7 +407,8 @@ def check(site, chromium, shots=None, timeout=60.0):
                                     label,
                                     width,
                                     time.perf_counter() - t0,
-                                    w.get_attribute("data-first-token-ms"),
+                                    w.get_attribute("data-first-token-ms")
+                                    or w.get_attribute("data-map-ms"),
                                 )
                             )
                         page.close()
@@ -330,8 +432,11 @@ def main(argv=None):
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     parser.add_argument("--screenshots", default=None)
     parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument(
+        "--only", nargs="+", help="check only the pages whose path holds one of these"
+    )
     args = parser.parse_args(argv)
-    problems = check(args.site, args.chromium, args.screenshots, args.timeout)
+    problems = check(args.site, args.chromium, args.screenshots, args.timeout, args.only)
     for p in problems:
         print(f"FAIL {p}")
     print(f"widgets: {'ok' if not problems else f'{len(problems)} problem(s)'}")

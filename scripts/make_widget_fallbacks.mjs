@@ -2,12 +2,14 @@
 // a greedy continuation of the widget's first prompt and, as a heat map, where each head of
 // the last layer looked from the last position (for the translator: the sentence, its
 // translation and one cross-attention head). Drawn with the runtime itself, from the exported
-// weights, into book/_static/models/<name>.fallback.svg (inlined by attention_lib.widget_html).
+// weights, into book/_static/models/<name>.fallback.svg (inlined by attention_lib.widget_html);
+// for the encoder, a sentence's word pieces, one head's attention and a similarity.
 //
 //   node scripts/make_widget_fallbacks.mjs
 import { readFileSync, writeFileSync, existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { loadModel } from "../book/_static/runtime/transformer.mjs";
+import { loadEncoder } from "../book/_static/runtime/encoder.mjs";
 
 const dir = fileURLToPath(new URL("../book/_static/models/", import.meta.url));
 const PROMPTS = { shakespeare: ["ROMEO:\n", 80], stories260k: ["Once upon a time", 40] };
@@ -102,4 +104,32 @@ for (const name of ["shakespeare", "stories260k", "translator"]) {
   }
   writeFileSync(`${dir}${name}.fallback.svg`, figure);
   console.log(`${name}: ${dir}${name}.fallback.svg`);
+}
+
+// all-MiniLM-L6-v2 (chapter 14): the tokens of a sentence, the head that looks most at the
+// previous token, and the similarity of two sentences (weights exported by export_minilm.py)
+if (existsSync(`${dir}minilm/minilm.json`)) {
+  const enc = loadEncoder(JSON.parse(readFileSync(`${dir}minilm/minilm.json`, "utf8")),
+    readFileSync(`${dir}minilm/minilm.bin`));
+  const [a, b] = ["The cat sat on the mat because it was tired.", "A tired cat was lying on the rug."];
+  const out = enc.attention(a);
+  const other = enc.attention(b);
+  const T = out.tokens.length;
+  let best = [0, 0, -1];
+  out.weights.forEach((layer, l) => layer.forEach((w, hh) => {
+    let s = 0;
+    for (let i = 1; i < T; i++) s += w[i * T + i - 1];
+    if (s / (T - 1) > best[2]) best = [l, hh, s / (T - 1)];
+  }));
+  const [l, hh] = best;
+  const w = out.weights[l][hh];
+  const rows = Array.from({ length: T }, (_, i) => Array.from(w.subarray(i * T, (i + 1) * T)));
+  let cos = 0;
+  for (let i = 0; i < out.embedding.length; i++) cos += out.embedding[i] * other.embedding[i];
+  const figure = svg("all-MiniLM-L6-v2: word pieces, attention, similarity",
+    `${out.tokens.join(" ")}\nsimilarity to "${b}": ${cos.toFixed(3)}`, rows,
+    out.tokens.map((t) => t.slice(0, 8)), out.tokens,
+    `Layer ${l}, head ${hh} (numbered from 0), the head that looks most at the previous token: each token (row) over the tokens it attends to (columns); colour: the weight, 0 to 1.`);
+  writeFileSync(`${dir}minilm.fallback.svg`, figure);
+  console.log(`minilm: ${dir}minilm.fallback.svg`);
 }

@@ -262,16 +262,60 @@ class MiniLMTokenizer:
         return ids, mask
 
 
-class BertAttention(MultiHeadAttention):
-    """:class:`~attention_lib.nn.MultiHeadAttention` whose projections are one 2-D product.
+_BLAS = {}  # threadpoolctl's controller of the BLAS libraries, made on first use
 
-    ``x @ W`` with ``x`` of shape (B, T, d) runs one small matrix product per
-    sequence (NumPy's matmul loops over the batch axis); reshaped to (B T, d)
-    it is one large product, several times faster on a busy machine. The
-    numbers are the same; everything else is the library's layer.
+
+def _blas():
+    if "blas" not in _BLAS:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS["blas"] = ThreadpoolController().select(user_api="blas")
+    return _BLAS["blas"]
+
+
+class BertAttention(MultiHeadAttention):
+    """:class:`~attention_lib.nn.MultiHeadAttention` tuned for short sequences.
+
+    Two changes of schedule, none of arithmetic (the numbers are the same):
+
+    - the projections are one 2-D product: ``x @ W`` with ``x`` of shape
+      (B, T, d) runs one small matrix product per sequence (NumPy's matmul
+      loops over the batch axis); reshaped to (B T, d) it is one large product;
+    - the per-head products of the attention itself, ``q k^T`` and ``P v``
+      (B x 12 products of a few hundred thousand multiply-adds each), run on
+      one BLAS thread: OpenBLAS splits any product above about 262,000
+      multiply-adds over its threads (from about 91 word pieces here), and
+      for products this small waking the other thread costs more than it
+      saves (a 128-piece sentence at two threads measured 1.8x PyTorch's time
+      with the split, see ``benchmarks/README.md``). The projections keep
+      every thread; shorter sentences run as before.
     """
 
+    _threads = 1  # BLAS threads for the projections (set by forward)
+    _SPLIT = 65536 * 4  # OpenBLAS's GEMM_MULTITHREAD_THRESHOLD: m n k above it is split
+
+    def forward(self, x_q, *args, **kwargs):
+        T, d = np.shape(x_q)[-2], self.params["W_Q"].shape[1] // self.n_heads
+        if T * T * d <= self._SPLIT:  # the per-head products run on one thread anyway
+            return super().forward(x_q, *args, **kwargs)
+        blas = _blas()
+        threads = max([lib.num_threads for lib in blas.lib_controllers], default=1)
+        if threads < 2:
+            return super().forward(x_q, *args, **kwargs)
+        self._threads = threads
+        try:
+            with blas.limit(limits=1):
+                return super().forward(x_q, *args, **kwargs)
+        finally:
+            self._threads = 1
+
     def _project(self, x, names):
+        if self._threads > 1:
+            with _blas().limit(limits=self._threads):
+                return self._project_2d(x, names)
+        return self._project_2d(x, names)
+
+    def _project_2d(self, x, names):
         if x.ndim != 3 or not x.flags.c_contiguous:
             return super()._project(x, names)
         B, T, d = x.shape

@@ -23,9 +23,22 @@ WIDGETS = {
         "stories260K, chapter 13's Llama-family model, running in your browser",
     ),
     "translator": ("translator", "The English-French Transformer, running in your browser"),
+    "minilm": ("encoder", "all-MiniLM-L6-v2, chapter 14's encoder, running in your browser"),
 }
 
 _STATIC = Path(__file__).resolve().parents[2] / "book" / "_static"
+
+
+def _download_size(name):
+    """``data-bytes`` for an encoder's weights exported at build time (the size shown before
+    the download starts), or nothing when they are not exported here."""
+    manifest = _STATIC / "models" / name / f"{name}.json"
+    if not manifest.is_file():
+        return ""
+    import json
+
+    size = json.loads(manifest.read_text(encoding="utf8")).get("bytes")
+    return f' data-bytes="{int(size) + manifest.stat().st_size}"' if size else ""
 
 
 def _fallback(name):
@@ -41,7 +54,7 @@ def widget_html(model_name, prompt=None, static="../_static/"):
 
     Parameters
     ----------
-    model_name : {"shakespeare", "stories260k", "translator"}
+    model_name : {"shakespeare", "stories260k", "translator", "minilm"}
         Which model the widget runs.
     prompt : str, optional
         The text the prompt box starts with (default: the widget's own).
@@ -70,7 +83,7 @@ def widget_html(model_name, prompt=None, static="../_static/"):
     >>> widget_html("gpt2")
     Traceback (most recent call last):
     ...
-    ValueError: model_name must be one of 'shakespeare', 'stories260k', 'translator', got 'gpt2'
+    ValueError: model_name must be one of 'shakespeare', 'stories260k', 'translator', 'minilm', got 'gpt2'
     """
     if model_name not in WIDGETS:
         names = ", ".join(repr(n) for n in WIDGETS)
@@ -82,6 +95,7 @@ def widget_html(model_name, prompt=None, static="../_static/"):
     kind, label = WIDGETS[model_name]
     esc = html.escape
     data_prompt = "" if prompt is None else f' data-prompt="{esc(prompt)}"'
+    data_prompt += _download_size(model_name)
     module = esc(static + "runtime/widgets.mjs")
     return HTML(
         f'<link rel="stylesheet" href="{esc(static)}runtime/widgets.css">\n'

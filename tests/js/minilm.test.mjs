@@ -58,4 +58,11 @@ test("tokens and embeddings match the NumPy library", { skip: !exported && "run 
     assert.ok(Math.abs(s - 1) < 1e-5);
   }
   assert.throws(() => enc.tokenize("   "), /no word piece/);
+  // the widget's one forward pass: its embedding is encode's, bit for bit
+  const one = enc.attention("The weather is lovely today.").embedding;
+  assert.equal(enc.attention("The weather is lovely today.").truncated, false);
+  const long = enc.attention("one two three ".repeat(30));
+  assert.equal(long.truncated, true);
+  assert.equal(long.tokens.length, fixture.max_tokens);
+  assert.deepEqual(Array.from(one), Array.from(enc.encode("The weather is lovely today.")));
 });

@@ -8,7 +8,7 @@
 //   const enc = loadEncoder(manifest, arrayBuffer);
 //   enc.tokenize("Hello, world!")   // ["[CLS]", "hello", ",", "world", "!", "[SEP]"]
 //   enc.encode("Hello, world!")     // Float32Array(384), length 1
-//   enc.attention("Hello, world!")  // { tokens, weights[layer][head]: Float32Array(T * T) }
+//   enc.attention("Hello, world!")  // { tokens, weights[layer][head]: Float32Array(T * T), embedding, truncated }
 
 const FORMAT = "attention-from-scratch runtime encoder, version 1";
 
@@ -110,12 +110,17 @@ export function loadEncoder(manifest, buffer) {
   const E = c.d_model, H = c.n_heads, D = E / H, maxTokens = c.max_tokens;
   const vocab = new Map(manifest.vocab.map((p, i) => [p, i]));
 
-  function tokenize(text) {
+  function allPieces(text) {
     if (typeof text !== "string") throw new TypeError("text must be a string");
     const pieces = [];
     for (const w of basicTokenize(text)) pieces.push(...wordPieces(w, vocab));
     if (pieces.length === 0) throw new Error("the text has no word piece (empty, or only spaces)");
-    return ["[CLS]", ...pieces.slice(0, maxTokens - 2), "[SEP]"];
+    return pieces;
+  }
+
+  /** [CLS], the word pieces (the first max_tokens - 2: longer text is cut), [SEP]. */
+  function tokenize(text) {
+    return ["[CLS]", ...allPieces(text).slice(0, maxTokens - 2), "[SEP]"];
   }
 
   function row(table, i) { // a dequantized row of an int8 table
@@ -125,15 +130,29 @@ export function loadEncoder(manifest, buffer) {
     return out;
   }
 
-  function linear(x, T, W, b) { // x (T, in) @ W^T + b, W int8 (out, in) rows
-    const out = new Float32Array(T * W.rows);
-    for (let t = 0; t < T; t++) {
-      const xo = t * W.cols;
-      for (let o = 0; o < W.rows; o++) {
-        let sum = 0;
-        const wo = o * W.cols;
-        for (let i = 0; i < W.cols; i++) sum += x[xo + i] * W.q[wo + i];
-        out[t * W.rows + o] = sum * W.s[o] + b[o];
+  // x (T, in) @ W^T + b, W int8 (out, in) rows. Two rows of x at a time, so that each
+  // weight read serves both, and four accumulators per row (the same sums for a row
+  // whether or not it has a partner: the pairing changes no bit).
+  function linear(x, T, W, b) {
+    const { q, s: scale, rows, cols: n } = W;
+    const out = new Float32Array(T * rows);
+    const n4 = n - (n % 4);
+    for (let t = 0; t < T; t += 2) {
+      const xa = t * n;
+      const pair = t + 1 < T;
+      const xb = pair ? xa + n : xa;
+      for (let o = 0; o < rows; o++) {
+        const wo = o * n;
+        let a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+        let i = 0;
+        for (; i < n4; i += 4) {
+          const w0 = q[wo + i], w1 = q[wo + i + 1], w2 = q[wo + i + 2], w3 = q[wo + i + 3];
+          a0 += x[xa + i] * w0; a1 += x[xa + i + 1] * w1; a2 += x[xa + i + 2] * w2; a3 += x[xa + i + 3] * w3;
+          b0 += x[xb + i] * w0; b1 += x[xb + i + 1] * w1; b2 += x[xb + i + 2] * w2; b3 += x[xb + i + 3] * w3;
+        }
+        for (; i < n; i++) { a0 += x[xa + i] * q[wo + i]; b0 += x[xb + i] * q[wo + i]; }
+        out[t * rows + o] = ((a0 + a1) + (a2 + a3)) * scale[o] + b[o];
+        if (pair) out[(t + 1) * rows + o] = ((b0 + b1) + (b2 + b3)) * scale[o] + b[o];
       }
     }
     return out;
@@ -207,10 +226,7 @@ export function loadEncoder(manifest, buffer) {
     return tokens.map((p) => vocab.get(p));
   }
 
-  function encode(text) {
-    const tokens = tokenize(text);
-    const T = tokens.length;
-    const { x } = forward(ids(tokens), false);
+  function pool(x, T) { // mean over the tokens, then L2-normalised
     const out = new Float32Array(E);
     for (let p = 0; p < T; p++) for (let i = 0; i < E; i++) out[i] += x[p * E + i] / T;
     let norm = 0;
@@ -220,9 +236,17 @@ export function loadEncoder(manifest, buffer) {
     return out;
   }
 
-  function attention(text) {
+  function encode(text) {
     const tokens = tokenize(text);
-    return { tokens, weights: forward(ids(tokens), true).weights };
+    return pool(forward(ids(tokens), false).x, tokens.length);
+  }
+
+  /** The tokens, every layer's and head's weights, and the embedding, in one forward pass. */
+  function attention(text) {
+    const pieces = allPieces(text);
+    const tokens = ["[CLS]", ...pieces.slice(0, maxTokens - 2), "[SEP]"];
+    const { x, weights } = forward(ids(tokens), true);
+    return { tokens, weights, embedding: pool(x, tokens.length), truncated: pieces.length > maxTokens - 2 };
   }
 
   function similarity(a, b) {

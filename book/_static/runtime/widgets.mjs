@@ -46,7 +46,7 @@ function loadShared(name) {
 }
 
 /** An element with attributes and children, in one call. */
-function h(tag, attrs = {}, ...children) {
+export function h(tag, attrs = {}, ...children) {
   const el = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {
     if (k === "class") el.className = v;
@@ -83,7 +83,7 @@ function visible(piece) {
 /** The colour of an attention weight w in [0, 1]: the same scale for every row and every map. */
 const weightColour = (w) => `hsl(215, 70%, ${Math.round(98 - 68 * Math.min(1, Math.max(0, w)))}%)`;
 
-function drawHeatmap(canvas, rows, rowLabels, colLabels, caption) {
+export function drawHeatmap(canvas, rows, rowLabels, colLabels, caption) {
   const width = Math.max(240, canvas.parentElement.clientWidth || 320);
   const labelW = 58;
   const nCols = colLabels.length;
@@ -139,7 +139,7 @@ function drawHeatmap(canvas, rows, rowLabels, colLabels, caption) {
 }
 
 /** "head 1 looked most at 'x' (0.62)" for each row: the heat map's text for screen readers. */
-function describe(rows, rowLabels, colLabels) {
+export function describe(rows, rowLabels, colLabels) {
   return rows.map((row, r) => {
     let best = 0;
     row.forEach((w, c) => { if (w > row[best]) best = c; });
@@ -158,12 +158,12 @@ const LM_DEFAULTS = {
 const MAX_NEW = 2000;
 
 /** A select that waits for the model: disabled, with one option that says so. */
-function waitingSelect(id, what) {
+export function waitingSelect(id, what) {
   return h("select", { id, disabled: true }, h("option", { value: "" }, `${what} (once the model has loaded)`));
 }
 
 /** Fill a select with "layer 0", "layer 1", ... (numbered from 0, as in the code). */
-function fillSelect(select, n, what) {
+export function fillSelect(select, n, what) {
   if (select.options.length === n && !select.disabled) return;
   select.replaceChildren(...Array.from({ length: n }, (_, i) => h("option", { value: i }, `${what} ${i}`)));
   select.disabled = false;
@@ -510,7 +510,12 @@ export function mountAll(doc = document) {
     n += 1;
     const name = root.dataset.model;
     try {
-      if (root.dataset.kind === "translator") mountTranslator(root, name);
+      if (root.dataset.kind === "encoder") {
+        // its own module (widget-encoder.mjs), fetched only on a page that has one
+        import("./widget-encoder.mjs").then((m) => m.mountEncoder(root)).catch((err) => root.append(
+          h("p", { class: "aft-status aft-error" }, `This widget could not start: ${err.message}`)));
+        continue; // mountEncoder marks it live
+      } else if (root.dataset.kind === "translator") mountTranslator(root, name);
       else mountLanguageModel(root, name);
       root.classList.add("aft-live");
     } catch (err) {
