@@ -9,6 +9,7 @@
 // against their manifest's SHA-256 before they run. Layers and heads are numbered from 0,
 // as in the code ("layer 0, head 3"). Heat maps share one colour scale, weight 0 to 1.
 import { loadModel, distribution } from "./transformer.mjs";
+import { mountWindow } from "./widget-window.mjs";
 
 const MODELS = new Map(); // name -> Promise<model>, shared by every widget of a page
 
@@ -510,6 +511,7 @@ export function mountAll(doc = document) {
     const name = root.dataset.model;
     try {
       if (root.dataset.kind === "translator") mountTranslator(root, name);
+      else if (root.dataset.kind === "window") mountWindow(root, name);
       else mountLanguageModel(root, name);
       root.classList.add("aft-live");
     } catch (err) {
