@@ -74,6 +74,19 @@ test("streamSteps gives the library's greedy ids and reports flat memory", () =>
   assert.equal(full[199].rows - full[99].rows, 100);
 });
 
+test("without end: maxNewTokens = Infinity writes until the caller stops reading", () => {
+  const ids = model.tokenizer.encode("ROMEO:\n");
+  let n = 0;
+  let last;
+  for (const s of streamSteps(model, ids, Infinity, { window: 16, sinks: 2, temperature: 0.8, seed: 3 })) {
+    last = s;
+    if (++n === 500) break;
+  }
+  assert.equal(n, 500);
+  assert.equal(last.rows, 2 + 16 - 1);
+  assert.throws(() => [...streamSteps(model, ids, NaN, { window: 8 })], /maxNewTokens must be an integer >= 0, got NaN/);
+});
+
 test("sampling is seeded: the same seed gives the same text", () => {
   const ids = model.tokenizer.encode("ROMEO:\n");
   const run = (seed) => [...streamSteps(model, ids, 150, { window: 32, sinks: 4, temperature: 0.8, seed })].map((s) => s.id);

@@ -52,7 +52,8 @@ const kib = (bytes) => `${(bytes / 1024).toFixed(1)} KiB`;
 
 /** The memory chart: KiB of keys and values (y) against characters written (x). */
 function drawMemory(canvas, points, limitBytes) {
-  const cssW = Math.max(220, Math.min(560, canvas.parentElement.clientWidth || 320));
+  const root = canvas.closest(".aft-widget");
+  const cssW = Math.max(220, Math.min(480, (root ? root.clientWidth : 320) - 30));
   const cssH = 150;
   const dpr = window.devicePixelRatio || 1;
   canvas.style.width = `${cssW}px`;
@@ -61,7 +62,7 @@ function drawMemory(canvas, points, limitBytes) {
   canvas.height = Math.round(cssH * dpr);
   const ctx = canvas.getContext("2d");
   ctx.scale(dpr, dpr);
-  const left = 58;
+  const left = 74;
   const bottom = cssH - 30;
   const top = 12;
   const right = cssW - 10;
@@ -80,8 +81,9 @@ function drawMemory(canvas, points, limitBytes) {
   ctx.fillStyle = "#222";
   ctx.font = "12px sans-serif";
   ctx.textBaseline = "middle";
-  ctx.fillText(kib(yMax / 1.1), 2, y(yMax / 1.1));
-  ctx.fillText("0", left - 12, bottom);
+  const yLabel = kib(yMax / 1.1);
+  ctx.fillText(yLabel, left - 6 - ctx.measureText(yLabel).width, y(yMax / 1.1));
+  ctx.fillText("0", left - 14, bottom);
   ctx.textBaseline = "top";
   ctx.fillText("0", left - 3, bottom + 4);
   const xLabel = `${xMax.toLocaleString("en")} characters`;
@@ -196,7 +198,8 @@ export function mountWindow(root, name) {
     button.textContent = "Stop";
     root.dataset.state = "running";
     const limit = opts.window === null ? FULL_LIMIT : Infinity;
-    const steady = opts.window === null ? 0 : model.config.n_layers * 2 * (opts.sinks + opts.window) * model.config.d_model * 4;
+    // between steps a full cache holds sinks + window - 1 rows per layer (the next query makes the window)
+    const steady = opts.window === null ? 0 : model.config.n_layers * 2 * (opts.sinks + opts.window - 1) * model.config.d_model * 4;
     const points = [];
     let shown = text;
     let written = 0;
@@ -224,7 +227,7 @@ export function mountWindow(root, name) {
           if (opts.sinks > 0 && s.attention) {
             const lastLayer = s.attention[s.attention.length - 1];
             const share = lastLayer.reduce((sum, w) => sum + w.slice(0, opts.sinks).reduce((a, b) => a + b, 0), 0) / lastLayer.length;
-            set("sinkshare", `${(100 * share).toFixed(0)}%`);
+            set("sinkshare", `${(100 * share).toFixed(1)}%`);
           } else set("sinkshare", "no sinks");
           root.dataset.position = String(ids.length + written - 1);
           root.dataset.bytes = String(s.bytes);

@@ -315,7 +315,8 @@ export function forwardRolling(model, tokens, cache, attention = false) {
  * token, {id, logits, position (in the stream, of the token whose logits chose it), rows (of
  * the cache, per layer), bytes (of all layers' keys and values), attention}. The prompt is fed
  * `window` tokens at a time (all at once without a window), then one token a step, as
- * scripts/make_window_fixture.py feeds the library. options: window (null: full attention),
+ * scripts/make_window_fixture.py feeds the library. maxNewTokens may be Infinity: the
+ * generator then writes until its caller stops reading. options: window (null: full attention),
  * sinks, temperature (0: greedy), topK, topP, seed, attention.
  */
 export function* streamSteps(model, promptIds, maxNewTokens, options = {}) {
@@ -323,7 +324,7 @@ export function* streamSteps(model, promptIds, maxNewTokens, options = {}) {
   const cache = rollingCache(model, window, sinks);
   const ids = Array.from(promptIds);
   if (ids.length === 0) throw new RangeError("the prompt must hold at least one token");
-  checkInt(maxNewTokens, "maxNewTokens", 0);
+  if (maxNewTokens !== Infinity) checkInt(maxNewTokens, "maxNewTokens", 0); // Infinity: without end
   if (!(Number.isFinite(temperature) && temperature >= 0)) {
     throw new RangeError(`temperature must be a number >= 0, got ${temperature}`);
   }
