@@ -81,8 +81,10 @@ function drawMemory(canvas, points, limitBytes) {
   ctx.fillStyle = "#222";
   ctx.font = "12px sans-serif";
   ctx.textBaseline = "middle";
-  const yLabel = kib(yMax / 1.1);
-  ctx.fillText(yLabel, left - 6 - ctx.measureText(yLabel).width, y(yMax / 1.1));
+  if (points.length) {
+    const yLabel = kib(yMax / 1.1);
+    ctx.fillText(yLabel, left - 6 - ctx.measureText(yLabel).width, y(yMax / 1.1));
+  }
   ctx.fillText("0", left - 14, bottom);
   ctx.textBaseline = "top";
   ctx.fillText("0", left - 3, bottom + 4);
@@ -116,7 +118,7 @@ export function mountWindow(root, name) {
   const button = h("button", { type: "button", class: "aft-go" }, "Write");
   const status = h("p", { class: "aft-status", role: "status", "aria-live": "polite" },
     "The model (434 KB) loads when you first press Write.");
-  const output = h("div", { class: "aft-output", "aria-label": "The text written so far (its last characters)" });
+  const output = h("div", { class: "aft-output", role: "group", "aria-label": "The text written so far (its last characters)" });
   const canvas = h("canvas", { class: "aft-memory", role: "img", "aria-label": "Memory of keys and values: nothing written yet" });
   const field = (label, key) => {
     const dd = h("dd", { "data-key": key }, "–");
