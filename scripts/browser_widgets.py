@@ -330,6 +330,81 @@ def check_widget(page, widget, label, problems, shots, width, timeout):
         widget.screenshot(path=str(Path(shots) / f"widget-{label}-{width}.png"))
 
 
+def check_window_widget(page, widget, label, problems, shots, width, timeout):
+    """The window widget (widget-window.mjs): writes past the context with its memory flat.
+
+    Bad input (an empty prompt, emoji) gives a message; the keyboard alone starts it; with
+    a window and sinks it writes past the 128-character training length and the window,
+    and the memory of keys and values stays the same; full attention's memory grows;
+    Stop stops it; the memory chart is drawn; every control has an accessible name.
+    """
+    fail = lambda what: problems.append(f"{label} at {width}px: {what}")  # noqa: E731
+    widget.scroll_into_view_if_needed()
+    handle = widget.element_handle()
+    for el in widget.locator("input, select, textarea, button").all():
+        name = el.evaluate(
+            "e => (e.labels && e.labels.length ? e.labels[0].textContent : '') "
+            "|| e.getAttribute('aria-label') || e.textContent"
+        )
+        if not name.strip():
+            fail(f"a control has no accessible name: {el.evaluate('e => e.outerHTML')[:80]}")
+    text, button = widget.locator("textarea"), widget.locator("button.aft-go")
+    wait = lambda js: page.wait_for_function(js, arg=handle, timeout=timeout * 1000)  # noqa: E731
+    for what in ("empty", "emoji"):
+        widget.evaluate("w => { delete w.dataset.state }")
+        text.fill(BAD_INPUTS[what])
+        button.click()
+        wait("w => w.dataset.state === 'error' || w.dataset.state === 'running'")
+        if (
+            widget.get_attribute("data-state") != "error"
+            or not widget.locator(".aft-error").count()
+        ):
+            fail(f"{what} prompt: no message")
+            if widget.get_attribute("data-state") == "running":
+                button.click()
+                wait("w => w.dataset.state !== 'running'")
+
+    def write(mode, until):
+        widget.evaluate("w => { delete w.dataset.state; delete w.dataset.position }")
+        text.fill("ROMEO:\n")
+        widget.locator("select").first.select_option("sinks")  # every input enabled
+        widget.locator("input[type=number]").first.fill("32")
+        widget.locator("select").first.select_option(mode)
+        button.focus()
+        page.keyboard.press("Enter")  # the keyboard alone starts it
+        wait(f"w => Number(w.dataset.position || 0) >= {until // 2} || w.dataset.state === 'error'")
+        half = int(widget.get_attribute("data-bytes") or 0)
+        wait(f"w => Number(w.dataset.position || 0) >= {until} || w.dataset.state === 'error'")
+        end = int(widget.get_attribute("data-bytes") or 0)
+        peak = int(widget.get_attribute("data-bytes-max") or 0)
+        button.click()  # Stop
+        wait("w => w.dataset.state === 'done' || w.dataset.state === 'error'")
+        if widget.get_attribute("data-state") != "done":
+            fail(f"{mode}: {widget.locator('.aft-status').inner_text()}")
+        return half, end, peak
+
+    half, end, peak = write("sinks", 400)
+    if not (half and half == end == peak):
+        fail(f"window + sinks: memory not flat past the context ({half}, {end}, max {peak} bytes)")
+    if "Stopped" not in widget.locator(".aft-status").inner_text():
+        fail("Stop did not stop the writing")
+    if len(widget.locator(".aft-output").inner_text().strip()) < 300:
+        fail("fewer than 300 characters written on show")
+    ink = widget.locator("canvas.aft-memory").evaluate("""c => {
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let n = 0; for (let i = 0; i < d.length; i += 4) if (d[i] < 200) n++; return n; }""")
+    if ink < 100:
+        fail("the memory chart is blank")
+    half, end, _ = write("full", 300)
+    if not end > half > 0:
+        fail(f"full attention: the memory did not grow ({half} -> {end} bytes)")
+    overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+    if overflow > 1:
+        fail(f"the page scrolls sideways by {overflow}px")
+    if shots:
+        widget.screenshot(path=str(Path(shots) / f"widget-{label}-{width}.png"))
+
+
 def check(site, chromium, shots=None, timeout=60.0, only=None):
     from playwright.sync_api import sync_playwright
 
@@ -401,7 +476,10 @@ def check(site, chromium, shots=None, timeout=60.0, only=None):
                         for i, w in enumerate(page.locator(".aft-widget").all()):
                             label = f"{Path(rel).stem}-{w.get_attribute('data-model')}-{i}"
                             t0 = time.perf_counter()
-                            check_widget(page, w, label, problems, shots, width, timeout)
+                            run = check_widget
+                            if w.get_attribute("data-kind") == "window":
+                                run = check_window_widget
+                            run(page, w, label, problems, shots, width, timeout)
                             timings.append(
                                 (
                                     label,

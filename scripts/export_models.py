@@ -11,7 +11,9 @@ committed checkpoints:
 - ``stories260k``: ``data/stories260k/tinyllamas-stories-260k-f32.gguf``
   (Llama; float32, as the file holds it);
 - ``translator``: ``data/checkpoints/translation/`` (the encoder-decoder), when
-  it exists.
+  it exists;
+- ``shakespeare_window``: ``data/checkpoints/longctx/rotary_128.npz`` (chapter
+  17's rotary character model, float32), for the sliding-window widget.
 
 The runtime reads every matrix as ``(n_in, n_out)``, the library's ``x @ W``:
 the Shakespeare model's packed ``W_QKV`` is split into ``wq, wk, wv`` (columns
@@ -57,6 +59,7 @@ def source_paths():
         "shakespeare": data / "checkpoints" / "shakespeare" / "shakespeare.npz",
         "stories260k": data / "stories260k" / "tinyllamas-stories-260k-f32.gguf",
         "translator": data / "checkpoints" / "translation",
+        "shakespeare_window": data / "checkpoints" / "longctx" / "rotary_128.npz",
     }
 
 
@@ -236,7 +239,56 @@ def translator(folder):
     return config, tokenizer, {k: (np.asarray(v), "float16") for k, v in t.items()}
 
 
-EXPORTERS = {"shakespeare": shakespeare, "stories260k": stories260k, "translator": translator}
+def shakespeare_window(path):
+    """Chapter 17's rotary character model (``train_long_context``), float32, for the window
+    widget: the library's own loader reads it, so the names are the layers' own."""
+    sys.path.insert(0, str(ROOT))
+    from attention_lib.models.train_long_context import load_checkpoint
+
+    model, cfg = load_checkpoint(path)
+    if model.positions not in ("rotary", None):
+        raise ValueError(f"{path}: the window widget needs rotary or no positions")
+    t = {"tok_emb": model.tok.params["E"]}
+    for i, block in enumerate(model.blocks):
+        dst, a = f"layers.{i}", block.attn.params
+        for n in "qkvo":
+            t[f"{dst}.attn.w{n}"], t[f"{dst}.attn.b{n}"] = a[f"W_{n.upper()}"], a[f"b_{n.upper()}"]
+        for n, ln in ((1, block.ln1), (2, block.ln2)):
+            t[f"{dst}.norm{n}.weight"], t[f"{dst}.norm{n}.bias"] = (
+                ln.params["gamma"],
+                ln.params["beta"],
+            )
+        for n, fc in ((1, block.ffn.fc1), (2, block.ffn.fc2)):
+            t[f"{dst}.ffn.w{n}"], t[f"{dst}.ffn.b{n}"] = fc.params["W"], fc.params["b"]
+    t["norm_f.weight"], t["norm_f.bias"] = model.ln_f.params["gamma"], model.ln_f.params["beta"]
+    t["head.weight"], t["head.bias"] = model.head.params["W"], model.head.params["b"]
+    d = cfg["d_model"]
+    config = {
+        "arch": "decoder",
+        "n_vocab": cfg["n_vocab"],
+        "d_model": d,
+        "n_heads": cfg["n_heads"],
+        "n_kv_heads": cfg["n_heads"],
+        "n_layers": cfg["n_layers"],
+        "d_ff": cfg["d_ff"],
+        "max_len": cfg["context"],
+        "norm": "layernorm",
+        "norm_eps": 1e-5,
+        "ffn": "gelu",
+        "positions": model.positions,
+        "rotary_layout": "interleaved",
+        "tied_head": False,
+    }
+    tokenizer = {"type": "chars", "chars": cfg["chars"]}
+    return config, tokenizer, {k: (np.asarray(a), "float32") for k, a in t.items()}
+
+
+EXPORTERS = {
+    "shakespeare": shakespeare,
+    "stories260k": stories260k,
+    "translator": translator,
+    "shakespeare_window": shakespeare_window,
+}
 
 # ---------------------------------------------------------------------------
 # Quantized exports: what the site serves (book/_static/models/quantized/)

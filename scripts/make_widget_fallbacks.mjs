@@ -10,6 +10,7 @@ import { readFileSync, writeFileSync, existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { loadModel } from "../book/_static/runtime/transformer.mjs";
 import { loadEncoder } from "../book/_static/runtime/encoder.mjs";
+import { streamSteps } from "../book/_static/runtime/window.mjs";
 
 const dir = fileURLToPath(new URL("../book/_static/models/", import.meta.url));
 const PROMPTS = { shakespeare: ["ROMEO:\n", 80], stories260k: ["Once upon a time", 40] };
@@ -75,11 +76,58 @@ function svg(title, text, rows, rowLabels, colLabels, caption) {
   return out.join("\n") + "\n";
 }
 
-for (const name of ["shakespeare", "stories260k", "translator"]) {
+/**
+ * The window widget's figure: 600 characters written through a window of 64 and 4 sinks
+ * (seed 1, temperature 0.8), and the memory of keys and values against characters written,
+ * window + sinks (flat) against full attention (growing), from the runtime's own counts.
+ */
+function windowFigure(model) {
+  const ids = model.tokenizer.encode("ROMEO:\n");
+  const n = 600;
+  const run = (window, sinks) => [...streamSteps(model, ids, n, { window, sinks, temperature: 0.8, seed: 1 })];
+  const windowed = run(64, 4);
+  const full = run(null, 0);
+  const text = model.tokenizer.decode(windowed.map((s) => s.id)).slice(-360);
+  const lines = wrap(`…${text}`, 60);
+  const W = 560;
+  const top = 40 + lines.length * 18;
+  const left = 64;
+  const plotW = W - left - 20;
+  const plotH = 140;
+  const yMax = full[n - 1].bytes * 1.05;
+  const x = (i) => left + (i / n) * plotW;
+  const y = (b) => top + plotH - (b / yMax) * plotH;
+  const path = (steps) => steps.map((s, i) => `${i ? "L" : "M"}${x(i + 1).toFixed(1)},${y(s.bytes).toFixed(1)}`).join("");
+  const kib = (b) => `${(b / 1024).toFixed(1)} KiB`;
+  const caption = `Memory of keys and values against characters written: with a window of 64 and 4 sinks it stays at ` +
+    `${kib(windowed[n - 1].bytes)} once the window is full; full attention grows to ${kib(full[n - 1].bytes)} ` +
+    `after ${n} characters, one row a character, without end.`;
+  const captionLines = wrap(caption, 80);
+  const H = top + plotH + 50 + captionLines.length * 16;
+  const out = [`<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${W} ${H}" width="${W}" role="img" aria-label="${esc(caption)}">`,
+    `<title>${esc(caption)}</title>`,
+    `<text x="4" y="16" font-family="sans-serif" font-size="14" font-weight="bold">${esc(`The last characters of ${n} written through a window of 64 with 4 sinks`)}</text>`];
+  lines.forEach((l, i) => out.push(`<text x="4" y="${38 + i * 18}" font-family="monospace" font-size="13" xml:space="preserve">${esc(l)}</text>`));
+  out.push(`<path d="M${left},${top}V${top + plotH}H${left + plotW}" fill="none" stroke="#555"/>`);
+  out.push(`<path d="${path(full)}" fill="none" stroke="#a40000" stroke-width="2" stroke-dasharray="6 3"/>`);
+  out.push(`<path d="${path(windowed)}" fill="none" stroke="#2f5d9b" stroke-width="2"/>`);
+  out.push(`<text x="4" y="${y(full[n - 1].bytes) + 4}" font-family="sans-serif" font-size="11">${kib(full[n - 1].bytes)}</text>`);
+  out.push(`<text x="4" y="${y(windowed[n - 1].bytes) + 4}" font-family="sans-serif" font-size="11">${kib(windowed[n - 1].bytes)}</text>`);
+  out.push(`<text x="${left + plotW}" y="${top + plotH + 16}" font-family="sans-serif" font-size="11" text-anchor="end">${n} characters</text>`);
+  out.push(`<text x="${left + 8}" y="${y(full[n - 1].bytes) + 4}" font-family="sans-serif" font-size="12" fill="#a40000">full attention</text>`);
+  out.push(`<text x="${left + plotW}" y="${y(windowed[n - 1].bytes) - 6}" font-family="sans-serif" font-size="12" fill="#2f5d9b" text-anchor="end">window 64 + 4 sinks</text>`);
+  captionLines.forEach((l, i) => out.push(`<text x="4" y="${top + plotH + 36 + i * 16}" font-family="sans-serif" font-size="12">${esc(l)}</text>`));
+  out.push("</svg>");
+  return out.join("\n") + "\n";
+}
+
+for (const name of ["shakespeare", "stories260k", "translator", "shakespeare_window"]) {
   if (!existsSync(`${dir}${name}.json`)) continue;
   const model = loadModel(JSON.parse(readFileSync(`${dir}${name}.json`, "utf8")), readFileSync(`${dir}${name}.bin`));
   let figure;
-  if (name === "translator") {
+  if (name === "shakespeare_window") {
+    figure = windowFigure(model);
+  } else if (name === "translator") {
     const english = "I like green apples.";
     const out = model.translate(english, { details: true });
     const l = model.config.n_dec_layers - 1;

@@ -12,7 +12,9 @@ one character a token, and writes into ``DIR`` (default
   checkpoint and of the text, measured wall time, the machine's load while
   it ran, the loss curve and the validation loss.
 
-``<name>`` is ``<positions>_<context>``. Every run has the same model size and
+``<name>`` is ``<positions>_<context>`` (``_chapter12`` appended for ``--size
+chapter12``: chapter 12's model size, for the long-context comparison). Every
+run of one size has the same model size and
 the same budget: ``steps`` steps of ``chars_per_step`` training characters
 (``chars_per_step / context`` windows a step), so a 1,024-character run sees
 exactly as many training characters as a 128-character one. The runs differ
@@ -53,6 +55,13 @@ CONFIG = {
     "seed": 1337,
     "eval_every": 100,
     "eval_chars": 16384,
+}
+
+#: ``--size chapter12``: chapter 12's model (d_model 192, 4 heads, 4 layers, d_ff 768),
+#: same budget otherwise, for the long-context run the issue asks at that size.
+SIZES = {
+    "small": {},
+    "chapter12": {"d_model": 192, "n_heads": 4, "n_layers": 4, "d_ff": 768},
 }
 
 _POSITIONS = ("sinusoidal", "learned", "rotary", "alibi", "none")
@@ -175,8 +184,14 @@ def main(argv: list[str] | None = None) -> dict:
         "context / 128 this way, for --steps steps",
     )
     parser.add_argument("--steps", type=int, default=None, help="steps (default: CONFIG's)")
+    parser.add_argument(
+        "--size",
+        choices=sorted(SIZES),
+        default="small",
+        help="model size: CONFIG's (small, the default) or chapter 12's (name ends _chapter12)",
+    )
     args = parser.parse_args(argv)
-    cfg = {**CONFIG, "positions": args.positions, "context": args.context}
+    cfg = {**CONFIG, **SIZES[args.size], "positions": args.positions, "context": args.context}
     if args.block_size is not None:
         cfg["block_size"] = args.block_size
     if args.steps is not None:
@@ -193,6 +208,10 @@ def main(argv: list[str] | None = None) -> dict:
         cfg.update(rope_scaling={"type": args.finetune, "factor": factor}, warmup=10)
         cfg.update(lr=1e-3, finetuned_from="rotary_128.npz", eval_every=25)
         name = f"rotary_{args.finetune}_finetuned_{args.context}"
+    if args.size != "small":
+        if args.finetune:
+            parser.error("--size is for runs from scratch, not --finetune")
+        name += f"_{args.size}"
     with threadpool_limits(limits=args.threads, user_api="blas"):
         model, chars, val_ids, curve, wall, loads = train(cfg, start=start)
         path = out / f"{name}.npz"
@@ -205,6 +224,8 @@ def main(argv: list[str] | None = None) -> dict:
         command += f" --block-size {args.block_size}"
     if args.finetune:
         command += f" --finetune {args.finetune} --steps {cfg['steps']}"
+    if args.size != "small":
+        command += f" --size {args.size}"
     manifest = {
         "command": command,
         "script": "attention_lib/models/train_long_context.py",

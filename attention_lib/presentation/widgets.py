@@ -24,6 +24,11 @@ WIDGETS = {
     ),
     "translator": ("translator", "The English-French Transformer, running in your browser"),
     "minilm": ("encoder", "all-MiniLM-L6-v2, chapter 14's encoder, running in your browser"),
+    "shakespeare_window": (
+        "window",
+        "Chapter 17's character model writing without end through a sliding window, "
+        "running in your browser",
+    ),
 }
 
 _STATIC = Path(__file__).resolve().parents[2] / "book" / "_static"
@@ -54,7 +59,7 @@ def widget_html(model_name, prompt=None, static="../_static/"):
 
     Parameters
     ----------
-    model_name : {"shakespeare", "stories260k", "translator", "minilm"}
+    model_name : {"shakespeare", "stories260k", "translator", "minilm", "shakespeare_window"}
         Which model the widget runs.
     prompt : str, optional
         The text the prompt box starts with (default: the widget's own).
@@ -83,7 +88,7 @@ def widget_html(model_name, prompt=None, static="../_static/"):
     >>> widget_html("gpt2")
     Traceback (most recent call last):
     ...
-    ValueError: model_name must be one of 'shakespeare', 'stories260k', 'translator', 'minilm', got 'gpt2'
+    ValueError: model_name must be one of 'shakespeare', 'stories260k', 'translator', 'minilm', 'shakespeare_window', got 'gpt2'
     """
     if model_name not in WIDGETS:
         names = ", ".join(repr(n) for n in WIDGETS)

@@ -10,6 +10,7 @@
 // as in the code ("layer 0, head 3"). Heat maps share one colour scale, weight 0 to 1.
 import { loadModel, distribution } from "./transformer.mjs";
 import { servedFile } from "./quant.mjs";
+import { mountWindow } from "./widget-window.mjs";
 
 const MODELS = new Map(); // name -> Promise<model>, shared by every widget of a page
 
@@ -516,6 +517,7 @@ export function mountAll(doc = document) {
           h("p", { class: "aft-status aft-error" }, `This widget could not start: ${err.message}`)));
         continue; // mountEncoder marks it live
       } else if (root.dataset.kind === "translator") mountTranslator(root, name);
+      else if (root.dataset.kind === "window") mountWindow(root, name);
       else mountLanguageModel(root, name);
       root.classList.add("aft-live");
     } catch (err) {
