@@ -222,6 +222,8 @@ function mountInduction(root) {
       map0.setAttribute("aria-label", `Layer 0's attention on a held-out sequence: ${pct(s.previous)} of its weight on the previous position`);
       map1.setAttribute("aria-label", `Layer 1's attention on a held-out sequence: ${pct(s.induction)} on the position after the earlier occurrence`);
       root.dataset.step = String(msg.step);
+      root.dataset.loss = msg.loss.toFixed(4);
+      if (!root.dataset.lossFirst) root.dataset.lossFirst = msg.loss.toFixed(4);
       redraw();
     } else if (msg.type === "done") {
       setState("done");
@@ -252,6 +254,7 @@ function mountInduction(root) {
       points = [];
       last = null;
       delete root.dataset.formed;
+      delete root.dataset.lossFirst;
       worker = startWorker(onMessage, fail);
       worker.post({ type: "start", task: "induction" });
       setState("running");
@@ -342,6 +345,7 @@ function mountText(root) {
       curve.setAttribute("aria-label", `Loss: training ${msg.loss.toFixed(2)}, held-out ${msg.heldOut.toFixed(2)} nats per character at step ${msg.step}`);
       root.dataset.step = String(msg.step);
       root.dataset.heldOut = msg.heldOut.toFixed(4);
+      if (!root.dataset.heldOutFirst) root.dataset.heldOutFirst = msg.heldOut.toFixed(4);
       redraw();
     } else if (msg.type === "generated") {
       output.textContent = msg.text;
@@ -405,6 +409,7 @@ function mountText(root) {
     trainPts = [];
     heldPts = [];
     trained = false;
+    delete root.dataset.heldOutFirst;
     output.textContent = "";
     worker = startWorker(onMessage, (m) => say(`Training stopped: ${m}`, true));
     worker.post({ type: "start", task: "text", text: text.value, preset: preset.value, lr: rate });
