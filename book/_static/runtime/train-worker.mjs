@@ -234,7 +234,12 @@ export function createSession(post, schedule = (f) => setTimeout(f, 0)) {
     }
   }
 
-  return { handle, tick, get state() { return state; }, get step() { return job ? job.step : 0; } };
+  return {
+    handle, tick,
+    get state() { return state; },
+    get step() { return job ? job.step : 0; },
+    get model() { return job ? job.model : null; }, // for node (tests, benchmarks)
+  };
 }
 
 // In a worker: wire the session to the worker's messages.
