@@ -162,12 +162,17 @@ def training_case():
     }
 
 
-def main():
-    fixture = {
+def build():
+    """The whole fixture, as a dict (tests/test_train_fixture.py compares it with the file)."""
+    return {
         "made_by": "python scripts/make_train_fixture.py",
         "gradients": {"learned": gradient_case("learned", 0), "rotary": gradient_case("rotary", 1)},
         "training": training_case(),
     }
+
+
+def main():
+    fixture = build()
     FIXTURE.write_text(json.dumps(fixture, separators=(",", ":")) + "\n")
     print(f"wrote {FIXTURE.relative_to(ROOT)} ({FIXTURE.stat().st_size // 1024} KiB)")
 
