@@ -22,9 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 STATIC = "../_static/"
 
 INDUCTION = """\
-You can watch this division of labour appear. The widget below trains this two-layer model on the copy task in your browser (in a
-background thread, with a JavaScript copy of the library's backward passes,
-`book/_static/runtime/train.mjs`): press **Train** and watch the loss fall, and the
+You can watch this division of labour appear. The widget below trains this two-layer
+model on the copy task in your browser (in a background thread, with a JavaScript copy
+of the library's backward passes, `book/_static/runtime/train.mjs`): press **Train** and watch the loss fall, and the
 attention maps of both layers on one held-out sequence change every ten steps. The
 outlined cells are where a previous-token head (layer 0) and an induction head (layer 1)
 would look. For a while little happens; then layer 0 finds the previous position, layer 1
@@ -36,7 +36,7 @@ yours will not drop at exactly the step of the loss curve above.
 <div class="aft-widget" data-train="induction" role="region" \
 aria-label="Train chapter 10's two-layer model in your browser and watch an induction head form">
 <figure class="aft-fallback"><img src="{static}models/train-induction.fallback.svg" \
-alt="{alt}" width="600" height="460">
+alt="{alt}" {size}>
 <figcaption>Chapter 10's model trained on the copy task by the widget's own code: its loss \
 and both layers' attention maps. With JavaScript on, this becomes a live widget.</figcaption></figure>
 </div>
@@ -58,7 +58,7 @@ two files the book's runtime loads (`my-text.json`, `my-text.bin`).
 <div class="aft-widget" data-train="text" role="region" \
 aria-label="Train a character model of your own text in your browser">
 <figure class="aft-fallback"><img src="{static}models/train-text.fallback.svg" \
-alt="{alt}" width="600" height="358">
+alt="{alt}" {size}>
 <figcaption>The small model trained on Tiny Shakespeare by the widget's own code: its \
 training and held-out loss, and what it writes. With JavaScript on, this becomes a live \
 widget.</figcaption></figure>
@@ -84,9 +84,18 @@ def figure_alt(name):
     return svg[start : svg.index("</desc>", start)].replace('"', "&quot;")
 
 
+def figure_size(name):
+    """``width="..." height="..."`` of the figure, from its SVG."""
+    svg = (ROOT / "book" / "_static" / "models" / name).read_text(encoding="utf8")
+    head = svg[: svg.index(">")]
+    width = head.split(' width="')[1].split('"')[0]
+    height = head.split(' height="')[1].split('"')[0]
+    return f'width="{width}" height="{height}"'
+
+
 def cell_text(chapter):
     _, template, figure = PLACES[chapter]
-    return template.format(static=STATIC, alt=figure_alt(figure))
+    return template.format(static=STATIC, alt=figure_alt(figure), size=figure_size(figure))
 
 
 def add(chapter):

@@ -5,7 +5,7 @@
 //   - book/_static/models/train-induction.fallback.svg: chapter 10's model trained on the
 //     copy task (the widget's run): the loss curve and both layers' attention maps on a
 //     held-out sequence, the cells each head should find outlined;
-//   - book/_static/models/train-text.fallback.svg: the "small" preset trained for 600 steps
+//   - book/_static/models/train-text.fallback.svg: the "small" preset trained for 300 steps
 //     on Tiny Shakespeare: training and held-out loss, and a sample of what it writes.
 //
 //   node scripts/make_train_fallbacks.mjs          (a few minutes of one core)
@@ -93,7 +93,7 @@ function svgDoc(w, h, title, desc, body) {
 // chapter 12: a model of a text (Tiny Shakespeare, the small preset)
 {
   const text = readFileSync(`${root}data/shakespeare/input.txt`, "utf8");
-  const msgs = run({ type: "start", task: "text", text, preset: "small", steps: 600, every: 25 },
+  const msgs = run({ type: "start", task: "text", text, preset: "small", steps: 300, every: 25 },
     [{ type: "generate", prompt: "ROMEO:", n: 160, temperature: 0.8, seed: 1 }]);
   const progress = msgs.filter((m) => m.type === "progress");
   const sample = msgs.find((m) => m.type === "generated").text;
