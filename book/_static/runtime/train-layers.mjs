@@ -248,23 +248,44 @@ export function erfFast(x) {
   return x < 0 ? -y : y;
 }
 
-/** The erf for arrays of this type: erfFast for float32, erf for float64. */
-const erfFor = (a) => (a instanceof Float64Array ? erf : erfFast);
-
-/** y = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2. */
-export function geluForward(x, y) {
-  const e = erfFor(x);
-  for (let i = 0; i < x.length; i++) y[i] = 0.5 * x[i] * (1 + e(x[i] * Math.SQRT1_2));
+/**
+ * y = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2. With `cdf` and `pdf` (arrays like x),
+ * keeps Phi(x) and the normal density phi(x) for the backward pass, which then costs
+ * no exponential. Float32 arrays use erfFast, whose exponential is phi's own.
+ */
+export function geluForward(x, y, cdf = null, pdf = null) {
+  const fast = !(x instanceof Float64Array);
+  for (let i = 0; i < x.length; i++) {
+    const v = x[i];
+    const e = Math.exp(-0.5 * v * v); // = exp(-z^2), z = v / sqrt 2
+    let phi;
+    if (fast) {
+      const t = 1 / (1 + 0.3275911 * Math.abs(v) * Math.SQRT1_2);
+      const r = 1 - ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * e;
+      phi = 0.5 * (1 + (v < 0 ? -r : r));
+    } else {
+      phi = 0.5 * (1 + erf(v * Math.SQRT1_2));
+    }
+    y[i] = v * phi;
+    if (cdf) {
+      cdf[i] = phi;
+      pdf[i] = INV_SQRT_2PI * e;
+    }
+  }
   return y;
 }
 
-/** dx = g (Phi(x) + x phi(x)), phi the normal density. */
-export function geluBackward(x, g, dx) {
-  const e = erfFor(x);
+/** dx = g (Phi(x) + x phi(x)), phi the normal density (from forward's cdf and pdf if given). */
+export function geluBackward(x, g, dx, cdf = null, pdf = null) {
+  if (cdf) {
+    for (let i = 0; i < x.length; i++) dx[i] = g[i] * (cdf[i] + x[i] * pdf[i]);
+    return dx;
+  }
+  const e = x instanceof Float64Array ? erf : erfFast;
   for (let i = 0; i < x.length; i++) {
     const v = x[i];
-    const cdf = 0.5 * (1 + e(v * Math.SQRT1_2));
-    dx[i] = g[i] * (cdf + v * INV_SQRT_2PI * Math.exp(-0.5 * v * v));
+    const c = 0.5 * (1 + e(v * Math.SQRT1_2));
+    dx[i] = g[i] * (c + v * INV_SQRT_2PI * Math.exp(-0.5 * v * v));
   }
   return dx;
 }

@@ -144,7 +144,7 @@ export class TinyGPT {
       x: new A(n * d), h1: new A(n * d), xHat1: new A(n * d), inv1: new A(n),
       q: new A(n * d), k: new A(n * d), v: new A(n * d), P: new A(B * H * T * T), ctx: new A(n * d),
       x2: new A(n * d), h2: new A(n * d), xHat2: new A(n * d), inv2: new A(n),
-      f1: new A(n * f), a: new A(n * f),
+      f1: new A(n * f), a: new A(n * f), cdf: new A(n * f), pdf: new A(n * f),
     }));
     this.buffers = {
       B, T, layers,
@@ -198,7 +198,7 @@ export class TinyGPT {
       for (let i = 0; i < n * d; i++) s.x2[i] = s.x[i] + buf.o[i];
       layerNormForward(s.x2, n, d, p[`${pre}.ln2.gamma`], p[`${pre}.ln2.beta`], EPS, s.h2, s.xHat2, s.inv2);
       linearForward(s.h2, n, d, WT[`${pre}.ffn.fc1.W`], p[`${pre}.ffn.fc1.b`], f, s.f1);
-      geluForward(s.f1, s.a);
+      geluForward(s.f1, s.a, s.cdf, s.pdf);
       linearForward(s.a, n, f, WT[`${pre}.ffn.fc2.W`], p[`${pre}.ffn.fc2.b`], d, buf.o);
       for (let i = 0; i < n * d; i++) x[i] = s.x2[i] + buf.o[i];
     }
@@ -226,7 +226,7 @@ export class TinyGPT {
       const pre = `blocks.${l}`;
       // x3 = x2 + FFN(LN2(x2)): g reaches x2 directly and through the branch
       linearBackward(s.a, n, f, p[`${pre}.ffn.fc2.W`], g, d, gr[`${pre}.ffn.fc2.W`], gr[`${pre}.ffn.fc2.b`], buf.gf, buf.scratch.f);
-      geluBackward(s.f1, buf.gf, buf.gf);
+      geluBackward(s.f1, buf.gf, buf.gf, s.cdf, s.pdf);
       linearBackward(s.h2, n, d, p[`${pre}.ffn.fc1.W`], buf.gf, f, gr[`${pre}.ffn.fc1.W`], gr[`${pre}.ffn.fc1.b`], buf.gh, buf.scratch.fin);
       layerNormBackward(buf.gh, n, d, p[`${pre}.ln2.gamma`], s.xHat2, s.inv2, gr[`${pre}.ln2.gamma`], gr[`${pre}.ln2.beta`], buf.gx);
       for (let i = 0; i < n * d; i++) g[i] += buf.gx[i];
