@@ -90,6 +90,6 @@ export const INDUCTION = {
  */
 export const PRESETS = {
   tiny: { label: "tiny (about 20k parameters)", d_model: 32, n_heads: 2, n_layers: 1, d_ff: 128, max_len: 32, batch: 16, lr: 3e-3 },
-  small: { label: "small (about 60k parameters)", d_model: 48, n_heads: 4, n_layers: 2, d_ff: 192, max_len: 48, batch: 16, lr: 3e-3 },
-  medium: { label: "medium (about 200k parameters)", d_model: 64, n_heads: 4, n_layers: 3, d_ff: 256, max_len: 64, batch: 16, lr: 2e-3 },
+  small: { label: "small (about 65k parameters)", d_model: 48, n_heads: 4, n_layers: 2, d_ff: 192, max_len: 48, batch: 16, lr: 3e-3 },
+  medium: { label: "medium (about 160k parameters)", d_model: 64, n_heads: 4, n_layers: 3, d_ff: 256, max_len: 64, batch: 16, lr: 2e-3 },
 };
