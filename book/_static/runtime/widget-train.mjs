@@ -47,6 +47,19 @@ function startWorker(onMessage, onError) {
   };
 }
 
+/**
+ * onMessage, timed: the longest main-thread time any message took is kept in
+ * root.dataset.mainMs (the browser check reads it: the widget's own share of a frame).
+ */
+function timed(root, onMessage) {
+  return (msg) => {
+    const t0 = performance.now();
+    onMessage(msg);
+    const ms = performance.now() - t0;
+    if (ms > Number(root.dataset.mainMs || 0)) root.dataset.mainMs = ms.toFixed(1);
+  };
+}
+
 /** A canvas sized to its box's width (CSS px), drawn at the screen's pixel density. */
 function fit(canvas, cssWidth, cssHeight) {
   const ratio = Math.min(globalThis.devicePixelRatio || 1, 3);
@@ -255,7 +268,7 @@ function mountInduction(root) {
       last = null;
       delete root.dataset.formed;
       delete root.dataset.lossFirst;
-      worker = startWorker(onMessage, fail);
+      worker = startWorker(timed(root, onMessage), fail);
       worker.post({ type: "start", task: "induction" });
       setState("running");
       status.textContent = "Training…";
@@ -411,7 +424,7 @@ function mountText(root) {
     trained = false;
     delete root.dataset.heldOutFirst;
     output.textContent = "";
-    worker = startWorker(onMessage, (m) => say(`Training stopped: ${m}`, true));
+    worker = startWorker(timed(root, onMessage), (m) => say(`Training stopped: ${m}`, true));
     worker.post({ type: "start", task: "text", text: text.value, preset: preset.value, lr: rate });
     setState("running");
     say("Building the model…");
