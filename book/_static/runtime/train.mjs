@@ -134,9 +134,15 @@ export class TinyGPT {
     return out;
   }
 
-  /** Buffers for a batch of B sequences of T, allocated once per (B, T). */
+  /**
+   * Buffers for a batch of B sequences of T, allocated once per (B, T) and kept (training
+   * and the held-out batches of another size then reuse theirs), at most four shapes.
+   */
   allocate(B, T) {
-    if (this.buffers && this.buffers.B === B && this.buffers.T === T) return this.buffers;
+    const key = `${B}x${T}`;
+    this.allBuffers ??= new Map();
+    if (this.allBuffers.has(key)) return (this.buffers = this.allBuffers.get(key));
+    if (this.allBuffers.size >= 4) this.allBuffers.clear();
     const { d_model: d, d_ff: f, n_heads: H, n_vocab: V, n_layers } = this.config;
     const n = B * T;
     const A = this.Array;
@@ -155,6 +161,7 @@ export class TinyGPT {
       scratch: { d: { xT: new A(n * d), gT: new A(n * d) }, f: { xT: new A(n * f), gT: new A(n * d) },
         fin: { xT: new A(n * d), gT: new A(n * f) }, V: { xT: new A(n * d), gT: new A(n * V) } },
     };
+    this.allBuffers.set(key, this.buffers);
     return this.buffers;
   }
 
