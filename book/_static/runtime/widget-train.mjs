@@ -162,14 +162,21 @@ function drawMap(canvas, map, T, size, title, marks) {
   ctx.font = "11px sans-serif";
   ctx.fillText(title, 0, 11);
   const cell = size / T;
-  for (let r = 0; r < T; r++) {
-    for (let c = 0; c < T; c++) {
-      const w = Math.max(0, Math.min(1, map[r * T + c]));
-      const shade = Math.round(255 * (1 - w));
-      ctx.fillStyle = `rgb(${shade},${Math.round(255 - 140 * w)},255)`;
-      ctx.fillRect(c * cell, top + r * cell, Math.ceil(cell), Math.ceil(cell));
-    }
+  // one pixel per cell, scaled up without smoothing: a few hundred fillRect calls with a
+  // colour string each cost more main-thread time than a frame has
+  const small = typeof OffscreenCanvas !== "undefined" ? new OffscreenCanvas(T, T)
+    : Object.assign(document.createElement("canvas"), { width: T, height: T });
+  const image = new ImageData(T, T);
+  for (let i = 0; i < T * T; i++) {
+    const w = Math.max(0, Math.min(1, map[i]));
+    image.data[4 * i] = Math.round(255 * (1 - w));
+    image.data[4 * i + 1] = Math.round(255 - 140 * w);
+    image.data[4 * i + 2] = 255;
+    image.data[4 * i + 3] = 255;
   }
+  small.getContext("2d").putImageData(image, 0, 0);
+  ctx.imageSmoothingEnabled = false;
+  ctx.drawImage(small, 0, top, size, size);
   ctx.strokeStyle = "#d55e00";
   ctx.lineWidth = 1;
   for (const [r, c] of marks) ctx.strokeRect(c * cell + 0.5, top + r * cell + 0.5, cell - 1, cell - 1);
