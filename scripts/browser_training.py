@@ -180,7 +180,7 @@ def check_induction(page, widget, fail, timeout, timings, label):
     widget.locator("button", has_text="Stop").click()
 
 
-def check_text(page, widget, fail, timeout, timings, label, big_file):
+def check_text(page, widget, fail, timeout, timings, label, big_file, shot=None):
     handle = widget.element_handle()
     text = widget.locator("textarea")
     train = widget.locator("button.aft-go")
@@ -265,6 +265,8 @@ def check_text(page, widget, fail, timeout, timings, label, big_file):
     out = widget.locator(".aft-output").inner_text()
     if not out.startswith("ROMEO:") or len(out) < 100 or not set(out) <= set(sample) | {"\n"}:
         fail(f"Generate wrote {out[:60]!r}")
+    if shot:
+        widget.screenshot(path=shot)
     names = []
     page.on("download", lambda d: names.append(d.suggested_filename))
     widget.locator("button", has_text="Download").click()
@@ -292,7 +294,8 @@ def check_training_widget(page, widget, label, problems, shots, width, timeout, 
         try:
             if shots:
                 widget.screenshot(path=str(Path(shots) / f"train-{label}-{width}-start.png"))
-            check_text(page, widget, fail, timeout, timings, label, big)
+            shot = str(Path(shots) / f"train-{label}-{width}.png") if shots else None
+            check_text(page, widget, fail, timeout, timings, label, big, shot)
         finally:
             shutil.rmtree(big.parent, ignore_errors=True)
     overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
