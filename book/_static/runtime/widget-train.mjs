@@ -143,10 +143,11 @@ function drawCurve(canvas, series, width, { floor = null, floorLabel = "" } = {}
     ctx.lineWidth = 1;
     if (Object.keys(series).length > 1) {
       const label = name === "heldOut" ? "held-out" : "training";
+      // under the axis, between "0" and "step n": never over the curves
       ctx.fillStyle = COLOURS[name];
-      ctx.fillRect(legend, pad.t + 2, 10, 3);
+      ctx.fillRect(legend + 14, H - 12, 10, 3);
       ctx.fillStyle = "#333";
-      ctx.fillText(label, legend + 14, pad.t + 8);
+      ctx.fillText(label, legend + 28, H - 8);
       legend += 24 + ctx.measureText(label).width;
     }
   }
