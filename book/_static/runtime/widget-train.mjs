@@ -208,7 +208,10 @@ function mountInduction(root) {
   let state = "idle"; // idle | running | paused | done
   let points = [];
   let last = null;
-  const width = () => Math.max(240, Math.min(root.clientWidth - 24, 640));
+  // the box's width as the ResizeObserver last saw it: reading clientWidth inside a
+  // message handler would force a layout of the page (with a 1 MB textarea: 200 ms)
+  let boxWidth = 640;
+  const width = () => Math.max(240, Math.min(boxWidth, 640));
   function redraw() {
     const w = width();
     drawCurve(curve, { train: points }, w, { floor: Math.log(32), floorLabel: "guessing: log 32" });
@@ -289,7 +292,10 @@ function mountInduction(root) {
     status.textContent = `Stopped at step ${last ? last.step : 0}. Train starts again from new weights.`;
   });
   redraw();
-  new ResizeObserver(() => redraw()).observe(root);
+  new ResizeObserver((entries) => {
+    boxWidth = Math.floor(entries[0].contentRect.width);
+    redraw();
+  }).observe(root);
 }
 
 /** Chapter 12: a character model of the reader's own text. */
@@ -330,7 +336,10 @@ function mountText(root) {
   let state = "idle";
   let trainPts = [], heldPts = [];
   let trained = false;
-  const width = () => Math.max(240, Math.min(root.clientWidth - 24, 640));
+  // the box's width as the ResizeObserver last saw it: reading clientWidth inside a
+  // message handler would force a layout of the page (with a 1 MB textarea: 200 ms)
+  let boxWidth = 640;
+  const width = () => Math.max(240, Math.min(boxWidth, 640));
   const redraw = () => drawCurve(curve, { train: trainPts, heldOut: heldPts }, width());
   function setState(next) {
     state = next;
@@ -451,7 +460,10 @@ function mountText(root) {
     if (worker && trained) worker.post({ type: "export" });
   });
   redraw();
-  new ResizeObserver(() => redraw()).observe(root);
+  new ResizeObserver((entries) => {
+    boxWidth = Math.floor(entries[0].contentRect.width);
+    redraw();
+  }).observe(root);
 }
 
 /** Mount every training widget of the page (once). */
