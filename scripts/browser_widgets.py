@@ -45,6 +45,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from browser_check import CHROMIUM_FLAGS  # noqa: E402  (scripts/ is on the path: run as a script)
+from browser_training import check_training_widget  # noqa: E402  (training widgets: data-train)
+from browser_training import scratch_page as training_page  # noqa: E402
 
 WIDTHS = (1280, 390)
 BAD_INPUTS = {
@@ -425,13 +427,16 @@ def check(site, chromium, shots=None, timeout=60.0, only=None):
                 pages.append(rel.as_posix())
         if only:  # --only: the pages whose path holds one of these strings
             pages = [p for p in pages if any(o in p for o in only)]
+        if not any("data-train=" in (work / rel).read_text(encoding="utf8") for rel in pages):
+            (work / "book" / "training.html").write_text(training_page(), encoding="utf8")
+            pages.append("book/training.html")  # chapters built before their training widgets
         for folder in ("_sphinx_design_static", "_images"):
             if (site / folder).is_dir():
                 shutil.copytree(site / folder, work / folder, dirs_exist_ok=True)
         if shots:
             Path(shots).mkdir(parents=True, exist_ok=True)
         server, base = serve(work)
-        problems, timings = [], []
+        problems, timings, train_timings = [], [], []
         try:
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(
@@ -474,6 +479,11 @@ def check(site, chromium, shots=None, timeout=60.0, only=None):
                                 f"any click: {models[:2]}"
                             )
                         for i, w in enumerate(page.locator(".aft-widget").all()):
+                            if w.get_attribute("data-train"):  # scripts/browser_training.py
+                                label = f"{Path(rel).stem}-{w.get_attribute('data-train')}"
+                                train_args = (problems, shots, width, timeout * 5, train_timings)
+                                check_training_widget(page, w, label, *train_args)
+                                continue
                             label = f"{Path(rel).stem}-{w.get_attribute('data-model')}-{i}"
                             t0 = time.perf_counter()
                             run = check_widget
@@ -499,6 +509,8 @@ def check(site, chromium, shots=None, timeout=60.0, only=None):
             server.server_close()
         for label, width, seconds, first in timings:
             print(f"{label:40s} {width:5d}px  {seconds:5.1f} s  first token {first} ms")
+        for line in train_timings:
+            print(line)
         return problems
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -504,6 +504,10 @@ function mountTranslator(root, name) {
 
 /** Turn every widget placeholder on the page into its app (once). */
 export function mountAll(doc = document) {
+  // the training widgets (data-train) live in their own module, loaded where a page has one
+  if (doc.querySelector(".aft-widget[data-train]:not([data-mounted])")) {
+    import("./widget-train.mjs").then((m) => m.mountTraining(doc)).catch(() => {});
+  }
   let n = 0;
   for (const root of doc.querySelectorAll(".aft-widget[data-model]:not([data-mounted])")) {
     root.dataset.mounted = "";

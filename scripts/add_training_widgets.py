@@ -1,0 +1,147 @@
+"""Insert the training widgets into chapters 10 and 12, one markdown cell each.
+
+Each cell is raw HTML (the stylesheets, a ``<div class="aft-widget"
+data-train="...">`` holding the static figure shown without JavaScript, and the
+module script that mounts it; ``book/_static/runtime/widget-train.mjs`` draws
+the widget), placed after the cell whose source holds an anchor sentence.
+Only that cell is added: every other cell, and every output, is left as it
+was, so the chapters need not be executed again. Running it again does nothing
+(a chapter that already has the widget is skipped).
+
+    python scripts/add_training_widgets.py          # edit book/10_*.ipynb, book/12_*.ipynb
+    python scripts/add_training_widgets.py --check  # exit 1 if a widget is missing
+"""
+
+import argparse
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+STATIC = "../_static/"
+
+INDUCTION = """\
+You can watch this division of labour appear. The widget below trains this two-layer
+model on the copy task in your browser (in a background thread, with a JavaScript copy
+of the library's backward passes, `book/_static/runtime/train.mjs`): press **Train** and watch the loss fall, and the
+attention maps of both layers on one held-out sequence change every ten steps. The
+outlined cells are where a previous-token head (layer 0) and an induction head (layer 1)
+would look. For a while little happens; then layer 0 finds the previous position, layer 1
+finds the position after the earlier occurrence, and the loss drops. Training is random:
+yours will not drop at exactly the step of the loss curve above.
+
+<link rel="stylesheet" href="{static}runtime/widgets.css">
+<link rel="stylesheet" href="{static}runtime/widget-train.css">
+<div class="aft-widget" data-train="induction" role="region" \
+aria-label="Train chapter 10's two-layer model in your browser and watch an induction head form">
+<figure class="aft-fallback"><img src="{static}models/train-induction.fallback.svg" \
+alt="{alt}" {size}>
+<figcaption>Chapter 10's model trained on the copy task by the widget's own code: its loss \
+and both layers' attention maps. With JavaScript on, this becomes a live widget.</figcaption></figure>
+</div>
+<script type="module">import("{static}runtime/widgets.mjs").then((m) => m.mountAll()).catch(() => {{}});</script>
+"""
+
+TEXT = """\
+### A model of your own text
+
+The same training, on any text you give it: paste a text (up to about 1 MB; the
+tutorial's Tiny Shakespeare fits), choose a size, and press **Train**. A character model
+learns it in your browser, nothing leaves the page; the last 10% of the text is held out,
+and its loss (orange) says how well the model predicts characters it never trained on.
+**Generate** writes with the model as it is at any moment, and **Download** saves it as the
+two files the book's runtime loads (`my-text.json`, `my-text.bin`).
+
+<link rel="stylesheet" href="{static}runtime/widgets.css">
+<link rel="stylesheet" href="{static}runtime/widget-train.css">
+<div class="aft-widget" data-train="text" role="region" \
+aria-label="Train a character model of your own text in your browser">
+<figure class="aft-fallback"><img src="{static}models/train-text.fallback.svg" \
+alt="{alt}" {size}>
+<figcaption>The small model trained on Tiny Shakespeare by the widget's own code: its \
+training and held-out loss, and what it writes. With JavaScript on, this becomes a live \
+widget.</figcaption></figure>
+</div>
+<script type="module">import("{static}runtime/widgets.mjs").then((m) => m.mountAll()).catch(() => {{}});</script>
+"""
+
+#: chapter -> (anchor: the new cell follows the cell containing it, the cell's text, figure)
+PLACES = {
+    "book/10_transformer.ipynb": (
+        "mark_cells(axes[1], [(t, t - m + 1)",
+        INDUCTION,
+        "train-induction.fallback.svg",
+    ),
+    "book/12_shakespeare.ipynb": ('widget_html("shakespeare")', TEXT, "train-text.fallback.svg"),
+}
+
+
+def figure_alt(name):
+    """The figure's own description (its SVG <desc>), as the image's alt text."""
+    svg = (ROOT / "book" / "_static" / "models" / name).read_text(encoding="utf8")
+    start = svg.index('<desc id="d">') + len('<desc id="d">')
+    return svg[start : svg.index("</desc>", start)].replace('"', "&quot;")
+
+
+def figure_size(name):
+    """``width="..." height="..."`` of the figure, from its SVG."""
+    svg = (ROOT / "book" / "_static" / "models" / name).read_text(encoding="utf8")
+    head = svg[: svg.index(">")]
+    width = head.split(' width="')[1].split('"')[0]
+    height = head.split(' height="')[1].split('"')[0]
+    return f'width="{width}" height="{height}"'
+
+
+def cell_text(chapter):
+    _, template, figure = PLACES[chapter]
+    return template.format(static=STATIC, alt=figure_alt(figure), size=figure_size(figure))
+
+
+def add(chapter):
+    path = ROOT / chapter
+    raw = path.read_text(encoding="utf8")
+    nb = json.loads(raw)
+    if any("data-train=" in "".join(c["source"]) for c in nb["cells"]):
+        return False
+    anchor = PLACES[chapter][0]
+    where = [i for i, c in enumerate(nb["cells"]) if anchor in "".join(c["source"])]
+    if len(where) != 1:
+        raise SystemExit(f"{chapter}: the anchor {anchor!r} is in {len(where)} cells, not one")
+    source = cell_text(chapter)
+    cell = {
+        "cell_type": "markdown",
+        "id": hashlib.sha256(source.encode()).hexdigest()[:8],
+        "metadata": {},
+        "source": source.splitlines(keepends=True),
+    }
+    nb["cells"].insert(where[0] + 1, cell)
+    # as Jupyter writes a notebook: one-space indent, sorted keys, UTF-8, final newline
+    text = json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    path.write_text(text, encoding="utf8")
+    return True
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="only report missing widgets")
+    args = parser.parse_args(argv)
+    missing = []
+    for chapter in PLACES:
+        nb = json.loads((ROOT / chapter).read_text(encoding="utf8"))
+        has = any("data-train=" in "".join(c["source"]) for c in nb["cells"])
+        if args.check:
+            if not has:
+                missing.append(chapter)
+        elif add(chapter):
+            print(f"{chapter}: added the training widget")
+        else:
+            print(f"{chapter}: already has it")
+    if missing:
+        print("missing the training widget: " + ", ".join(missing))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
