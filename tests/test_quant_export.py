@@ -109,7 +109,8 @@ def test_runtime_serves_the_quantized_folder():
     served = dict(
         re.findall(r'(\w+): "([\w/]+)"', text.split("export const SERVED")[1].split("};")[0])
     )
-    assert served == {n: f"{export.QUANTIZED_DIR}/{n}" for n in export.EXPORTERS}
+    assert served == {n: f"{export.QUANTIZED_DIR}/{n}" for n in export.QUANTIZED_MODELS}
+    assert set(export.QUANTIZED_MODELS) <= set(export.EXPORTERS)
 
 
 def test_quant_fixture_is_current():
