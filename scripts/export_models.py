@@ -377,28 +377,18 @@ def pack_quantized(tensors, scheme):
     return b"".join(chunks), entries, back
 
 
-def export_quantized(name, path, out=OUT, measurements=None):
-    """Write the served ``quantized/<name>.json`` and ``.bin``; return the manifest."""
-    path = Path(path)
-    scheme, evidence = served_scheme(name, measurements)
-    config, tokenizer, tensors = runtime_tensors(name, path)
-    float_bytes = len(pack(tensors)[0])
-    blob, entries, _ = pack_quantized(tensors, scheme)
+def _manifest(name, path, config, tokenizer, blob, entries, **extra):
+    """A model file's manifest: its weights' size and sha256, ``extra`` (the served copy's
+    quantization), the checkpoint it came from, and where each tensor lies in ``blob``."""
     source = path if path.is_file() else path / "manifest.json"
-    manifest = {
+    return {
         "format": FORMAT,
         "name": name,
         "config": config,
         "tokenizer": tokenizer,
         "bytes": len(blob),
         "sha256": sha256(blob),
-        "quantization": {
-            "scheme": scheme,
-            "bytes_before": float_bytes,
-            "bytes_after": len(blob),
-            "made_by": f"python scripts/export_models.py --only {name}",
-            **evidence,
-        },
+        **extra,
         "source": {
             "file": source.relative_to(ROOT).as_posix()
             if source.is_relative_to(ROOT)
@@ -407,6 +397,30 @@ def export_quantized(name, path, out=OUT, measurements=None):
         },
         "tensors": entries,
     }
+
+
+def export_quantized(name, path, out=OUT, measurements=None):
+    """Write the served ``quantized/<name>.json`` and ``.bin``; return the manifest."""
+    path = Path(path)
+    scheme, evidence = served_scheme(name, measurements)
+    config, tokenizer, tensors = runtime_tensors(name, path)
+    float_bytes = len(pack(tensors)[0])
+    blob, entries, _ = pack_quantized(tensors, scheme)
+    manifest = _manifest(
+        name,
+        path,
+        config,
+        tokenizer,
+        blob,
+        entries,
+        quantization={
+            "scheme": scheme,
+            "bytes_before": float_bytes,
+            "bytes_after": len(blob),
+            "made_by": f"python scripts/export_models.py --only {name}",
+            **evidence,
+        },
+    )
     _write(Path(out) / QUANTIZED_DIR, name, blob, manifest)
     return manifest
 
@@ -452,22 +466,7 @@ def export(name, path, out=OUT):
     blob, entries = pack(tensors)
     if len(blob) > MAX_BYTES:
         raise ValueError(f"{name}: {len(blob)} bytes of weights, over the {MAX_BYTES} allowed")
-    source = path if path.is_file() else path / "manifest.json"
-    manifest = {
-        "format": FORMAT,
-        "name": name,
-        "config": config,
-        "tokenizer": tokenizer,
-        "bytes": len(blob),
-        "sha256": sha256(blob),
-        "source": {
-            "file": source.relative_to(ROOT).as_posix()
-            if source.is_relative_to(ROOT)
-            else source.name,
-            "sha256": sha256(source.read_bytes()),
-        },
-        "tensors": entries,
-    }
+    manifest = _manifest(name, path, config, tokenizer, blob, entries)
     _write(Path(out), name, blob, manifest)
     return manifest
 
