@@ -128,13 +128,22 @@ def stories_model(path):
     return model, (lambda text: [int(i) for i in tokenizer.encode(text)])
 
 
-def translator_cases(folder):
-    """The library's greedy translations (ids) and its decoder logits at the first and last step."""
+def translator_cases(folder, sentences=None, scheme=None, digits=7):
+    """The library's greedy translations (ids) and its decoder logits at the first and last step.
+
+    ``sentences`` default to :data:`PROMPTS`'s; with ``scheme`` the model is first
+    quantized by :func:`attention_lib.quantize.quantize_model` (the quantized
+    runtime's fixture, scripts/make_quant_fixture.py); logits keep ``digits``.
+    """
     from attention_lib.translate import load_model
 
     model, tok = load_model("transformer", folder)
+    if scheme is not None:
+        from attention_lib.quantize import quantize_model
+
+        quantize_model(model, scheme)
     cases = []
-    for sentence in PROMPTS["translator"]:
+    for sentence in PROMPTS["translator"] if sentences is None else sentences:
         src = tok.encode(sentence)[:48]
         lengths = np.array([len(src)])
         ids = [int(i) for i in model.greedy(np.array([src]), lengths)[0]]
@@ -145,8 +154,8 @@ def translator_cases(folder):
                 "prompt": sentence,
                 "ids": [int(i) for i in src],
                 "new_ids": ids,
-                "logits_first": [float(f"{v:.7g}") for v in logits[0]],
-                "logits_last": [float(f"{v:.7g}") for v in logits[-1]],
+                "logits_first": [float(f"{v:.{digits}g}") for v in logits[0]],
+                "logits_last": [float(f"{v:.{digits}g}") for v in logits[-1]],
             }
         )
     return cases

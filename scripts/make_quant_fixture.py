@@ -29,7 +29,7 @@ N_PROMPTS = 3
 def build():
     """The fixture as a dict."""
     sys.path.insert(0, str(ROOT / "scripts"))
-    from make_parity_fixture import LOADERS, PROMPTS
+    from make_parity_fixture import LOADERS, PROMPTS, translator_cases
 
     from attention_lib.quantize import quantize_model
     from export_models import source_paths
@@ -39,7 +39,9 @@ def build():
         manifest = json.loads((QUANTIZED / f"{name}.json").read_text(encoding="utf8"))
         scheme = manifest["quantization"]["scheme"]
         if name == "translator":
-            cases = translator_cases(source_paths()[name], scheme, PROMPTS[name][:N_PROMPTS])
+            cases = translator_cases(
+                source_paths()[name], PROMPTS[name][:N_PROMPTS], scheme, digits=8
+            )
             out["models"][name] = {
                 "scheme": scheme,
                 "weights_sha256": manifest["sha256"],
@@ -68,32 +70,6 @@ def build():
             "cases": cases,
         }
     return out
-
-
-def translator_cases(folder, scheme, sentences):
-    """The quantized translator's greedy French ids and decoder logits (first and last step)."""
-    from attention_lib.quantize import quantize_model
-    from attention_lib.translate import load_model
-
-    model, tok = load_model("transformer", folder)
-    quantize_model(model, scheme)
-    cases = []
-    for sentence in sentences:
-        src = tok.encode(sentence)[:48]
-        lengths = np.array([len(src)])
-        ids = [int(i) for i in model.greedy(np.array([src]), lengths)[0]]
-        memory, mask = model.encode(np.array([src]), lengths)
-        logits = np.asarray(model.decode(np.array([[1] + ids]), memory, mask)[0], np.float32)
-        cases.append(
-            {
-                "prompt": sentence,
-                "ids": [int(i) for i in src],
-                "new_ids": ids,
-                "logits_first": [float(f"{v:.8g}") for v in logits[0]],
-                "logits_last": [float(f"{v:.8g}") for v in logits[-1]],
-            }
-        )
-    return cases
 
 
 def main(argv=None):
