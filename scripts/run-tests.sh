@@ -7,12 +7,18 @@ cd "$(dirname "$0")/.."
 source scripts/_venv.sh
 ensure_venv requirements-test.txt
 
+# One stage: its name, the command, its time; a failing command fails the stage
+# (and the lane or the run it is in), whether or not the caller runs under set -e.
 stage() {
     local name="$1"; shift
-    local t0=$SECONDS
+    local t0=$SECONDS rc=0
     echo
     echo "==> $name"
-    "$@"
+    "$@" || rc=$?
+    if [ "$rc" -ne 0 ]; then
+        echo "==> $name: FAILED (exit $rc, $((SECONDS - t0)) s)"
+        return "$rc"
+    fi
     echo "==> $name: ok ($((SECONDS - t0)) s)"
 }
 
@@ -67,7 +73,8 @@ export -f stage
 # errors, for the browser stage.
 side_by_side \
     "library tests (unit, property, golden, doctests; PyTorch cross-checks required)" \
-    "stage 'library tests' env ATTENTION_REQUIRE_TORCH=1 python -m pytest -q tests attention_lib" \
+    "set -e
+     stage 'library tests' env ATTENTION_REQUIRE_TORCH=1 python -m pytest -q tests attention_lib" \
     "node runtime, downloaded chapter, data rebuild, MPLBACKEND=agg, book build" \
     "set -e
      stage 'the browser runtime against the library, in node (greedy tokens, logits within 1e-3)' bash scripts/check-node.sh
