@@ -79,7 +79,7 @@ export function mountEncoder(root) {
   const status = h("p", { class: "aft-status", role: "status", "aria-live": "polite" },
     `Press Encode: the model (22.7 million parameters as int8${size ? `, ${mb(size)}` : ""}) ` +
     "downloads from this site on first use, once for the page.");
-  const tokens = h("p", { class: "aft-output aft-pieces", "aria-label": "The word pieces of the first sentence" });
+  const tokens = h("p", { class: "aft-output aft-pieces", role: "group", "aria-label": "The word pieces of the first sentence" });
   const canvas = h("canvas", { class: "aft-heatmap", role: "img", "aria-label": "No sentence encoded yet" });
   const heatText = h("p", { class: "aft-heat-text" });
   const similarity = h("p", { class: "aft-similarity", role: "status", "aria-live": "polite" });
