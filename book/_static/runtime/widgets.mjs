@@ -139,7 +139,7 @@ export function drawHeatmap(canvas, rows, rowLabels, colLabels, caption) {
   canvas.setAttribute("aria-label", `${caption} Colour scale: weight 0 (white) to 1 (dark blue), the same for every row.`);
 }
 
-/** "head 1 looked most at 'x' (0.62)" for each row: the heat map's text for screen readers. */
+/** "head 0 looked most at 'x' (0.62)" for each row: the heat map's text for screen readers. */
 export function describe(rows, rowLabels, colLabels) {
   return rows.map((row, r) => {
     let best = 0;
