@@ -35,7 +35,7 @@ yours will not drop at exactly the step of the loss curve above.
 <link rel="stylesheet" href="{static}runtime/widget-train.css">
 <div class="aft-widget" data-train="induction" role="region" \
 aria-label="Train chapter 10's two-layer model in your browser and watch an induction head form">
-<figure class="aft-fallback"><img src="{static}models/train-induction.fallback.svg" \
+<figure class="aft-fallback"><img src="{static}fallbacks/train-induction.fallback.svg" \
 alt="{alt}" {size}>
 <figcaption>Chapter 10's model trained on the copy task by the widget's own code: its loss \
 and both layers' attention maps. With JavaScript on, this becomes a live widget.</figcaption></figure>
@@ -57,7 +57,7 @@ two files the book's runtime loads (`my-text.json`, `my-text.bin`).
 <link rel="stylesheet" href="{static}runtime/widget-train.css">
 <div class="aft-widget" data-train="text" role="region" \
 aria-label="Train a character model of your own text in your browser">
-<figure class="aft-fallback"><img src="{static}models/train-text.fallback.svg" \
+<figure class="aft-fallback"><img src="{static}fallbacks/train-text.fallback.svg" \
 alt="{alt}" {size}>
 <figcaption>The small model trained on Tiny Shakespeare by the widget's own code: its \
 training and held-out loss, and what it writes. With JavaScript on, this becomes a live \
@@ -79,14 +79,14 @@ PLACES = {
 
 def figure_alt(name):
     """The figure's own description (its SVG <desc>), as the image's alt text."""
-    svg = (ROOT / "book" / "_static" / "models" / name).read_text(encoding="utf8")
+    svg = (ROOT / "book" / "_static" / "fallbacks" / name).read_text(encoding="utf8")
     start = svg.index('<desc id="d">') + len('<desc id="d">')
     return svg[start : svg.index("</desc>", start)].replace('"', "&quot;")
 
 
 def figure_size(name):
     """``width="..." height="..."`` of the figure, from its SVG."""
-    svg = (ROOT / "book" / "_static" / "models" / name).read_text(encoding="utf8")
+    svg = (ROOT / "book" / "_static" / "fallbacks" / name).read_text(encoding="utf8")
     head = svg[: svg.index(">")]
     width = head.split(' width="')[1].split('"')[0]
     height = head.split(' height="')[1].split('"')[0]

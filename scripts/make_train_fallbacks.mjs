@@ -2,10 +2,10 @@
 // runs): what the widget itself shows after training, drawn from a run of the same code in
 // node, deterministic (fixed seeds).
 //
-//   - book/_static/models/train-induction.fallback.svg: chapter 10's model trained on the
+//   - book/_static/fallbacks/train-induction.fallback.svg: chapter 10's model trained on the
 //     copy task (the widget's run): the loss curve and both layers' attention maps on a
 //     held-out sequence, the cells each head should find outlined;
-//   - book/_static/models/train-text.fallback.svg: the "small" preset trained for 300 steps
+//   - book/_static/fallbacks/train-text.fallback.svg: the "small" preset trained for 300 steps
 //     on Tiny Shakespeare: training and held-out loss, and a sample of what it writes.
 //
 //   node scripts/make_train_fallbacks.mjs          (a few minutes of one core)
@@ -14,7 +14,7 @@ import { fileURLToPath } from "node:url";
 import { createSession } from "../book/_static/runtime/train-worker.mjs";
 
 const root = fileURLToPath(new URL("../", import.meta.url));
-const out = `${root}book/_static/models/`;
+const out = `${root}book/_static/fallbacks/`;
 const esc = (s) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 
 /** Run a session to its end; returns its messages. */
