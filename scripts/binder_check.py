@@ -174,6 +174,78 @@ def compare_outputs(notebook, executed, seconds, error, skip_cells=()):
     )
 
 
+def add_share_option(parser):
+    """``--share K/N``: execute every N-th notebook only; import-check the others."""
+    parser.add_argument(
+        "--share",
+        default="1/1",
+        metavar="K/N",
+        help="execute only the K-th of every N notebooks (the test command gives the "
+        "Binder and the Colab check one half each, and the weekly workflow every "
+        "notebook to both); every module the other notebooks import is still "
+        "imported in this environment",
+    )
+
+
+def share(notebooks, spec):
+    """``(executed, import-checked)``: the K-th of every N of ``notebooks``, and the rest."""
+    match = re.fullmatch(r"(\d+)/(\d+)", spec)
+    if not match or not 1 <= int(match[1]) <= int(match[2]):
+        raise SystemExit(f"--share must be K/N with 1 <= K <= N, not {spec!r}")
+    k, n = int(match[1]), int(match[2])
+    mine = [nb for i, nb in enumerate(notebooks) if i % n == k - 1]
+    return mine, [nb for nb in notebooks if nb not in mine]
+
+
+IMPORT_LINE = re.compile(r"^\s*(?:from\s+([A-Za-z_][\w.]*)\s+import\b|import\s+([\w., ]+))")
+
+
+def notebook_imports(notebooks, leave_out=("google",)):
+    """Every module the code cells of ``notebooks`` import at the start of a line, sorted."""
+    modules = set()
+    for nb in notebooks:
+        for cell in json.loads(Path(nb).read_text(encoding="utf-8"))["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            for line in "".join(cell["source"]).splitlines():
+                match = IMPORT_LINE.match(line)
+                if not match:
+                    continue
+                names = [match[1]] if match[1] else match[2].split(",")
+                modules.update(name.split()[0] for name in names if name.strip())
+    return sorted(m for m in modules if m.split(".")[0] not in leave_out)
+
+
+# Runs inside the environment: import each module named on the command line.
+IMPORT_EACH = r"""
+import importlib, sys
+missing = []
+for name in sys.argv[1:]:
+    try:
+        importlib.import_module(name)
+    except Exception as exc:
+        missing.append(f"{name} ({type(exc).__name__}: {exc})")
+print("\n".join(missing))
+"""
+
+
+def check_imports(python, env, notebooks, cwd, check):
+    """Fail, naming them, if modules that ``notebooks`` import do not import in ``env``."""
+    if not notebooks:
+        return
+    modules = notebook_imports(notebooks)
+    missing = run([str(python), "-c", IMPORT_EACH, *modules], check, cwd=cwd, env=env).stdout
+    if missing.strip():
+        raise SystemExit(
+            f"{check}: modules that {len(notebooks)} notebook(s) not executed in this pass "
+            f"import fail to import here:\n    " + missing.strip().replace("\n", "\n    ")
+        )
+    print(
+        f"{check}: the other {len(notebooks)} notebook(s) not executed (--share); "
+        f"the {len(modules)} modules they import all import here"
+    )
+
+
 def toc_notebooks(toc_file):
     """Notebooks (``.ipynb``) listed in ``_toc.yml``, in reading order.
 
@@ -261,6 +333,7 @@ def main(argv=None):
         "(default) or are only reported (newest releases)",
     )
     add_kernel_options(parser, "Sandybridge", narrow=False)
+    add_share_option(parser)
     args = parser.parse_args(argv)
 
     started = time.monotonic()
@@ -277,6 +350,7 @@ def main(argv=None):
     )
     if not notebooks:
         raise SystemExit(f"binder check: no notebooks listed in {args.toc}")
+    notebooks, others = share(notebooks, args.share)
 
     tmp = Path(tempfile.mkdtemp(prefix="binder-check-"))
     try:
@@ -357,6 +431,7 @@ def main(argv=None):
             elif args.compare:
                 outcome = compare_outputs(nb, out_dir / nb.name, *outcome)
             report(rel, *outcome, failed, where=f" (cwd {nb.parent.relative_to(REPO) or '.'})")
+        check_imports(python, env, others, REPO / "book", "binder check")
         print(
             f"binder check: {len(notebooks)} notebooks, {time.monotonic() - started:.0f} s in all"
         )
@@ -375,7 +450,12 @@ def main(argv=None):
                 f"alone: {', '.join(failed)}"
             )
         print(
-            f"every chapter runs in an environment built from {Path(args.requirements).name}"
+            (
+                "every chapter runs"
+                if not others
+                else f"{len(notebooks)} of {len(notebooks) + len(others)} chapters run"
+            )
+            + f" in an environment built from {Path(args.requirements).name}"
             + (" alone" if Path(args.requirements).name == "requirements.txt" else "")
         )
     finally:

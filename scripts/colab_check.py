@@ -57,11 +57,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import binder_check  # noqa: E402
 from binder_check import (
     add_kernel_options,
+    add_share_option,
+    check_imports,
     clean_env,
     compare_outputs,
     execute,  # noqa: E402
     kernel_env,
     report,
+    share,
     toc_notebooks,
 )
 
@@ -199,6 +202,7 @@ def main(argv=None):
     parser.add_argument("--fresh", action="store_true", help="rebuild the environment")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
     add_kernel_options(parser, "Prescott", narrow=True, threads=1)
+    add_share_option(parser)
     args = parser.parse_args(argv)
 
     started = time.monotonic()
@@ -207,6 +211,7 @@ def main(argv=None):
     )
     if not notebooks:
         raise SystemExit(f"colab check: no notebooks listed in {args.toc}")
+    notebooks, others = share(notebooks, args.share)
     python, env = ensure_environment(args.python, args.fresh)
 
     tmp = Path(tempfile.mkdtemp(prefix="colab-check-"))
@@ -261,13 +266,22 @@ def main(argv=None):
             if args.compare:
                 outcome = compare_outputs(nb, executed, *outcome, skip_cells=setup_cells(nb))
             report(rel, *outcome, failed)
+        # The set-up cell of the notebooks above installed the library from the clone.
+        check_imports(python, run_env, others, content, "colab check")
         print(f"colab check: {len(notebooks)} notebooks, {time.monotonic() - started:.0f} s in all")
         if failed:
             raise SystemExit(
                 f"colab check: {len(failed)} notebook(s) fail when run as "
                 f"Colab runs them: {', '.join(failed)}"
             )
-        print("every chapter runs as a lone notebook in a Colab-like kernel")
+        print(
+            (
+                "every chapter runs"
+                if not others
+                else f"{len(notebooks)} of {len(notebooks) + len(others)} chapters run"
+            )
+            + " as lone notebooks in a Colab-like kernel"
+        )
     finally:
         forget_library(python, env)
         if args.keep:

@@ -87,15 +87,16 @@ side_by_side \
 # at them; `bash scripts/check-browser.sh` by hand writes them).
 stage "the built site in a real browser (headless Chromium)" \
     env BROWSER_SCREENSHOTS=0 bash scripts/check-browser.sh
-# The notebooks' committed outputs, compared as nbval does, twice, each pass on
-# other CPU kernels than the ones that executed them (README, "Outputs on every
-# CPU"): the Binder and Colab checks each execute every chapter in an
-# environment of their own, one notebook at a time on one core, side by side,
-# so each runs under the other's load. (scripts/check-nbval-repeat.sh, nbval on
-# this CPU's own kernels under an allocating load, runs weekly with
-# NBVAL_REPEAT=3: .github/workflows/newest.yml.)
+# The notebooks' committed outputs, compared as nbval does, each pass on other
+# CPU kernels than the ones that executed them (README, "Outputs on every CPU"):
+# the Binder and Colab checks, side by side, one notebook at a time each, so each
+# runs under the other's load. They share the chapters (--share: every other one
+# of _toc.yml each, so every chapter is executed and compared once here), and
+# each imports every module the other's chapters import, in its own environment.
+# The weekly workflow (.github/workflows/newest.yml, long-checks) gives both every
+# chapter, and runs nbval on this CPU's own kernels under an allocating load.
 side_by_side \
-    "Binder: every chapter runs from requirements.txt alone, outputs as committed on OpenBLAS Sandybridge kernels" \
-    "bash scripts/check-binder.sh" \
-    "Colab: every chapter runs as a lone notebook outside the repository, outputs as committed on OpenBLAS Prescott kernels, NumPy baseline SIMD, 1 thread" \
-    "bash scripts/check-colab.sh"
+    "Binder: half the chapters run from requirements.txt alone, outputs as committed on OpenBLAS Sandybridge kernels" \
+    "bash scripts/check-binder.sh --share 1/2" \
+    "Colab: the other half run as lone notebooks outside the repository, outputs as committed on OpenBLAS Prescott kernels, NumPy baseline SIMD, 1 thread" \
+    "bash scripts/check-colab.sh --share 2/2"
