@@ -242,7 +242,7 @@ def check_imports(python, env, notebooks, cwd, check):
         )
     print(
         f"{check}: the other {len(notebooks)} notebook(s) not executed (--share); "
-        f"the {len(modules)} modules they import all import here"
+        f"every one of the {len(modules)} module(s) they import imports here"
     )
 
 
