@@ -1,9 +1,11 @@
 // A minimal reader of NumPy's .npz files in node (no pickles: numeric and unicode arrays only),
 // for the tests and benchmarks that read a committed checkpoint directly (the n-gram draft of
-// data/checkpoints/serving/ngram_draft.npz). Handles np.savez and np.savez_compressed (stored or
+// data/checkpoints/serving/ngram_draft.npz: loadNgramDraft). Handles np.savez and np.savez_compressed (stored or
 // deflated entries, zip64 sizes).
 import { readFileSync } from "node:fs";
 import { inflateRawSync } from "node:zlib";
+import { fileURLToPath } from "node:url";
+import { NgramDraft } from "../../book/_static/runtime/speculative.mjs";
 
 function zip64Extra(buf, start, length, fields) {
   // the zip64 extra field (id 1) holds, in order, those of the fields that are 0xffffffff
@@ -83,4 +85,13 @@ export function readNpz(path) {
   const out = {};
   for (const [name, bytes] of entries(readFileSync(path))) out[name.replace(/\.npy$/, "")] = parseNpy(bytes, name);
   return out;
+}
+
+/** The library's n-gram draft (attention_lib.models.ngram_draft), from its committed .npz. */
+export function loadNgramDraft(path = fileURLToPath(new URL("../../data/checkpoints/serving/ngram_draft.npz", import.meta.url))) {
+  const a = readNpz(path);
+  const cfg = JSON.parse(a.config.data);
+  const tables = [];
+  for (let n = 1; n <= cfg.order; n++) tables.push({ keys: a[`keys_${n}`].data, labels: a[`labels_${n}`].data });
+  return new NgramDraft(tables, cfg.n_vocab);
 }

@@ -15,7 +15,7 @@ import { fileURLToPath } from "node:url";
 import { loadModel, makeRng } from "../../book/_static/runtime/transformer.mjs";
 import { SERVED } from "../../book/_static/runtime/quant.mjs";
 import { NgramDraft, PromptLookup, acceptDrafts, speculativeGenerate } from "../../book/_static/runtime/speculative.mjs";
-import { readNpz } from "./npz.mjs";
+import { loadNgramDraft } from "./npz.mjs";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 const fixture = JSON.parse(readFileSync(`${root}tests/js/fixtures/speculative.json`, "utf8"));
@@ -24,15 +24,6 @@ function served(name) {
   const manifest = JSON.parse(readFileSync(`${root}book/_static/models/${SERVED[name]}.json`, "utf8"));
   const bin = readFileSync(`${root}book/_static/models/${SERVED[name]}.bin`);
   return { manifest, model: loadModel(manifest, bin.buffer.slice(bin.byteOffset, bin.byteOffset + bin.byteLength)) };
-}
-
-/** The library's n-gram draft (attention_lib.models.ngram_draft), from its committed .npz. */
-export function loadNgramDraft(path = `${root}data/checkpoints/serving/ngram_draft.npz`) {
-  const a = readNpz(path);
-  const cfg = JSON.parse(a.config.data);
-  const tables = [];
-  for (let n = 1; n <= cfg.order; n++) tables.push({ keys: a[`keys_${n}`].data, labels: a[`labels_${n}`].data });
-  return new NgramDraft(tables, cfg.n_vocab);
 }
 
 const { manifest, model } = served("shakespeare");
