@@ -29,8 +29,8 @@ PROMPTS = ["ROMEO:", "First Citizen:\nBefore we proceed", "To be, or not to be"]
 KS = range(1, 9)
 
 
-def build():
-    """The fixture as a dict."""
+def build(prompts=PROMPTS, ks=KS):
+    """The fixture as a dict (``prompts`` and ``ks``: a part of it, for the tests)."""
     sys.path.insert(0, str(ROOT / "scripts"))
     from export_models import source_paths
     from make_parity_fixture import LOADERS
@@ -53,12 +53,12 @@ def build():
         )["sha256"],
         "cases": [],
     }
-    for prompt in PROMPTS:
+    for prompt in prompts:
         ids = np.array(encode(prompt))
         plain = model.generate(ids, N_NEW, temperature=0)[len(ids) :]
         runs = []
         for name, draft in drafts.items():
-            for k in KS:
+            for k in ks:
                 seq, stats = speculative_generate(model, draft, ids, N_NEW, k=k)
                 new = seq[len(ids) :]
                 if not np.array_equal(new, plain):  # the library's own promise
