@@ -20,7 +20,9 @@ generation instead of once per token:
   a query or key is one complex multiplication; learned and sinusoidal
   position rows are sliced from their tables;
 - a step with one new token needs no mask (it sees every cached key); the
-  causal mask of a prompt is built once per prompt;
+  causal mask of the whole context (up to 1,024 positions) is built once per
+  decoder, and a prompt (or speculative decoding's check of its drafts)
+  takes a slice of it;
 - only the last position goes through the output layer;
 - a step of one sequence (``B = 1``, the command line's and the chapters' case)
   runs on 1-D rows (``_row``): ``np.dot`` of a row and a matrix, the norm's
@@ -285,10 +287,21 @@ def causal_mask(start, T, dtype):
 class _Decoder:
     """A model's fast decoder: :meth:`prefill` a prompt, then :meth:`step` token by token."""
 
+    _causal = None  # the causal mask of the whole context, built on the first prefill
+
     def prefill(self, tokens: np.ndarray) -> np.ndarray:
         """Logits (B, V) after ``tokens`` (B, T), which continue what the cache holds."""
         T = tokens.shape[1]
-        mask = causal_mask(self.cache.length, T, self.dtype) if T > 1 else None
+        mask = None
+        if T > 1:  # rows start .. S - 1 of the whole context's mask: causal_mask(start, T)
+            start, S = self.cache.length, self.cache.length + T
+            n = self.cache.k.shape[3]  # the context (at most 1,024 positions: 4 MB in float32)
+            if n > 1024 or S > n:
+                mask = causal_mask(start, T, self.dtype)
+            else:
+                if self._causal is None:
+                    self._causal = causal_mask(0, n, self.dtype)
+                mask = self._causal[start:S, :S]
         return self._run(tokens, mask)
 
     def step(self, token: np.ndarray) -> np.ndarray:

@@ -114,25 +114,27 @@ class NgramDraft:
         self.tables = [(np.asarray(k, np.int64), np.asarray(v, np.int64)) for k, v in tables]
         self.order = len(self.tables)
         self.fallback = int(self.tables[0][1][0]) if len(self.tables[0][1]) else 0
+        # one dict per order: a look-up is one hash, not a binary search through NumPy
+        self._maps = [dict(zip(k.tolist(), v.tolist())) for k, v in self.tables]
 
     def _next(self, ctx: list[int]) -> int:
-        V = self.n_vocab
-        key, keys_by_n = 0, []
-        for j, tok in enumerate(reversed(ctx[-self.order :])):
-            key += tok * V**j
+        V, maps = self.n_vocab, self._maps
+        key, scale, keys_by_n = 0, 1, []
+        for tok in reversed(ctx[-self.order :]):
+            key += tok * scale
+            scale *= V
             keys_by_n.append(key)
         for n in range(len(keys_by_n), 0, -1):
-            keys, labels = self.tables[n - 1]
-            i = np.searchsorted(keys, keys_by_n[n - 1])
-            if i < len(keys) and keys[i] == keys_by_n[n - 1]:
-                return int(labels[i])
+            label = maps[n - 1].get(keys_by_n[n - 1])
+            if label is not None:
+                return label
         return self.fallback
 
     def propose(self, seq: np.ndarray, k: int) -> np.ndarray:
         """``k`` proposed tokens for each row of ``seq`` (B, T)."""
         out = np.empty((seq.shape[0], k), dtype=np.int64)
         for b, row in enumerate(np.asarray(seq)):
-            ctx = [int(t) for t in row[-self.order :]]
+            ctx = row[-self.order :].tolist()
             for i in range(k):
                 ctx.append(self._next(ctx))
                 out[b, i] = ctx[-1]

@@ -178,9 +178,10 @@ def accept_drafts(p, q, drafted, rng=None):
     B, k = drafted.shape
     rows = np.arange(B)
     if rng is None:
-        agree = p[:, :k].argmax(axis=-1) == drafted
+        best = p.argmax(axis=-1)  # (B, k + 1): the target's token at every position
+        agree = best[:, :k] == drafted
         n = np.where(agree.all(axis=1), k, agree.argmin(axis=1))
-        return n, p[rows, n].argmax(axis=-1)
+        return n, best[rows, n]
     px = np.take_along_axis(p[:, :k], drafted[..., None], axis=-1)[..., 0]
     qx = np.take_along_axis(q, drafted[..., None], axis=-1)[..., 0]
     keep = rng.random((B, k)) * qx < px  # u < p(x) / q(x), without dividing by 0
@@ -242,9 +243,9 @@ def _verify(target, seq, drafted, qs, k, temperature, rng, t_cache):
     else:
         fed = 0 if t_cache is None else len(t_cache[0])
         logits = target.forward(full[:, fed:] if t_cache is not None else full, t_cache)
-    logits = logits[:, -(k + 1) :].astype(np.float64)
+    logits = logits[:, -(k + 1) :]  # greedy: argmax of float32 is argmax of float64
     if sample:
-        p = softmax(logits / temperature, axis=-1)
+        p = softmax(logits.astype(np.float64) / temperature, axis=-1)
         n, nxt = accept_drafts(p, np.stack(qs, axis=1), drafted, rng)
     else:
         n, nxt = accept_drafts(logits, None, drafted)

@@ -645,9 +645,10 @@ class DecoderLM {
    * the logits (n_vocab) of the last one and, when `attention` is true, its attention weights
    * [layer][head] -> Float32Array over positions 0..its position. Each row gets exactly the
    * numbers it would get run alone, one token at a time (attention is causal: row r reads
-   * the cache up to its own position).
+   * the cache up to its own position). allRows: logits holds every row's logits instead (n rows
+   * of n_vocab; speculative decoding checks k drafted tokens in one pass).
    */
-  forwardRows(tokens, cache, attention = false) {
+  forwardRows(tokens, cache, attention = false, allRows = false) {
     const c = this.config;
     const d = c.d_model;
     const n = tokens.length;
@@ -715,6 +716,11 @@ class DecoderLM {
       }
       linearRows(F1, n, c.d_ff, this.m(`${p}.ffn.w2`), this.t(`${p}.ffn.b2`), O);
       for (let i = 0; i < n * d; i++) X[i] += O[i];
+    }
+    if (allRows) {
+      const Hf = new Float32Array(n * d);
+      for (let r = 0; r < n; r++) this.norm(row(X, r, d), "norm_f", row(Hf, r, d));
+      return { logits: this.projectRows(Hf, n), attention: weights };
     }
     const h = this.norm(row(X, n - 1, d), "norm_f", new Float32Array(d));
     return { logits: this.project(h), attention: weights };
