@@ -123,8 +123,8 @@ def load_model(name, directory=None, dtype=np.float32):
     The checkpoint's and the tokenizer's sha256 are checked against
     ``data/checkpoints/translation/manifest.json`` first.
     """
-    from .data.paths import sha256
     from .data.tatoeba import Tokenizer, tatoeba_dir
+    from .models.checkpoint import check_sha256
 
     if name not in MODELS:
         raise ValueError(f"model must be one of {', '.join(MODELS)}, got {name!r}")
@@ -135,11 +135,7 @@ def load_model(name, directory=None, dtype=np.float32):
         (path, entry["sha256"]),
         (tatoeba_dir() / "bpe.json", entry["tokenizer_sha256"]),
     ):
-        if sha256(file) != expected:
-            raise ValueError(
-                f"{file} does not match the sha256 in {directory / 'manifest.json'}: "
-                "it is altered or truncated; restore it with git checkout"
-            )
+        check_sha256(file, expected, directory / "manifest.json", ValueError)
     return load_checkpoint(name, path, dtype), Tokenizer.load()
 
 
