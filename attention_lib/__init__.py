@@ -17,8 +17,10 @@ the functional maths (data is read by models and presentation):
   :mod:`~attention_lib.multi_head`, ``MultiHeadAttention`` with PyTorch's API;
 - :mod:`attention_lib.nn`: layers with their backward passes, losses and Adam;
 - :mod:`attention_lib.models`: whole models (chapter 1's bottleneck experiment,
-  chapter 3's RNNencdec and RNNsearch, TinyGPT, the Transformer, Llama) and
-  their training scripts;
+  chapter 3's RNNencdec and RNNsearch, TinyGPT, the Transformer, Llama), each
+  with its ``save``/``load``;
+- :mod:`attention_lib.train`: the scripts that train and measure them
+  (``python -m attention_lib.train.<name>``), which models never import;
 - :mod:`attention_lib.data`: data sets and file formats (the toy grammar, word
   vectors, Tatoeba, GGUF, Llama's tokenizer) and the checksummed ``data/`` folder;
 - :mod:`attention_lib.presentation`: static plots, interactive charts, tables,

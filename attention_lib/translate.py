@@ -29,7 +29,7 @@ MAX_SOURCE_TOKENS = 48
 
 def translate_ids(model, src_ids, beam=None, length_penalty=0.6, batch=64):
     """Output ids for each list of source ids (each non-empty), batched by length."""
-    from .models.train_translation import pad_batch
+    from .data.tatoeba import pad_batch
 
     order = np.argsort([len(s) for s in src_ids], kind="stable")
     out = [None] * len(src_ids)
@@ -92,15 +92,39 @@ def translate_sentences(
 MODELS = ("transformer", "rnnsearch")
 
 
+def checkpoint_dir() -> Path:
+    """``data/checkpoints/translation``: the committed models and their manifest."""
+    from .data.paths import data_dir
+
+    return data_dir() / "checkpoints" / "translation"
+
+
+def load_checkpoint(name: str, path, dtype=np.float32):
+    """The model ``name`` (one of :data:`MODELS`) from its file, with its own ``load``.
+
+    Its sha256 is not checked here (:func:`load_model` does that); every
+    fault of the file raises
+    :class:`~attention_lib.models.checkpoint.CheckpointError` naming it.
+    """
+    if name == "transformer":
+        from .models.transformer import Transformer
+
+        return Transformer.load(path, dtype)
+    if name == "rnnsearch":
+        from .models.seq2seq import RNNsearch
+
+        return RNNsearch.load(path, dtype)
+    raise ValueError(f"model must be one of {', '.join(MODELS)}, got {name!r}")
+
+
 def load_model(name, directory=None, dtype=np.float32):
     """A committed model and the tokenizer it was trained with: ``(model, tokenizer)``.
 
     The checkpoint's and the tokenizer's sha256 are checked against
     ``data/checkpoints/translation/manifest.json`` first.
     """
-    from .data.paths import sha256
     from .data.tatoeba import Tokenizer, tatoeba_dir
-    from .models.train_translation import checkpoint_dir, load_checkpoint
+    from .models.checkpoint import check_sha256
 
     if name not in MODELS:
         raise ValueError(f"model must be one of {', '.join(MODELS)}, got {name!r}")
@@ -111,11 +135,7 @@ def load_model(name, directory=None, dtype=np.float32):
         (path, entry["sha256"]),
         (tatoeba_dir() / "bpe.json", entry["tokenizer_sha256"]),
     ):
-        if sha256(file) != expected:
-            raise ValueError(
-                f"{file} does not match the sha256 in {directory / 'manifest.json'}: "
-                "it is altered or truncated; restore it with git checkout"
-            )
+        check_sha256(file, expected, directory / "manifest.json", ValueError)
     return load_checkpoint(name, path, dtype), Tokenizer.load()
 
 
@@ -147,7 +167,7 @@ def manifest_entry(directory, name):
     if name not in models:
         raise DataFileError(
             f"no {name} checkpoint in {directory} ({path} has no entry for it): train it "
-            f"with python -m attention_lib.models.train_translation --model {name}"
+            f"with python -m attention_lib.train.translation --model {name}"
         )
     entry = models[name]
     sha = re.compile(r"[0-9a-f]{64}")

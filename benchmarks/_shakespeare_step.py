@@ -1,7 +1,7 @@
 """One training step of chapter 12's Shakespeare model, in the library and in PyTorch eager.
 
 Used by ``bench_training.py --shakespeare``. The model and the step are those of
-:mod:`attention_lib.models.train_shakespeare` (``CONFIG``): ``TinyGPT`` with 4 full
+:mod:`attention_lib.train.shakespeare` (``CONFIG``): ``TinyGPT`` with 4 full
 pre-LN blocks, width 192, 4 heads, feed-forward 768, learned positions, context 128,
 dropout 0.1, float32; a batch of 32 windows of the text; cross-entropy, backward,
 gradient clipping to norm 1, Adam (betas 0.9, 0.99). The PyTorch model is written with
@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from attention_lib.models.train_shakespeare import (
+from attention_lib.train.shakespeare import (
     CONFIG,
     build_model,
     load_text,

@@ -49,7 +49,7 @@ const LIBRARY = String.raw`
 import json, sys, time
 import numpy as np
 from threadpoolctl import threadpool_limits
-from attention_lib.models.train_shakespeare import build_model
+from attention_lib.train.shakespeare import build_model
 from attention_lib.nn import Adam, clip_grad_norm, softmax_cross_entropy
 cfg, B, steps = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 V, T = cfg["n_vocab"], cfg["max_len"]

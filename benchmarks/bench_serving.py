@@ -30,10 +30,10 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from attention_lib.models.kv_variants import build_variant
-from attention_lib.models.measure_serving import PROMPTS
+from attention_lib.train.measure_serving import PROMPTS
 from attention_lib.models.pretrained import load_pretrained
 from attention_lib.models.speculative import load_draft, speculative_generate
-from attention_lib.models.train_serving import default_dir
+from attention_lib.models.kv_variants import serving_dir
 from attention_lib.quantize import dequantize, quantize_matrix
 
 WIDTH = {"d_model": 192, "n_heads": 4, "n_layers": 4, "d_ff": 768, "seed": 0}
@@ -133,7 +133,7 @@ def main(argv=None):
         draft = load_draft(args.draft, target.tok.params["E"].shape[0])
         k = args.k
         if k is None:
-            meas = json.loads((default_dir() / "measurements.json").read_text())
+            meas = json.loads((serving_dir() / "measurements.json").read_text())
             k = int(meas["spec"]["drafts"][args.draft]["best_k"])
         prompts = [np.array(tok.encode(p)) for p in PROMPTS]
         times, same = [], True  # (plain wall, plain CPU, speculative wall, speculative CPU)

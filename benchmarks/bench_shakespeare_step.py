@@ -3,7 +3,7 @@
     PYTHONPATH=. python benchmarks/bench_shakespeare_step.py            # 2 threads, 5 steps
     PYTHONPATH=. python benchmarks/bench_shakespeare_step.py --profile  # and cProfile's top 25
 
-The step of ``python -m attention_lib.models.train_shakespeare``: TinyGPT
+The step of ``python -m attention_lib.train.shakespeare``: TinyGPT
 with d_model 192, 4 layers, 4 heads, d_ff 768, context 128, batch 32,
 float32, dropout 0.1, learned positions; forward, cross-entropy, backward,
 gradient clipping and Adam. Prints the median time of each phase over the
@@ -25,7 +25,7 @@ import time
 import numpy as np
 from _common import describe_machine
 
-from attention_lib.models.train_shakespeare import CONFIG, build_model
+from attention_lib.train.shakespeare import CONFIG, build_model
 from attention_lib.nn import Adam, clip_grad_norm, softmax_cross_entropy
 
 N_VOCAB = 65

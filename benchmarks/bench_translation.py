@@ -3,7 +3,7 @@
     PYTHONPATH=. python benchmarks/bench_translation.py              # one thread each
     PYTHONPATH=. python benchmarks/bench_translation.py --threads 2
 
-The model is the committed configuration of ``attention_lib.models.train_translation``
+The model is the committed configuration of ``attention_lib.train.translation``
 (shared 4,000-token vocabulary, pre-LN encoder-decoder, tied embeddings). The same
 model in PyTorch is ``torch.nn.Transformer(norm_first=True, activation="gelu")`` with
 the weights copied across (float32 both), on the same batch of real training pairs,
@@ -27,7 +27,7 @@ import numpy as np
 from _common import describe_machine
 
 from attention_lib.data.tatoeba import Tokenizer, load_pairs, load_references
-from attention_lib.models.train_translation import (
+from attention_lib.train.translation import (
     CONFIGS,
     build_model,
     encode_pairs,

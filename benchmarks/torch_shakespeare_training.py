@@ -3,7 +3,7 @@
 Run as ``python benchmarks/torch_shakespeare_training.py [--steps N] [--threads N]``.
 The model, its initial weights, the batches (same seed), the learning-rate schedule
 (warm-up, cosine decay), gradient clipping and Adam are those of
-:mod:`attention_lib.models.train_shakespeare` (``CONFIG``); the PyTorch model is
+:mod:`attention_lib.train.shakespeare` (``CONFIG``); the PyTorch model is
 ``_shakespeare_step.torch_step`` (``torch.nn.functional``, float32). After training,
 the weights are copied back into the library's ``TinyGPT`` and the held-out loss is
 measured by the same function as the committed NumPy model's
@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _shakespeare_step import torch_step  # noqa: E402
 
-from attention_lib.models.train_shakespeare import (  # noqa: E402
+from attention_lib.models.gpt import _slots  # noqa: E402
+from attention_lib.train.shakespeare import (  # noqa: E402
     CONFIG,
-    _slots,
     build_model,
     learning_rate,
     load_text,
@@ -109,7 +109,7 @@ def main(argv=None):
         "evaluation": {
             "val_loss": round(float(val), 4),
             "measured_on": "last 10% of the text, consecutive windows of max_len "
-            "(attention_lib.models.train_shakespeare.validation_loss)",
+            "(attention_lib.train.shakespeare.validation_loss)",
         },
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -21,10 +21,10 @@ manifest=data/checkpoints/translation/manifest.json
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for model in transformer rnnsearch; do
-    args=$("$python" -c "import json, sys; c = json.load(open('$manifest'))['models']['$model']['command']; print(c.split('train_translation', 1)[1])")
+    args=$("$python" -c "import json, sys; c = json.load(open('$manifest'))['models']['$model']['command']; print(c.split('attention_lib.train.translation', 1)[1])")
     echo "==> retraining $model:$args"
     # shellcheck disable=SC2086
-    "$python" -m attention_lib.models.train_translation $args --out "$out" > "$out/$model.log"
+    "$python" -m attention_lib.train.translation $args --out "$out" > "$out/$model.log"
 done
 "$python" - "$manifest" "$out/manifest.json" <<'PY'
 import json

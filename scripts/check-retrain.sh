@@ -49,7 +49,7 @@ t0=$SECONDS
 
 if [ "$which" = all ] || [ "$which" = shakespeare ]; then
     echo "==> retraining the Shakespeare model into $out/shakespeare (about 45 minutes)"
-    "$python" -m attention_lib.models.train_shakespeare --out "$out/shakespeare" --threads 2
+    "$python" -m attention_lib.train.shakespeare --out "$out/shakespeare" --threads 2
     echo "==> retrained in $((SECONDS - t0)) s; comparing with the committed manifest"
     "$python" - data/checkpoints/shakespeare/manifest.json "$out/shakespeare/manifest.json" <<'PY'
 import json
@@ -78,7 +78,7 @@ fi
 
 t1=$SECONDS
 echo "==> retraining the four models into $out"
-OPENBLAS_NUM_THREADS=1 "$python" -m attention_lib.models.train_seq2seq --out "$out"
+OPENBLAS_NUM_THREADS=1 "$python" -m attention_lib.train.seq2seq --out "$out"
 echo "==> retrained in $((SECONDS - t1)) s; comparing with the committed table"
 "$python" - data/checkpoints/seq2seq/manifest.json "$out/manifest.json" <<'PY'
 import json

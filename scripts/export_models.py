@@ -240,10 +240,10 @@ def translator(folder):
 
 
 def shakespeare_window(path):
-    """Chapter 17's rotary character model (``train_long_context``), float32, for the window
-    widget: the library's own loader reads it, so the names are the layers' own."""
+    """Chapter 17's rotary character model (``attention_lib.train.long_context``), float32,
+    for the window widget: the library's own loader reads it, so the names are the layers' own."""
     sys.path.insert(0, str(ROOT))
-    from attention_lib.models.train_long_context import load_checkpoint
+    from attention_lib.train.long_context import load_checkpoint
 
     model, cfg = load_checkpoint(path)
     if model.positions not in ("rotary", None):
@@ -326,7 +326,7 @@ def served_scheme(name, measurements=None):
                 f"at most {MAX_LOSS_RISE:.0%} above the float model's",
                 "float32": {k: v for k, v in rows["float32"].items() if k in keep},
                 scheme: {k: v for k, v in rows[scheme].items() if k in keep},
-                "measured_by": "python -m attention_lib.models.measure_serving --part quant",
+                "measured_by": "python -m attention_lib.train.measure_serving --part quant",
             }
     raise ValueError(f"{name}: no scheme of {SERVED_SCHEMES} keeps the loss within {MAX_LOSS_RISE}")
 

@@ -113,9 +113,9 @@ PROMPTS = {
 
 def shakespeare_model(path):
     """The TinyGPT and its characters, loaded as the chapter loads them."""
-    from attention_lib.models.train_shakespeare import load_checkpoint
+    from attention_lib.models.gpt import TinyGPT
 
-    model, chars = load_checkpoint(path)
+    model, chars = TinyGPT.load(path)
     lookup = {c: i for i, c in enumerate(chars)}
     return model, (lambda text: [lookup[c] for c in text])
 
@@ -172,7 +172,7 @@ def translator_beam(folder, every=1):
     sets its output limit, ``2 S + 10``).
     """
     from attention_lib.data.tatoeba import load_references
-    from attention_lib.models.train_translation import pad_batch
+    from attention_lib.train.translation import pad_batch
     from attention_lib.translate import MAX_SOURCE_TOKENS, load_model
 
     model, tok = load_model("transformer", folder)

@@ -28,7 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from attention_lib.models.train_shakespeare import (  # noqa: E402
+from attention_lib.train.shakespeare import (  # noqa: E402
     build_model,
     random_windows,
     train_step,

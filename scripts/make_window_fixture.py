@@ -24,7 +24,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from attention_lib.models.train_long_context import load_checkpoint  # noqa: E402
+from attention_lib.train.long_context import load_checkpoint  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "js" / "fixtures" / "window.json"
 CHECKPOINT = ROOT / "data" / "checkpoints" / "longctx" / "rotary_128.npz"

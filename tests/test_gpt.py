@@ -155,15 +155,15 @@ def test_bad_arguments_get_clear_errors():
 
 
 def test_shakespeare_checkpoint_keeps_the_fused_attention_names_and_loads(tmp_path):
-    from attention_lib.models import train_shakespeare as ts
+    from attention_lib.train import shakespeare as ts
 
     cfg = {**ts.CONFIG, "d_model": 8, "n_heads": 2, "n_layers": 2, "d_ff": 12, "max_len": 6}
     model = ts.build_model(cfg, 5, np.random.default_rng(0))
     path = tmp_path / "model.npz"
-    ts.save_checkpoint(model, cfg, list("abcde"), path)
+    model.save(path, cfg, list("abcde"))
     with np.load(path, allow_pickle=False) as f:
         assert f["blocks.1.attn.W_QKV"].shape == (8, 24) and f["blocks.0.attn.b_QKV"].shape == (24,)
-    loaded, chars = ts.load_checkpoint(path)
+    loaded, chars = TinyGPT.load(path)
     assert chars == list("abcde")
     for (name, a), b in zip(ts.named_params(model).items(), ts.named_params(loaded).values()):
         assert np.array_equal(a.astype(np.float16), b), name

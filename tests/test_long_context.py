@@ -352,7 +352,7 @@ def test_window_longer_than_the_sequence_and_window_without_causal_are_refused()
 
 
 def test_checkpoint_round_trip_and_loss_by_position(tmp_path):
-    from attention_lib.models.train_long_context import (
+    from attention_lib.train.long_context import (
         CONFIG,
         build_model,
         load_checkpoint,
@@ -380,7 +380,7 @@ def test_committed_long_context_checkpoints_match_their_manifests():
     import json
 
     from attention_lib.data.paths import sha256
-    from attention_lib.models.train_long_context import checkpoint_dir, load_checkpoint
+    from attention_lib.train.long_context import checkpoint_dir, load_checkpoint
 
     manifests = sorted(checkpoint_dir().glob("*_*.json"))
     manifests = [m for m in manifests if not m.name.startswith("eval_")]

@@ -98,11 +98,11 @@ def test_as_a_draft_greedy_output_is_the_targets_own(k):
 def test_committed_draft_agrees_with_the_shakespeare_model_and_keeps_its_text():
     from attention_lib.models.pretrained import load_pretrained
     from attention_lib.models.speculative import load_draft
-    from attention_lib.models.train_serving import default_dir
+    from attention_lib.models.kv_variants import serving_dir
 
     target, tok = load_pretrained("shakespeare")
     draft = load_draft("ngram", 65)
-    entry = json.loads((default_dir() / "ngram_draft.json").read_text())
+    entry = json.loads((serving_dir() / "ngram_draft.json").read_text())
     assert entry["evaluation"]["top1_agreement_with_target"] >= 0.7
     prompt = np.array(tok.encode("ROMEO:\nI will"))
     want = target.generate(prompt, 100, temperature=0)

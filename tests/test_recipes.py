@@ -137,7 +137,7 @@ def translator():
 
 
 def test_the_pages_naive_beam_search_equals_the_library(translator):
-    from attention_lib.models.train_translation import pad_batch
+    from attention_lib.train.translation import pad_batch
     from attention_lib.softmax import log_softmax
 
     model, tok = translator

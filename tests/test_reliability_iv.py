@@ -440,7 +440,7 @@ def test_a_damaged_shakespeare_manifest_is_one_error_naming_it(tmp_path, text, m
 def _translation_copy(tmp_path):
     import shutil
 
-    from attention_lib.models.train_translation import checkpoint_dir
+    from attention_lib.train.translation import checkpoint_dir
 
     folder = tmp_path / "translation"
     shutil.copytree(checkpoint_dir(), folder)
@@ -568,7 +568,7 @@ def test_a_closed_stdout_is_one_line_and_a_failure(module, tmp_path):
     ],
 )
 def test_the_translation_trainer_refuses_bad_arguments_in_one_line(argv, message, capsys):
-    from attention_lib.models import train_translation as tt
+    from attention_lib.train import translation as tt
 
     with pytest.raises(SystemExit) as exit_:
         tt.main(["--model", "transformer", *argv])
@@ -578,7 +578,7 @@ def test_the_translation_trainer_refuses_bad_arguments_in_one_line(argv, message
 
 
 def test_the_shakespeare_trainer_refuses_bad_arguments_in_one_line(tmp_path, capsys):
-    from attention_lib.models import train_shakespeare as ts
+    from attention_lib.train import shakespeare as ts
 
     with pytest.raises(SystemExit) as exit_:
         ts.main(["--threads", "0", "--out", str(tmp_path)])
@@ -598,7 +598,7 @@ TINY_TRANSFORMER = {"d_model": 16, "n_heads": 2, "d_ff": 32, "n_layers": 1, "bat
 @pytest.fixture
 def tiny_translation(monkeypatch):
     """The translation trainer on 200 pairs, a tiny Transformer, no test-set evaluation."""
-    from attention_lib.models import train_translation as tt
+    from attention_lib.train import translation as tt
 
     pairs = tt.load_pairs("train")[:200]
     monkeypatch.setattr(tt, "load_pairs", lambda split: pairs)
@@ -660,7 +660,7 @@ def test_every_artifact_of_a_run_stays_under_out(tiny_translation, tmp_path, mon
 
 def test_evaluate_only_works_on_the_committed_checkpoints_alone(tmp_path, monkeypatch):
     """A fresh clone has no float32 copy: the run's recorded float32 loss is kept."""
-    from attention_lib.models import train_translation as tt
+    from attention_lib.train import translation as tt
 
     folder = _translation_copy(tmp_path)
     committed = json.loads((folder / "manifest.json").read_text())["models"]["transformer"]
@@ -672,7 +672,7 @@ def test_evaluate_only_works_on_the_committed_checkpoints_alone(tmp_path, monkey
 
 
 def test_evaluate_only_without_a_checkpoint_is_one_line(tmp_path, capsys):
-    from attention_lib.models import train_translation as tt
+    from attention_lib.train import translation as tt
 
     with pytest.raises(SystemExit) as exit_:
         tt.main(["--model", "transformer", "--evaluate-only", "--out", str(tmp_path)])
@@ -715,7 +715,7 @@ def test_files_written_as_a_group_are_all_old_or_all_new_under_an_interrupt(
 
 
 def _tiny_shakespeare(monkeypatch):
-    from attention_lib.models import train_shakespeare as ts
+    from attention_lib.train import shakespeare as ts
 
     text = (ts.text_path().read_text(encoding="utf8"))[:20000]
     chars = sorted(set(text))
@@ -859,7 +859,7 @@ def test_transformer_load_refuses_an_integer_dtype():
 
 
 def test_the_translation_trainer_checks_its_manifest_before_training(tmp_path, capsys):
-    from attention_lib.models import train_translation as tt
+    from attention_lib.train import translation as tt
 
     (tmp_path / "manifest.json").write_text("<<<<<<< HEAD\n")
     with pytest.raises(SystemExit) as exit_:

@@ -18,7 +18,7 @@ import pytest
 from attention_lib import TinyGPT
 from attention_lib.models import RNNencdec, RNNsearch, seq2seq
 from attention_lib.models import gpt as gpt_module
-from attention_lib.models import train_seq2seq as ts
+from attention_lib.train import seq2seq as ts
 from attention_lib.models.seq2seq import load, save
 
 SRC = np.array([[3, 4, 5, 6], [6, 3, 0, 0], [5, 5, 4, 0]])
@@ -229,7 +229,7 @@ def test_7_training_one_run_keeps_the_other_runs_in_the_manifest(tmp_path, monke
     assert (
         second["command"]
         == first["command"]
-        == ("python -m attention_lib.models.train_seq2seq --test-per-bucket 1")
+        == ("python -m attention_lib.train.seq2seq --test-per-bucket 1")
     )
     ts.load_checkpoints(tmp_path)  # every sha256 still matches
     assert sorted(p.name for p in tmp_path.iterdir()) == [
@@ -284,7 +284,7 @@ def test_9_training_runs_on_one_blas_thread(tmp_path, monkeypatch, capsys):
 def test_9_importing_the_training_module_changes_no_environment_variable():
     code = (
         "import os; before = dict(os.environ); "
-        "import attention_lib.models.train_seq2seq; "
+        "import attention_lib.train.seq2seq; "
         "print(sorted(set(os.environ.items()) ^ set(before.items())))"
     )
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
@@ -463,9 +463,9 @@ def test_13_bad_arguments_exit_2_with_one_line_before_any_work(
         ts.main(["--out", str(tmp_path / "out")] + argv)
     assert exit_.value.code == 2
     err = capsys.readouterr().err
-    assert err.startswith("usage: python -m attention_lib.models.train_seq2seq")
+    assert err.startswith("usage: python -m attention_lib.train.seq2seq")
     last = err.strip().splitlines()[-1]  # the usage, then one line that says what is wrong
-    assert last.startswith("python -m attention_lib.models.train_seq2seq: error:")
+    assert last.startswith("python -m attention_lib.train.seq2seq: error:")
     assert match in last and "Traceback" not in err
     assert not (tmp_path / "out").exists()
 
@@ -497,7 +497,7 @@ def test_13_an_out_that_is_a_file_or_a_foreign_manifest_is_refused_first(
 def test_13_piped_into_head_it_exits_quietly(tmp_path):
     code = (
         "import sys\n"
-        "from attention_lib.models import train_seq2seq as ts\n"
+        "from attention_lib.train import seq2seq as ts\n"
         "ts.RUNS = {'a': ('RNNsearch', 5, 6, 3, 1), 'b': ('RNNencdec', 5, 6, 3, 2)}\n"
         "ts.CONFIG = {**ts.CONFIG, 'emb': 4, 'hidden': 4, 'attn': 4, 'batch': 2}\n"
         "ts.evaluate = lambda *a, **k: {'buckets': []}\n"
@@ -572,7 +572,7 @@ def test_top_p_must_be_a_probability(top_p):
 
 
 def test_evaluation_refuses_lists_of_different_lengths():
-    from attention_lib.models.evaluation import (
+    from attention_lib.train.evaluation import (
         alignment_error_rate,
         exact_accuracy,
         make_test_sets,

@@ -95,7 +95,7 @@ def test_a_wrong_state_is_caught(monkeypatch):
 
 @pytest.mark.parametrize("mode, beam", [("greedy", None), ("beam", 4)])
 def test_the_trained_translator_writes_its_committed_test_translations(mode, beam):
-    from attention_lib.models.train_translation import checkpoint_dir, load_references
+    from attention_lib.train.translation import checkpoint_dir, load_references
     from attention_lib.translate import load_model, translate_sentences
 
     model, tok = load_model("rnnsearch")

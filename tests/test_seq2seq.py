@@ -6,7 +6,7 @@ import pytest
 from attention_lib import additive_attention
 from attention_lib.gradcheck import TOLERANCE as FD_TOLERANCE
 from attention_lib.models import RNNencdec, RNNsearch
-from attention_lib.models.evaluation import alignment_error_rate, bleu, exact_accuracy
+from attention_lib.train.evaluation import alignment_error_rate, bleu, exact_accuracy
 from attention_lib.models.seq2seq import load, save
 from attention_lib.nn import AdditiveAttention
 from attention_lib.data.toy_translation import Pair

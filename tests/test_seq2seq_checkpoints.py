@@ -13,8 +13,8 @@ import pytest
 
 pytest.importorskip("sacrebleu")
 
-from attention_lib.models.evaluation import bleu, exact_accuracy, make_test_sets, translate_pairs  # noqa: E402
-from attention_lib.models.train_seq2seq import (
+from attention_lib.train.evaluation import bleu, exact_accuracy, make_test_sets, translate_pairs  # noqa: E402
+from attention_lib.train.seq2seq import (
     RUNS,
     checkpoint_dir,
     load_checkpoints,  # noqa: E402
@@ -31,7 +31,7 @@ def test_the_manifest_lists_the_four_runs_with_their_files_and_checksums():
         path = checkpoint_dir() / entry["file"]
         assert sha256(path) == entry["sha256"], name
         assert entry["model"] == RUNS[name][0] and entry["steps"] == RUNS[name][3]
-    assert MANIFEST["command"].startswith("python -m attention_lib.models.train_seq2seq")
+    assert MANIFEST["command"].startswith("python -m attention_lib.train.seq2seq")
 
 
 def test_a_changed_checkpoint_is_refused(tmp_path):

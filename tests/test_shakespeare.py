@@ -14,13 +14,11 @@ import pytest
 from attention_lib import DataFileError
 from attention_lib.models import CharTokenizer, TinyGPT, load_pretrained
 from attention_lib.models.pretrained import shakespeare_dir
-from attention_lib.models.train_shakespeare import (
+from attention_lib.train.shakespeare import (
     CONFIG,
-    load_checkpoint,
     load_text,
     mean_loss,
     named_params,
-    save_checkpoint,
     sha256,
     text_path,
 )
@@ -93,7 +91,7 @@ def test_the_checkpoint_is_the_one_the_manifest_describes(manifest):
     curve = manifest["curve"]
     assert len(curve["step"]) == len(curve["train"]) == len(curve["val"])
     assert curve["step"][-1] == CONFIG["steps"]
-    model, chars = load_checkpoint(path)
+    model, chars = TinyGPT.load(path)
     assert sum(a.size for a in named_params(model).values()) == manifest["parameters"]
     assert len(chars) == manifest["n_vocab"] == 65
 
@@ -159,8 +157,8 @@ def test_a_checkpoint_round_trips_through_float16(tmp_path):
     rng = np.random.default_rng(0)
     cfg = {**CONFIG, "d_model": 16, "n_heads": 2, "n_layers": 2, "d_ff": 32, "max_len": 12}
     model = TinyGPT(5, 16, 2, 2, 32, 12, rng, dropout=0.1)
-    save_checkpoint(model, cfg, list("abcde"), tmp_path / "m.npz")
-    loaded, chars = load_checkpoint(tmp_path / "m.npz")
+    model.save(tmp_path / "m.npz", cfg, list("abcde"))
+    loaded, chars = TinyGPT.load(tmp_path / "m.npz")
     assert chars == list("abcde")
     for (name, a), (_, b) in zip(named_params(model).items(), named_params(loaded).items()):
         assert b.dtype == np.float32

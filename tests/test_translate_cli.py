@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from attention_lib.models.train_translation import checkpoint_dir
+from attention_lib.train.translation import checkpoint_dir
 from attention_lib.translate import MAX_SOURCE_TOKENS, main
 
 needs_models = pytest.mark.skipif(

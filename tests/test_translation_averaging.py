@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from attention_lib.models import train_translation as tt
+from attention_lib.train import translation as tt
 
 TINY = {"d_model": 16, "n_heads": 2, "d_ff": 32, "n_layers": 1, "batch": 16, "warmup": 5}
 

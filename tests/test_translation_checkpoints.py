@@ -7,7 +7,7 @@ import pytest
 
 from attention_lib.data.paths import sha256
 from attention_lib.data.tatoeba import load_references, tatoeba_dir
-from attention_lib.models.train_translation import checkpoint_dir
+from attention_lib.train.translation import checkpoint_dir
 from attention_lib.translate import MODELS, load_model, translate_sentences
 
 MAX_BYTES = 12 * 2**20

@@ -267,6 +267,22 @@ class Tokenizer:
         return [self.decode(ids) for ids in batch]
 
 
+def pad_batch(src: list[list[int]], tgt: list[list[int]] | None = None) -> tuple[np.ndarray, ...]:
+    """``(src, lengths)`` or ``(src, lengths, tgt_in, tgt_out)`` as padded int arrays."""
+    lengths = np.array([len(s) for s in src])
+    S = np.zeros((len(src), lengths.max()), np.int64)
+    for b, s in enumerate(src):
+        S[b, : len(s)] = s
+    if tgt is None:
+        return S, lengths
+    T = max(len(t) for t in tgt) + 1
+    tin, tout = np.full((len(tgt), T), PAD), np.full((len(tgt), T), PAD)
+    for b, t in enumerate(tgt):
+        tin[b, : len(t) + 1] = [BOS] + t
+        tout[b, : len(t) + 1] = t + [EOS]
+    return S, lengths, tin, tout
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:

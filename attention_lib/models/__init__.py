@@ -11,6 +11,11 @@ every layer that has parameters (each once), the list :class:`~attention_lib.nn.
 - :mod:`attention_lib.models.gpt`: TinyGPT, the decoder-only Transformer of chapter 10;
 - :mod:`attention_lib.models.pretrained`: ``load_pretrained(name)``, the book's trained
   language models (chapter 12's Shakespeare, chapter 13's stories260K) and their tokenizers.
+
+A model reads and writes its own checkpoint (``TinyGPT.save`` and ``TinyGPT.load``,
+``RNNsearch.load``, ``Transformer.load``), with the checks they share in
+:mod:`attention_lib.models.checkpoint`. The scripts that train the models are in
+:mod:`attention_lib.train`, which imports the models and is imported by none of them.
 """
 
 from .._lazy import lazy_names

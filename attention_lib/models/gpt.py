@@ -1,6 +1,9 @@
 """A decoder-only Transformer (GPT) small enough to train on a laptop CPU."""
 
+import json
 import numbers
+import os
+from pathlib import Path
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -13,6 +16,7 @@ from ..nn.norm import LayerNorm
 from ..positions import sinusoidal_positions
 from ..sampling import filter_logits, inverse_cdf, scaled_logits
 from ..softmax import softmax
+from .checkpoint import CheckpointError, check_shapes, read_config
 
 _POSITIONS = ("learned", "sinusoidal", "rotary", "alibi", None)
 
@@ -134,6 +138,51 @@ class TinyGPT(Composite):
         ]
         self.ln_f = LayerNorm(d_model)
         self.head = Linear(d_model, n_vocab, rng)
+
+    def save(self, path: str | os.PathLike, config: dict, chars: list[str]) -> None:
+        """Write the model to ``path`` (``.npz``): float16 weights and ``config`` as JSON.
+
+        ``chars`` (the vocabulary, one character per token) is stored in the
+        config beside ``config``'s items (the training settings). The file is
+        written beside ``path`` and renamed into place. Each attention layer's
+        query, key and value weights are stored side by side (``W_QKV``), as
+        the first checkpoints did; :meth:`load` reads it back.
+        """
+        from ..data.paths import write_atomic
+
+        arrays = checkpoint_arrays(self, config, chars)
+        write_atomic(Path(path), lambda f: np.savez(f, **arrays), mode="wb")
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> tuple["TinyGPT", list[str]]:
+        """``(model, chars)``: a float32 model from a file of :meth:`save`, and its characters.
+
+        The config is checked against the file's arrays before the model is
+        built (:func:`checked_config`: nothing is allocated for a model the
+        file does not hold); a non-finite weight is refused. Every fault
+        raises :class:`~attention_lib.models.checkpoint.CheckpointError`
+        naming the file.
+        """
+        return _read(cls, path)
+
+    def fast_decoder(self, batch: int, capacity: int | None = None):
+        """This model's :class:`~attention_lib.models.kv_cache.GPTDecoder`, or None.
+
+        Learned, sinusoidal, interleaved rotary or no positions are covered; a
+        subclass with its own ``forward``, or another kind of position, gets
+        None (use :func:`~attention_lib.models.kv_cache.decoder_for`, which
+        also checks the attention layers).
+        """
+        if type(self).forward is not TinyGPT.forward:
+            return None
+        if self.positions not in ("learned", "sinusoidal", "rotary", None):
+            return None
+        rotary = self.positions == "rotary"
+        if any((b.attn.rotary == "interleaved") != rotary for b in self.blocks):
+            return None
+        from .kv_cache import GPTDecoder
+
+        return GPTDecoder(self, batch, capacity)
 
     def layers(self) -> list:
         first = [self.tok] + ([self.pos] if self.positions == "learned" else [])
@@ -444,3 +493,126 @@ def pick_next_token(logits, temperature, top_k, top_p, rng):
     p = softmax(filter_logits(z, top_k, top_p), axis=-1)
     u = rng.random((p.shape[0], 1))
     return inverse_cdf(p, u)
+
+
+# -- checkpoints: TinyGPT.save() writes what TinyGPT.load() reads ---------------
+
+#: The checkpoint stores each attention layer's query, key and value
+#: projections side by side, as the first checkpoints did: W_QKV = [W_Q W_K W_V].
+_FUSED = {"W_QKV": ("W_Q", "W_K", "W_V"), "b_QKV": ("b_Q", "b_K", "b_V")}
+
+
+def _slots(model):
+    """``{name in the file: [arrays of the model it holds, side by side]}``."""
+    layers = [("tok", model.tok)] + ([("pos", model.pos)] if hasattr(model, "pos") else [])
+    for i, block in enumerate(model.blocks):
+        parts = [("ln1", block.ln1), ("attn", block.attn)]
+        if not block.attention_only:
+            parts += [("ln2", block.ln2), ("ffn.fc1", block.ffn.fc1), ("ffn.fc2", block.ffn.fc2)]
+        layers += [(f"blocks.{i}.{name}", layer) for name, layer in parts]
+    slots = {}
+    for name, layer in layers + [("ln_f", model.ln_f), ("head", model.head)]:
+        params = {k: [a] for k, a in layer.params.items()}
+        if name.endswith(".attn"):
+            for k, names in _FUSED.items():
+                if names[0] in params:
+                    params[k] = [params.pop(n)[0] for n in names]
+        for k, arrays in params.items():
+            slots[f"{name}.{k}"] = arrays
+    return slots
+
+
+def named_params(model: TinyGPT) -> dict[str, np.ndarray]:
+    """``{name: array}`` for every parameter of a TinyGPT, named by where it sits.
+
+    The names are the checkpoint's: each attention layer's ``W_Q, W_K, W_V``
+    appear as one ``W_QKV`` (and the biases as ``b_QKV``), a copy of the
+    three side by side.
+    """
+    return {
+        k: a[0] if len(a) == 1 else np.concatenate(a, axis=-1) for k, a in _slots(model).items()
+    }
+
+
+def checkpoint_arrays(model: TinyGPT, cfg: dict, chars: list[str]) -> dict:
+    """What :meth:`TinyGPT.save` writes: float16 parameters and the config as JSON."""
+    arrays = {k: a.astype(np.float16) for k, a in named_params(model).items()}
+    arrays["config"] = np.array(json.dumps({**cfg, "n_vocab": len(chars), "chars": "".join(chars)}))
+    return arrays
+
+
+#: The longest ``max_len`` a checkpoint without learned positions may claim
+#: (their table is computed, not read from the file, so the file cannot bound it).
+MAX_LEN_LIMIT = 2**16
+
+
+def checkpoint_shapes(cfg: dict) -> dict:
+    """``{name: shape}`` of every array :meth:`TinyGPT.save` writes for ``cfg`` (no arrays)."""
+    V, d, d_ff = cfg["n_vocab"], cfg["d_model"], cfg["d_ff"]
+    shapes = {"tok.E": (V, d)}
+    if cfg["positions"] == "learned":
+        shapes["pos.E"] = (cfg["max_len"], d)
+    ln = {"gamma": (d,), "beta": (d,)}
+    for i in range(cfg["n_layers"]):
+        block = {f"ln1.{k}": v for k, v in ln.items()} | {f"ln2.{k}": v for k, v in ln.items()}
+        block |= {"attn.W_QKV": (d, 3 * d), "attn.b_QKV": (3 * d,)}
+        block |= {"attn.W_O": (d, d), "attn.b_O": (d,)}
+        block |= {"ffn.fc1.W": (d, d_ff), "ffn.fc1.b": (d_ff,)}
+        block |= {"ffn.fc2.W": (d_ff, d), "ffn.fc2.b": (d,)}
+        shapes |= {f"blocks.{i}.{k}": v for k, v in block.items()}
+    shapes |= {f"ln_f.{k}": v for k, v in ln.items()}
+    return shapes | {"head.W": (d, V), "head.b": (V,)}
+
+
+def checked_config(path: Path) -> dict:
+    """The config of a checkpoint, checked against its arrays' headers (no array is read).
+
+    Raises :class:`~attention_lib.models.checkpoint.CheckpointError` (a ``ValueError``)
+    naming the file for a damaged file, a config that is not a TinyGPT's, or
+    arrays of other shapes than the config claims: nothing is allocated for a
+    model the file does not hold.
+    """
+    headers, cfg = read_config(Path(path), "a checkpoint written by TinyGPT.save()")
+    if not isinstance(cfg, dict):
+        raise CheckpointError(f"{path}: its config is a JSON {type(cfg).__name__}, not an object")
+    for k in ("n_vocab", "d_model", "n_heads", "n_layers", "d_ff", "max_len"):
+        if type(cfg.get(k)) is not int or cfg[k] < 1:
+            raise CheckpointError(
+                f"{path}: the config's {k} must be a positive integer, got {cfg.get(k)!r}"
+            )
+    chars = cfg.get("chars")
+    if not isinstance(chars, str) or len(chars) != cfg["n_vocab"] or len(set(chars)) != len(chars):
+        raise CheckpointError(
+            f"{path}: the config's chars must be {cfg['n_vocab']} distinct characters "
+            f"(one per token), got {str(chars)[:40]!r}"
+        )
+    if cfg.get("positions") not in ("learned", "sinusoidal", "rotary", None):
+        raise CheckpointError(f"{path}: the config's positions {cfg.get('positions')!r} is unknown")
+    if cfg["positions"] != "learned" and cfg["max_len"] > MAX_LEN_LIMIT:
+        raise CheckpointError(f"{path}: the config's max_len must be at most {MAX_LEN_LIMIT}")
+    dropout = cfg.get("dropout", 0.0)
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
+        raise CheckpointError(f"{path}: the config's dropout must be in [0, 1), got {dropout!r}")
+    shapes = checkpoint_shapes(cfg)
+    check_shapes(path, headers, shapes)
+    return cfg
+
+
+def _read(cls, path: str | os.PathLike) -> tuple[TinyGPT, list[str]]:
+    path = Path(path)
+    cfg = checked_config(path)
+    keys = ("d_model", "n_heads", "n_layers", "d_ff", "max_len", "positions")
+    sizes = {k: cfg[k] for k in keys} | {"dropout": cfg.get("dropout", 0.0)}
+    model = cls(cfg["n_vocab"], rng=np.random.default_rng(0), **sizes)
+    for layer in model.layers():  # float32, as the model was trained
+        for k in layer.params:
+            layer.params[k] = layer.params[k].astype(np.float32)
+    with np.load(path, allow_pickle=False) as f:
+        for k, arrays in _slots(model).items():
+            widths = np.cumsum([a.shape[-1] for a in arrays])[:-1]
+            value = f[k]
+            if not np.isfinite(value).all():
+                raise CheckpointError(f"{path}: {k} holds NaN or infinity")
+            for i, part in enumerate(np.split(value, widths, axis=-1)):
+                arrays[i][...] = part  # (the slots are views of the model's parameters)
+    return model.train(False), list(cfg["chars"])

@@ -468,8 +468,6 @@ def decoder_for(model, batch: int, capacity: int | None = None):
     and the caller uses ``model.forward`` with its own cache.
     """
     from ..nn.multi_head_attention import MultiHeadAttention
-    from .gpt import TinyGPT
-    from .llama import Llama
 
     def plain(attn):  # the library's layer, with none of the long-context options
         return (
@@ -483,17 +481,10 @@ def decoder_for(model, batch: int, capacity: int | None = None):
         return None
     if not all(plain(b.attn) for b in getattr(model, "blocks", ())):
         return None
-    if isinstance(model, Llama) and type(model).forward is Llama.forward:
-        ok = all(b.attn.rotary == "interleaved" for b in model.blocks)
-        return LlamaDecoder(model, batch, capacity) if ok else None
-    if isinstance(model, TinyGPT) and type(model).forward is TinyGPT.forward:
-        if model.positions not in ("learned", "sinusoidal", "rotary", None):
-            return None
-        rotary = model.positions == "rotary"
-        if any((b.attn.rotary == "interleaved") != rotary for b in model.blocks):
-            return None
-        return GPTDecoder(model, batch, capacity)
-    return None
+    # Each model says whether this module's decoder fits it (TinyGPT.fast_decoder,
+    # Llama.fast_decoder): this module imports no model, so no model module imports it back.
+    make = getattr(model, "fast_decoder", None)
+    return None if make is None else make(batch, capacity)
 
 
 class TransformerDecoder:

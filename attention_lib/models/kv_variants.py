@@ -19,11 +19,16 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.paths import write_atomic
+from ..data.paths import data_dir, write_atomic
 from ..nn.latent_attention import GroupedSelfAttention, LatentCache, MultiHeadLatentAttention
 from .gpt import TinyGPT
 
 VARIANTS = ("mha", "gqa", "mqa", "mla")
+
+
+def serving_dir() -> Path:
+    """``data/checkpoints/serving``: chapter 18's variants, drafts and measurements."""
+    return data_dir() / "checkpoints" / "serving"
 
 
 class VariantGPT(TinyGPT):

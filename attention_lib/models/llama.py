@@ -201,6 +201,22 @@ class Llama(Composite):
         """An empty KV cache, one :class:`~attention_lib.nn.KVCache` per block."""
         return [KVCache() for _ in self.blocks]
 
+    def fast_decoder(self, batch: int, capacity: int | None = None):
+        """This model's :class:`~attention_lib.models.kv_cache.LlamaDecoder`, or None.
+
+        None for a subclass with its own ``forward`` or a layer whose rotary
+        pairs are not interleaved (use
+        :func:`~attention_lib.models.kv_cache.decoder_for`, which also checks
+        the attention layers).
+        """
+        if type(self).forward is not Llama.forward:
+            return None
+        if not all(b.attn.rotary == "interleaved" for b in self.blocks):
+            return None
+        from .kv_cache import LlamaDecoder
+
+        return LlamaDecoder(self, batch, capacity)
+
     def forward(self, tokens: ArrayLike, cache: list[KVCache] | None = None) -> np.ndarray:
         """Logits (B, T, V) for ``tokens`` (B, T).
 

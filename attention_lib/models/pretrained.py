@@ -4,7 +4,7 @@ Two models ship with the repository:
 
 - ``"shakespeare"``: chapter 12's character-level :class:`~attention_lib.models.TinyGPT`,
   trained in NumPy on Tiny Shakespeare by
-  :mod:`attention_lib.models.train_shakespeare` (``data/checkpoints/shakespeare/``),
+  :mod:`attention_lib.train.shakespeare` (``data/checkpoints/shakespeare/``),
   with a :class:`CharTokenizer` (one character, one token);
 - ``"stories260k"``: chapter 13's Llama-family model, Karpathy's stories260K from
   llama2.c, with its SentencePiece-style tokenizer (read from the model's GGUF file by
@@ -15,7 +15,6 @@ Either way the pair has the same interface (see :func:`load_pretrained`'s Return
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..data.paths import DataFileError, data_dir, sha256
+from ..data.paths import DataFileError, data_dir
 
 if TYPE_CHECKING:  # for the type hints only
     from .gpt import TinyGPT
@@ -114,32 +113,6 @@ def shakespeare_dir() -> Path:
     return data_dir() / "checkpoints" / "shakespeare"
 
 
-def _manifest_sha256(manifest: Path, name: str) -> str:
-    """The checkpoint's sha256 from ``manifest``, which must describe ``name``.
-
-    A manifest that is not JSON (a merge-conflict marker), not an object, or
-    that describes another file or model raises
-    :class:`~attention_lib.DataFileError` naming it.
-    """
-    try:
-        data = json.loads(manifest.read_text(encoding="utf8"))
-    except (ValueError, UnicodeDecodeError) as err:
-        raise DataFileError(
-            f"{manifest} is not valid JSON ({err}); restore it with git checkout"
-        ) from None
-    if not isinstance(data, dict):
-        raise DataFileError(f"{manifest} must be a JSON object, got a {type(data).__name__}")
-    digest = data.get("sha256")
-    if not isinstance(digest, str) or len(digest) != 64 or set(digest) - set("0123456789abcdef"):
-        raise DataFileError(f'{manifest}: "sha256" must be 64 hex digits, got {digest!r}')
-    if data.get("file", name) != name or data.get("model", "TinyGPT") != "TinyGPT":
-        raise DataFileError(
-            f"{manifest} describes {data.get('model')!r} in {data.get('file')!r}, "
-            f"not the TinyGPT in {name}"
-        )
-    return digest
-
-
 def load_shakespeare(
     folder: str | os.PathLike | None = None, verify: bool = True
 ) -> tuple[TinyGPT, CharTokenizer]:
@@ -149,7 +122,8 @@ def load_shakespeare(
     ``manifest.json``; a missing or altered file raises
     :class:`~attention_lib.DataFileError` naming it.
     """
-    from .train_shakespeare import load_checkpoint
+    from .checkpoint import check_sha256, manifest_sha256
+    from .gpt import TinyGPT
 
     folder = Path(shakespeare_dir() if folder is None else folder)
     if folder.is_file():
@@ -160,19 +134,14 @@ def load_shakespeare(
     if not path.is_file():
         raise DataFileError(
             f"{path} is missing: it is committed with the repository, or "
-            "made by python -m attention_lib.models.train_shakespeare"
+            "made by python -m attention_lib.train.shakespeare"
         )
     if verify:
         manifest = folder / "manifest.json"
         if not manifest.is_file():
             raise DataFileError(f"{manifest} is missing: it holds the checkpoint's sha256")
-        expected = _manifest_sha256(manifest, path.name)
-        if sha256(path) != expected:
-            raise DataFileError(
-                f"{path} does not match the sha256 in {manifest}: the file "
-                "is altered or truncated; restore it with git checkout"
-            )
-    model, chars = load_checkpoint(path)
+        check_sha256(path, manifest_sha256(manifest, path.name, "TinyGPT"), manifest)
+    model, chars = TinyGPT.load(path)
     return model, CharTokenizer(chars)
 
 

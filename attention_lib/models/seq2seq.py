@@ -43,6 +43,7 @@ from ..nn.layers import Embedding, Linear
 from ..nn.losses import softmax_cross_entropy
 from ..nn.recurrent import GRU, GRUCell
 from ..data.paths import write_atomic
+from .checkpoint import CheckpointError, check_shapes, read_config
 from ..data.toy_translation import BOS, EOS, PAD
 
 
@@ -360,6 +361,19 @@ class RNNencdec(Composite):
         super().load_state_dict(state, strict)  # Composite's: all checked, then all set
         self._dlogits = None
 
+    def save(self, path: str | os.PathLike, **extra) -> Path:
+        """Write this model to ``path`` (``.npz``, config as JSON): :func:`save`."""
+        return save(self, path, **extra)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, dtype: DTypeLike = np.float32) -> "RNNencdec":
+        """A model of this class read from ``path``: :func:`load`, which checks everything.
+
+        A file that holds the other model (an RNNsearch for ``RNNencdec.load``)
+        raises :class:`~attention_lib.models.checkpoint.CheckpointError`.
+        """
+        return load(path, dtype, model=cls.__name__)
+
 
 class RNNsearch(RNNencdec):
     """An encoder-decoder whose decoder attends over all encoder states at every step.
@@ -381,13 +395,6 @@ class RNNsearch(RNNencdec):
 MODELS = {"RNNencdec": RNNencdec, "RNNsearch": RNNsearch}
 
 
-class CheckpointError(ValueError):
-    """A checkpoint file that :func:`load` cannot read: damaged, altered, or not one.
-
-    The message names the file and what is wrong with it.
-    """
-
-
 def save(model: RNNencdec, path: str | os.PathLike, **extra) -> Path:
     """Write a model to ``path`` as ``.npz``: its parameters and its config (JSON), no pickles.
 
@@ -407,32 +414,6 @@ def save(model: RNNencdec, path: str | os.PathLike, **extra) -> Path:
     arrays["config"] = np.array(config)
     write_atomic(path, lambda f: np.savez(f, **arrays), "wb")
     return path
-
-
-#: The largest config text a checkpoint may hold (it is a few hundred bytes).
-_MAX_CONFIG_CHARS = 65536
-
-
-def _array_headers(path):
-    """``{name: (shape, dtype)}`` of every array in an ``.npz``, reading no data."""
-    headers = {}
-    with zipfile.ZipFile(path) as zf:
-        for info in zf.infolist():
-            if not info.filename.endswith(".npy"):
-                raise CheckpointError(f"{path}: holds {info.filename!r}, which is not an array")
-            with zf.open(info) as fh:
-                version = np.lib.format.read_magic(fh)
-                if version == (1, 0):
-                    shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
-                elif version == (2, 0):
-                    shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
-                else:
-                    raise CheckpointError(
-                        f"{path}: array {info.filename!r} has .npy "
-                        f"format version {version}, not 1.0 or 2.0"
-                    )
-            headers[info.filename[:-4]] = (shape, dtype)
-    return headers
 
 
 def load(
@@ -459,20 +440,8 @@ def load(
         raise ValueError(f"model must be one of {sorted(MODELS)}, got {model!r}")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such checkpoint file")
+    headers, config = read_config(path, "a checkpoint written by save() (a zip of .npy arrays)")
     try:
-        headers = _array_headers(path)
-    except CheckpointError:
-        raise
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as err:
-        raise CheckpointError(
-            f"{path}: not a checkpoint written by save() (a zip of .npy arrays): {err}"
-        ) from None
-    shape, kind = headers.get("config", ((None,), None))
-    if shape != () or kind is None or kind.kind != "U" or kind.itemsize // 4 > _MAX_CONFIG_CHARS:
-        raise CheckpointError(f"{path}: has no config (a JSON text array named 'config')")
-    try:
-        with np.load(path, allow_pickle=False) as f:
-            config = json.loads(str(f["config"]))
         if not isinstance(config, dict):
             raise TypeError("the config is not a JSON object")
         name = config.get("model")
@@ -486,20 +455,7 @@ def load(
     except (KeyError, TypeError, ValueError) as err:  # JSONDecodeError is a ValueError
         what = f"the config has no {err}" if isinstance(err, KeyError) else err
         raise CheckpointError(f"{path}: {what}") from None
-    arrays = {k: v for k, v in headers.items() if k != "config"}
-    missing, unexpected = sorted(set(shapes) - set(arrays)), sorted(set(arrays) - set(shapes))
-    if missing or unexpected:
-        raise CheckpointError(
-            f"{path}: its arrays do not fit its config ({name}): "
-            f"missing {missing or 'none'}, unexpected {unexpected or 'none'}"
-        )
-    for k, want in shapes.items():
-        got, kind = arrays[k]
-        if tuple(got) != want or kind.kind != "f":
-            raise CheckpointError(
-                f"{path}: {k} is {kind} {tuple(got)} but its config "
-                f"({name}) needs a float array of shape {want}"
-            )
+    check_shapes(path, headers, shapes, name)
     built = cls(**sizes, dtype=dtype)
     try:
         with np.load(path, allow_pickle=False) as f:

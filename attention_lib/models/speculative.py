@@ -377,27 +377,28 @@ def load_draft(name: str, n_vocab: int | None = None):
 
     ``"lookup"`` is :class:`PromptLookup` over ``n_vocab`` tokens; ``"ngram"``
     the table distilled from the Shakespeare model
-    (:mod:`attention_lib.models.ngram_draft`, manifest ``ngram_draft.json``).
+    (:mod:`attention_lib.models.ngram_draft`, built by :mod:`attention_lib.train.ngram_draft`;
+    manifest ``ngram_draft.json``).
     """
     import json
 
     from ..data.paths import DataFileError, sha256
     from .kv_variants import load_variant
-    from .train_serving import default_dir
+    from .kv_variants import serving_dir
 
     if name not in DRAFTS:
         raise ValueError(f"draft must be one of {', '.join(DRAFTS)}, got {name!r}")
     if name == "lookup":
         return PromptLookup(n_vocab)
-    folder = default_dir()
+    folder = serving_dir()
     path = folder / DRAFTS[name][0]
     ngram = name == "ngram"
     manifest = folder / ("ngram_draft.json" if ngram else "manifest.json")
     if not path.is_file() or not manifest.is_file():
-        maker = "ngram_draft" if ngram else "train_serving --only draft"
+        maker = "ngram_draft" if ngram else "serving --only draft"
         raise DataFileError(
             f"{path} is missing: it is committed with the repository, or made by "
-            f"python -m attention_lib.models.{maker}"
+            f"python -m attention_lib.train.{maker}"
         )
     entry = json.loads(manifest.read_text(encoding="utf8"))
     entry = entry if ngram else entry["runs"]["draft"]

@@ -40,6 +40,7 @@ from ..nn.multi_head_attention import KVCache, MultiHeadAttention
 from ..nn.norm import LayerNorm
 from ..positions import sinusoidal_positions
 from ..softmax import log_softmax
+from .checkpoint import CheckpointError, check_shapes, read_config
 from .decoding import beam_search
 from .kv_cache import TransformerDecoder
 
@@ -53,7 +54,7 @@ def attention_layer(
 
     ``W_Q, W_K, W_V, W_O`` are drawn one after the other from ``rng`` (variance
     ``1 / d_model``), biases start at zero: the draws the committed checkpoints
-    were trained from, so that ``train_translation`` reproduces them.
+    were trained from, so that :mod:`attention_lib.train.translation` reproduces them.
     """
     att = MultiHeadAttention(d_model, n_heads, np.random.default_rng(0), dtype=dtype)
     for name in "QKVO":
@@ -277,6 +278,15 @@ class Transformer(Composite):
                 layer.params[k] = a.astype(dtype)
 
     # -- parameters ------------------------------------------------------
+    def save(self, path: str | Path, dtype: DTypeLike = np.float16, **extra) -> None:
+        """Write this model to ``path`` (``.npz``, ``dtype`` weights, config as JSON): :func:`save`."""
+        save(self, path, dtype, **extra)
+
+    @classmethod
+    def load(cls, path: str | Path, dtype: DTypeLike = np.float32) -> "Transformer":
+        """A Transformer read from ``path``: :func:`load`, which checks everything first."""
+        return load(path, dtype)
+
     def named_layers(self) -> list[tuple[str, object]]:
         """``(name, layer)`` for every layer with parameters; the names are the checkpoint's."""
         out = [("emb", self.emb)]
@@ -564,24 +574,10 @@ def load(path: str | Path, dtype: DTypeLike = np.float32) -> Transformer:
     CheckpointError
         (a ``ValueError``) naming the file and the fault, for anything else.
     """
-    from .seq2seq import CheckpointError, _array_headers
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such checkpoint file")
-    try:
-        headers = _array_headers(path)
-        shape, kind = headers.get("config", ((None,), None))
-        if shape != () or kind is None or kind.kind != "U" or kind.itemsize > 4 * 65536:
-            raise CheckpointError(f"{path}: has no config (a JSON text array named 'config')")
-        with np.load(path, allow_pickle=False) as f:
-            config = json.loads(str(f["config"]))
-    except CheckpointError:
-        raise
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as err:
-        raise CheckpointError(
-            f"{path}: not a Transformer checkpoint written by save(): {err}"
-        ) from None
+    headers, config = read_config(path, "a Transformer checkpoint written by save()")
     if not isinstance(config, dict) or config.get("model") != "Transformer":
         what = config.get("model") if isinstance(config, dict) else type(config).__name__
         raise CheckpointError(f"{path}: its config names model {what!r}, not 'Transformer'")
@@ -602,20 +598,7 @@ def load(path: str | Path, dtype: DTypeLike = np.float32) -> Transformer:
     shapes = param_shapes(
         *(config[k] for k in ("n_vocab", "d_model", "n_heads", "d_ff", "n_layers"))
     )
-    arrays = {k: v for k, v in headers.items() if k != "config"}
-    missing, unexpected = sorted(set(shapes) - set(arrays)), sorted(set(arrays) - set(shapes))
-    if missing or unexpected:
-        raise CheckpointError(
-            f"{path}: its arrays do not fit its config: missing {missing[:5] or 'none'}"
-            f"{' ...' if len(missing) > 5 else ''}, unexpected {unexpected[:5] or 'none'}"
-        )
-    for k, want in shapes.items():
-        got, kind = arrays[k]
-        if tuple(got) != want or kind.kind != "f":
-            raise CheckpointError(
-                f"{path}: {k} is {kind} {tuple(got)} but its config needs a float array of "
-                f"shape {want}"
-            )
+    check_shapes(path, headers, shapes)
     model = Transformer(**{k: config[k] for k in keys}, dtype=as_float_dtype(dtype))
     try:
         with np.load(path, allow_pickle=False) as f:

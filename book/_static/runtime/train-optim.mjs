@@ -1,6 +1,6 @@
 // train-optim.mjs: Adam(W), gradient clipping and the learning-rate schedule, the
 // JavaScript twins of attention_lib.nn.Adam, attention_lib.nn.clip_grad_norm and
-// attention_lib.models.train_shakespeare.learning_rate. No dependencies.
+// attention_lib.train.shakespeare.learning_rate. No dependencies.
 //
 // Parameters and gradients are {name: typed array}; the optimiser keeps the two running
 // means of each parameter in arrays of the same type.

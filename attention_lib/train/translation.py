@@ -1,6 +1,6 @@
 """Train the translation models on Tatoeba English-French and write their checkpoints.
 
-Run as ``python -m attention_lib.models.train_translation --model transformer|rnnsearch
+Run as ``python -m attention_lib.train.translation --model transformer|rnnsearch
 [--steps N] [--threads N] [--out DIR]``. It trains one model on
 ``data/tatoeba/train.tsv`` (subwords from ``data/tatoeba/bpe.json``), then
 evaluates it on ``test.tsv`` and writes into ``DIR`` (default
@@ -46,17 +46,17 @@ from numpy.typing import DTypeLike
 from threadpoolctl import threadpool_limits
 
 from ..data.tatoeba import (
-    BOS,
-    EOS,
     PAD,
     Tokenizer,
+    pad_batch,
     load_pairs,
     load_references,
     tatoeba_dir,
 )
 from .._cli import int_at_least
-from ..data.paths import data_dir, sha256, write_atomic, write_atomic_group
+from ..data.paths import sha256, write_atomic, write_atomic_group
 from ..nn import Adam, clip_grad_norm
+from ..translate import checkpoint_dir, load_checkpoint
 
 #: Settings of each model. ``steps`` is a full run: about 40 minutes of one core
 #: each, so the two models train side by side on the project's 2-core machine
@@ -107,17 +107,13 @@ BUCKETS = ((1, 5), (6, 10), (11, 15))
 RETRAIN_TOLERANCE_BLEU = 2.0
 
 
-def checkpoint_dir() -> Path:
-    return data_dir() / "checkpoints" / "translation"
-
-
 def build_model(name: str, n_vocab: int, config: dict, dtype: DTypeLike = np.float32):
     if name == "transformer":
-        from .transformer import Transformer
+        from ..models.transformer import Transformer
 
         sizes = {k: config[k] for k in ("d_model", "n_heads", "d_ff", "n_layers", "max_len")}
         return Transformer(n_vocab, **sizes, seed=config["seed"], dtype=dtype)
-    from .seq2seq import RNNsearch
+    from ..models.seq2seq import RNNsearch
 
     sizes = {k: config[k] for k in ("emb", "hidden", "attn")}
     return RNNsearch(n_vocab, n_vocab, **sizes, seed=config["seed"], dtype=dtype)
@@ -131,22 +127,6 @@ def encode_pairs(
     tgt = tok.encode_batch([fr for _, fr in pairs])
     keep = [i for i in range(len(pairs)) if len(src[i]) <= MAX_SRC and len(tgt[i]) < MAX_TGT]
     return [src[i] for i in keep], [tgt[i] for i in keep]
-
-
-def pad_batch(src: list[list[int]], tgt: list[list[int]] | None = None) -> tuple[np.ndarray, ...]:
-    """``(src, lengths)`` or ``(src, lengths, tgt_in, tgt_out)`` as padded int arrays."""
-    lengths = np.array([len(s) for s in src])
-    S = np.zeros((len(src), lengths.max()), np.int64)
-    for b, s in enumerate(src):
-        S[b, : len(s)] = s
-    if tgt is None:
-        return S, lengths
-    T = max(len(t) for t in tgt) + 1
-    tin, tout = np.full((len(tgt), T), PAD), np.full((len(tgt), T), PAD)
-    for b, t in enumerate(tgt):
-        tin[b, : len(t) + 1] = [BOS] + t
-        tout[b, : len(t) + 1] = t + [EOS]
-    return S, lengths, tin, tout
 
 
 def batches(rng, src, tgt, batch):
@@ -307,14 +287,6 @@ def save_checkpoint(model, name, path, steps):
     write_atomic(path, lambda f: np.savez(f, **arrays), mode="wb")
 
 
-def load_checkpoint(name: str, path: str | Path, dtype: DTypeLike = np.float32):
-    if name == "transformer":
-        from .transformer import load
-    else:
-        from .seq2seq import load
-    return load(path, dtype=dtype)
-
-
 def validation_loss(model, name: str, tok: Tokenizer, n: int = 512) -> float:
     """Mean cross-entropy (no smoothing) on the first ``n`` validation pairs."""
     src, tgt = encode_pairs(tok, load_pairs("valid")[:n])
@@ -390,7 +362,7 @@ def record(model, name, config, out, history, wall, cpu, n_pairs, tok):
         "epochs": round(steps * config["batch"] / n_pairs, 3),
         "final_loss": history[-1]["loss"],
         "numpy": np.__version__,
-        "command": f"python -m attention_lib.models.train_translation --model {name}"
+        "command": f"python -m attention_lib.train.translation --model {name}"
         f" --steps {steps} --threads {config['threads']}",
     }
     write_manifest(
@@ -437,7 +409,7 @@ def _evaluation_inputs(out: Path, name: str, tok: Tokenizer):
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(
-        prog="python -m attention_lib.models.train_translation", description=__doc__.splitlines()[0]
+        prog="python -m attention_lib.train.translation", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--model", required=True, choices=sorted(CONFIGS))
     parser.add_argument("--steps", type=int_at_least(1), help="override the configured step count")

@@ -1,6 +1,6 @@
 """Train the small character models of the long-context chapters and write their checkpoints.
 
-Run as ``python -m attention_lib.models.train_long_context --positions P
+Run as ``python -m attention_lib.train.long_context --positions P
 --context N [--block-size B] [--out DIR]``. It trains a small
 :class:`~attention_lib.models.TinyGPT` on the first 90% of Tiny Shakespeare,
 one character a token, and writes into ``DIR`` (default
@@ -34,8 +34,8 @@ from threadpoolctl import threadpool_limits
 
 from ..data.paths import data_dir, sha256, write_atomic
 from ..nn import Adam
-from .gpt import TinyGPT
-from .train_shakespeare import load_text, random_windows, text_path, train_step
+from ..models.gpt import TinyGPT
+from .shakespeare import load_text, random_windows, text_path, train_step
 
 #: One size for every run: smaller than chapter 12's model (d_model 192, 4
 #: layers), so that six runs fit the 2-core machine shared with other work.
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> dict:
         save_checkpoint(model, cfg, chars, path)
         loaded, _ = load_checkpoint(path, block_size=cfg.get("block_size"))
         by_pos = loss_by_position(loaded, val_ids, cfg["context"])
-    command = f"python -m attention_lib.models.train_long_context --positions {args.positions}"
+    command = f"python -m attention_lib.train.long_context --positions {args.positions}"
     command += f" --context {args.context}"
     if args.block_size is not None:
         command += f" --block-size {args.block_size}"
@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> dict:
         command += f" --size {args.size}"
     manifest = {
         "command": command,
-        "script": "attention_lib/models/train_long_context.py",
+        "script": "attention_lib/train/long_context.py",
         "model": "TinyGPT",
         "config": cfg,
         "n_vocab": len(chars),

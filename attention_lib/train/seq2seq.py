@@ -1,6 +1,6 @@
 """Train chapter 3's four encoder-decoders and write their checkpoints.
 
-Run as ``python -m attention_lib.models.train_seq2seq [--out DIR]``. It trains
+Run as ``python -m attention_lib.train.seq2seq [--out DIR]``. It trains
 RNNsearch and RNNencdec, each on sentences of 5-50 words and of 5-20 words,
 evaluates them on the length-bucketed test sets, and writes into ``DIR``
 (default ``data/checkpoints/seq2seq``):
@@ -40,7 +40,7 @@ from ..data.paths import data_dir, sha256, write_atomic
 from ..nn import Adam, clip_grad_norm
 from ..data.toy_translation import encode_batch, make_pair, source_vocab, target_vocab
 from .evaluation import evaluate, make_test_sets
-from .seq2seq import MODELS, load, save
+from ..models.seq2seq import MODELS, load, save
 
 #: Sizes and optimiser settings shared by the four models.
 CONFIG = {
@@ -149,7 +149,7 @@ def load_checkpoints(
         if sha256(path) != entry["sha256"]:
             raise ValueError(
                 f"{path} does not match the sha256 in its manifest: "
-                f"retrain with python -m attention_lib.models.train_seq2seq"
+                f"retrain with python -m attention_lib.train.seq2seq"
             )
         models[name] = load(path, dtype=dtype, model=entry["model"])
     return manifest, models
@@ -175,7 +175,7 @@ def read_manifest(path: str | os.PathLike) -> dict:
     return manifest
 
 
-_PROG = "python -m attention_lib.models.train_seq2seq"
+_PROG = "python -m attention_lib.train.seq2seq"
 _TEST_SEED = 2015
 
 

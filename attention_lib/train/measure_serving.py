@@ -1,6 +1,6 @@
 """Measure what the serving chapter reads: quantized models' quality, speculative decoding's speed.
 
-Run as ``python -m attention_lib.models.measure_serving [--part quant spec speed]``.
+Run as ``python -m attention_lib.train.measure_serving [--part quant spec speed]``.
 It writes ``data/checkpoints/serving/measurements.json`` (each part its own
 key, the others kept), with the CPU, the machine's load and the wall time of
 every part. One BLAS thread throughout. The chapter executes in seconds by
@@ -12,7 +12,7 @@ reading this file; the measurements take minutes.
   top-1 agreement with it per position, and bytes; BLEU and chrF for the
   translator; and the Shakespeare model with an 8-bit KV cache.
 - ``spec``: speculative decoding of chapter 12's model with the one-layer draft
-  of :mod:`attention_lib.models.train_serving`, prompt lookup and the table
+  of :mod:`attention_lib.train.serving`, prompt lookup and the table
   distilled from the target (:mod:`attention_lib.models.ngram_draft`), greedy, k = 1 to 8:
   acceptance, tokens per target pass, and speed-up against plain greedy decoding
   (same tokens, checked), in CPU time (robust to a shared machine's load) and
@@ -35,7 +35,8 @@ from threadpoolctl import threadpool_limits
 from ..data.paths import write_atomic
 from ..quantize import SCHEMES, Int8KVCache, quantize_model
 from ..softmax import log_softmax
-from .train_serving import _cpu, default_dir
+from ..models.kv_variants import serving_dir
+from .serving import _cpu
 
 #: Characters of Tiny Shakespeare's validation split scored (64 windows of 128).
 SHAKESPEARE_WINDOWS = 64
@@ -60,7 +61,7 @@ def _compare(ref_logits, logits, targets):
 
 
 def _shakespeare_windows():
-    from .train_shakespeare import load_text
+    from .shakespeare import load_text
 
     _, _, val = load_text()
     n, T = SHAKESPEARE_WINDOWS, 128
@@ -78,7 +79,7 @@ def _logits(model, x, batch=16, caches=None):
 
 
 def quant_shakespeare():
-    from .pretrained import load_pretrained
+    from ..models.pretrained import load_pretrained
 
     x, y = _shakespeare_windows()
     model, _ = load_pretrained("shakespeare")
@@ -105,7 +106,7 @@ def quant_shakespeare():
 
 
 def quant_stories():
-    from .llama import load_stories260k
+    from ..models.llama import load_stories260k
 
     model, tok = load_stories260k()
     rng = np.random.default_rng(260)
@@ -139,7 +140,7 @@ def quant_translator():
 
     from ..data.tatoeba import load_pairs, load_references
     from ..translate import load_model, translate_sentences
-    from .train_translation import encode_pairs, pad_batch
+    from .translation import encode_pairs, pad_batch
 
     sources, refs = load_references("test")
     sources, refs = sources[:TEST_SENTENCES], refs[:TEST_SENTENCES]
@@ -195,17 +196,17 @@ PROMPTS = ("ROMEO:\nI will", "First Citizen:\n")
 
 
 def measure_spec(ks=range(1, 9), new=64, repeats=2):
-    from .kv_variants import load_variant
-    from .pretrained import load_pretrained
-    from .speculative import PromptLookup, speculative_generate
+    from ..models.kv_variants import load_variant
+    from ..models.pretrained import load_pretrained
+    from ..models.speculative import PromptLookup, speculative_generate
 
     target, tok = load_pretrained("shakespeare")
-    from .ngram_draft import NgramDraft
+    from ..models.ngram_draft import NgramDraft
 
     drafts = {
-        "one-layer": load_variant(default_dir() / "draft.npz")[0],
+        "one-layer": load_variant(serving_dir() / "draft.npz")[0],
         "lookup": PromptLookup(target.tok.params["E"].shape[0]),
-        "ngram": NgramDraft.load(default_dir() / "ngram_draft.npz"),
+        "ngram": NgramDraft.load(serving_dir() / "ngram_draft.npz"),
     }
     prompts = [np.array(tok.encode(p)) for p in PROMPTS]
     plain_out = [target.generate(p, new, temperature=0) for p in prompts]
@@ -263,7 +264,7 @@ def _pass_cost(model, prompt, sizes=range(1, 10), repeats=30):
     On the model's fast decoder, as speculative decoding's check runs
     (``prefill_rows``: the logits at every new position).
     """
-    from .kv_cache import decoder_for
+    from ..models.kv_cache import decoder_for
 
     decoder = decoder_for(model, 1)
     out = {}
@@ -300,7 +301,7 @@ def _per_token(model, prompt, new, repeats=3):
 
 def speed_at_context(variant, context=1024, new=16, cfg=None, repeats=3):
     """Seconds per new token after a ``context``-token prefix, chapter 12's width."""
-    from .kv_variants import build_variant
+    from ..models.kv_variants import build_variant
 
     cfg = cfg or {
         "d_model": 192,
@@ -346,7 +347,7 @@ PARTS = {"quant": measure_quant, "spec": measure_spec, "speed": measure_speed}
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", nargs="*", choices=list(PARTS), default=list(PARTS))
-    parser.add_argument("--out", default=str(default_dir() / "measurements.json"))
+    parser.add_argument("--out", default=str(serving_dir() / "measurements.json"))
     args = parser.parse_args(argv)
     out = Path(args.out)
     for part in args.part:
@@ -361,7 +362,7 @@ def main(argv=None):
             "load_average_1min": [round(load0, 2), round(os.getloadavg()[0], 2)],
             "cpu": _cpu(),
             "threads": 1,
-            "command": f"python -m attention_lib.models.measure_serving --part {part}",
+            "command": f"python -m attention_lib.train.measure_serving --part {part}",
         }
         write_atomic(out, lambda f: f.write(json.dumps(result, indent=1) + "\n"))
         print(part, json.dumps(data)[:400], flush=True)

@@ -23,7 +23,7 @@ from .._checks import as_int
 from ..data.toy_translation import CONTENT_CLASSES, WORD_CLASSES, Pair, encode_batch, generate_pairs
 
 if TYPE_CHECKING:  # for the type hints only
-    from .seq2seq import RNNencdec
+    from ..models.seq2seq import RNNencdec
 
 #: The length buckets of the test sets (source words, inclusive), as in the paper's Figure 2.
 BUCKETS = ((5, 9), (10, 14), (15, 19), (20, 24), (25, 29), (30, 34), (35, 39), (40, 44), (45, 50))

@@ -1,6 +1,6 @@
 """Train the character-level Shakespeare model and write its checkpoint.
 
-Run as ``python -m attention_lib.models.train_shakespeare [--out DIR]``. It
+Run as ``python -m attention_lib.train.shakespeare [--out DIR]``. It
 trains :class:`~attention_lib.models.TinyGPT` (full pre-LN blocks: attention
 and feed-forward, dropout, learned positions) on the first 90% of Tiny
 Shakespeare, one character a token, and writes into ``DIR`` (default
@@ -31,17 +31,16 @@ import os
 import sys
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
 from .._cli import int_at_least
-from ..data.paths import data_dir, sha256, write_atomic, write_atomic_group
+from ..data.paths import data_dir, sha256, write_atomic_group
 from ..nn import Adam, clip_grad_norm, softmax_cross_entropy
-from .gpt import TinyGPT
-from .pretrained import shakespeare_dir
+from ..models.gpt import TinyGPT, checkpoint_arrays, named_params
+from ..models.pretrained import shakespeare_dir
 
 #: The model and its training. Sizes as nanoGPT's small CPU models; the step
 #: count is what fits the 45-minute budget on the project's 2-core machine
@@ -126,11 +125,6 @@ def learning_rate(step: int, cfg: dict) -> float:
     return cfg["min_lr"] + 0.5 * (cfg["lr"] - cfg["min_lr"]) * (1 + np.cos(np.pi * frac))
 
 
-#: The checkpoint stores each attention layer's query, key and value
-#: projections side by side, as the first checkpoints did: W_QKV = [W_Q W_K W_V].
-_FUSED = {"W_QKV": ("W_Q", "W_K", "W_V"), "b_QKV": ("b_Q", "b_K", "b_V")}
-
-
 def train_step(model, layers, opt, x, y, step: int, cfg: dict) -> float:
     """One step on the batch ``(x, y)``: forward, cross-entropy, backward, clip, Adam.
 
@@ -147,38 +141,6 @@ def train_step(model, layers, opt, x, y, step: int, cfg: dict) -> float:
     return loss
 
 
-def _slots(model):
-    """``{name in the file: [arrays of the model it holds, side by side]}``."""
-    layers = [("tok", model.tok)] + ([("pos", model.pos)] if hasattr(model, "pos") else [])
-    for i, block in enumerate(model.blocks):
-        parts = [("ln1", block.ln1), ("attn", block.attn)]
-        if not block.attention_only:
-            parts += [("ln2", block.ln2), ("ffn.fc1", block.ffn.fc1), ("ffn.fc2", block.ffn.fc2)]
-        layers += [(f"blocks.{i}.{name}", layer) for name, layer in parts]
-    slots = {}
-    for name, layer in layers + [("ln_f", model.ln_f), ("head", model.head)]:
-        params = {k: [a] for k, a in layer.params.items()}
-        if name.endswith(".attn"):
-            for k, names in _FUSED.items():
-                if names[0] in params:
-                    params[k] = [params.pop(n)[0] for n in names]
-        for k, arrays in params.items():
-            slots[f"{name}.{k}"] = arrays
-    return slots
-
-
-def named_params(model: TinyGPT) -> dict[str, np.ndarray]:
-    """``{name: array}`` for every parameter of a TinyGPT, named by where it sits.
-
-    The names are the checkpoint's: each attention layer's ``W_Q, W_K, W_V``
-    appear as one ``W_QKV`` (and the biases as ``b_QKV``), a copy of the
-    three side by side.
-    """
-    return {
-        k: a[0] if len(a) == 1 else np.concatenate(a, axis=-1) for k, a in _slots(model).items()
-    }
-
-
 def build_model(cfg: dict, n_vocab: int, rng: np.random.Generator | None = None) -> TinyGPT:
     rng = np.random.default_rng(cfg["seed"]) if rng is None else rng
     keys = ("d_model", "n_heads", "n_layers", "d_ff", "max_len", "positions", "dropout")
@@ -187,124 +149,6 @@ def build_model(cfg: dict, n_vocab: int, rng: np.random.Generator | None = None)
         for k in layer.params:
             layer.params[k] = layer.params[k].astype(np.float32)
     return model
-
-
-def checkpoint_arrays(model: TinyGPT, cfg: dict, chars: list[str]) -> dict:
-    """What :func:`save_checkpoint` writes: float16 parameters and the config as JSON."""
-    arrays = {k: a.astype(np.float16) for k, a in named_params(model).items()}
-    arrays["config"] = np.array(json.dumps({**cfg, "n_vocab": len(chars), "chars": "".join(chars)}))
-    return arrays
-
-
-def save_checkpoint(model: TinyGPT, cfg: dict, chars: list[str], path: Path) -> None:
-    arrays = checkpoint_arrays(model, cfg, chars)
-    write_atomic(path, lambda f: np.savez(f, **arrays), mode="wb")
-
-
-#: The longest ``max_len`` a checkpoint without learned positions may claim
-#: (their table is computed, not read from the file, so the file cannot bound it).
-MAX_LEN_LIMIT = 2**16
-
-
-def checkpoint_shapes(cfg: dict) -> dict:
-    """``{name: shape}`` of every array :func:`save_checkpoint` writes for ``cfg`` (no arrays)."""
-    V, d, d_ff = cfg["n_vocab"], cfg["d_model"], cfg["d_ff"]
-    shapes = {"tok.E": (V, d)}
-    if cfg["positions"] == "learned":
-        shapes["pos.E"] = (cfg["max_len"], d)
-    ln = {"gamma": (d,), "beta": (d,)}
-    for i in range(cfg["n_layers"]):
-        block = {f"ln1.{k}": v for k, v in ln.items()} | {f"ln2.{k}": v for k, v in ln.items()}
-        block |= {"attn.W_QKV": (d, 3 * d), "attn.b_QKV": (3 * d,)}
-        block |= {"attn.W_O": (d, d), "attn.b_O": (d,)}
-        block |= {"ffn.fc1.W": (d, d_ff), "ffn.fc1.b": (d_ff,)}
-        block |= {"ffn.fc2.W": (d_ff, d), "ffn.fc2.b": (d,)}
-        shapes |= {f"blocks.{i}.{k}": v for k, v in block.items()}
-    shapes |= {f"ln_f.{k}": v for k, v in ln.items()}
-    return shapes | {"head.W": (d, V), "head.b": (V,)}
-
-
-def checked_config(path: Path) -> dict:
-    """The config of a checkpoint, checked against its arrays' headers (no array is read).
-
-    Raises :class:`~attention_lib.models.seq2seq.CheckpointError` (a ``ValueError``)
-    naming the file for a damaged file, a config that is not a TinyGPT's, or
-    arrays of other shapes than the config claims: nothing is allocated for a
-    model the file does not hold.
-    """
-    from .seq2seq import CheckpointError, _array_headers
-
-    try:
-        headers = _array_headers(path)
-        shape, kind = headers.get("config", ((None,), None))
-        if shape != () or kind is None or kind.kind != "U" or kind.itemsize > 4 * 65536:
-            raise CheckpointError(f"{path}: has no config (a JSON text array named 'config')")
-        with np.load(path, allow_pickle=False) as f:
-            cfg = json.loads(str(f["config"]))
-    except CheckpointError:
-        raise
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as err:
-        raise CheckpointError(
-            f"{path}: not a checkpoint written by save_checkpoint(): {err}"
-        ) from None
-    if not isinstance(cfg, dict):
-        raise CheckpointError(f"{path}: its config is a JSON {type(cfg).__name__}, not an object")
-    for k in ("n_vocab", "d_model", "n_heads", "n_layers", "d_ff", "max_len"):
-        if type(cfg.get(k)) is not int or cfg[k] < 1:
-            raise CheckpointError(
-                f"{path}: the config's {k} must be a positive integer, got {cfg.get(k)!r}"
-            )
-    chars = cfg.get("chars")
-    if not isinstance(chars, str) or len(chars) != cfg["n_vocab"] or len(set(chars)) != len(chars):
-        raise CheckpointError(
-            f"{path}: the config's chars must be {cfg['n_vocab']} distinct characters "
-            f"(one per token), got {str(chars)[:40]!r}"
-        )
-    if cfg.get("positions") not in ("learned", "sinusoidal", "rotary", None):
-        raise CheckpointError(f"{path}: the config's positions {cfg.get('positions')!r} is unknown")
-    if cfg["positions"] != "learned" and cfg["max_len"] > MAX_LEN_LIMIT:
-        raise CheckpointError(f"{path}: the config's max_len must be at most {MAX_LEN_LIMIT}")
-    dropout = cfg.get("dropout", 0.0)
-    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
-        raise CheckpointError(f"{path}: the config's dropout must be in [0, 1), got {dropout!r}")
-    shapes = checkpoint_shapes(cfg)
-    arrays = {k: v for k, v in headers.items() if k != "config"}
-    missing, unexpected = sorted(set(shapes) - set(arrays)), sorted(set(arrays) - set(shapes))
-    if missing or unexpected:
-        raise CheckpointError(
-            f"{path}: its arrays do not fit its config: missing {missing[:5] or 'none'}"
-            f"{' ...' if len(missing) > 5 else ''}, unexpected {unexpected[:5] or 'none'}"
-        )
-    for k, want in shapes.items():
-        got, kind = arrays[k]
-        if tuple(got) != want or kind.kind != "f":
-            raise CheckpointError(
-                f"{path}: {k} is {kind} {tuple(got)} but its config needs a float array "
-                f"of shape {want}"
-            )
-    return cfg
-
-
-def load_checkpoint(path: str | Path) -> tuple[TinyGPT, list[str]]:
-    """A float32 TinyGPT from a checkpoint written by :func:`save_checkpoint`, and its characters.
-
-    The config is checked against the file's arrays before the model is built
-    (:func:`checked_config`); a non-finite weight is refused, naming the file.
-    """
-    from .seq2seq import CheckpointError
-
-    path = Path(path)
-    cfg = checked_config(path)
-    with np.load(path, allow_pickle=False) as f:
-        model = build_model(cfg, cfg["n_vocab"], np.random.default_rng(0))
-        for k, arrays in _slots(model).items():
-            widths = np.cumsum([a.shape[-1] for a in arrays])[:-1]
-            value = f[k]
-            if not np.isfinite(value).all():
-                raise CheckpointError(f"{path}: {k} holds NaN or infinity")
-            for a, part in zip(arrays, np.split(value, widths, axis=-1)):
-                a[...] = part.astype(np.float32)
-    return model.train(False), list(cfg["chars"])
 
 
 def train(cfg, log=None):
@@ -343,7 +187,7 @@ def train(cfg, log=None):
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(
-        prog="python -m attention_lib.models.train_shakespeare", description=__doc__.splitlines()[0]
+        prog="python -m attention_lib.train.shakespeare", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--out", default=str(shakespeare_dir()), help="output directory")
     parser.add_argument(
@@ -366,14 +210,14 @@ def main(argv: list[str] | None = None) -> dict:
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(buffer.getvalue())
-            loaded, _ = load_checkpoint(staged)
+            loaded, _ = TinyGPT.load(staged)
             val = validation_loss(loaded, val_ids, CONFIG["max_len"])
             digest = sha256(staged)
         finally:
             os.unlink(staged)
     n_params = int(sum(a.size for a in named_params(model).values()))
     manifest = {
-        "command": "python -m attention_lib.models.train_shakespeare",
+        "command": "python -m attention_lib.train.shakespeare",
         "model": "TinyGPT",
         "config": CONFIG,
         "n_vocab": len(chars),

@@ -1,6 +1,6 @@
 """Measure the long-context chapters' figures and write them as JSON beside the checkpoints.
 
-Run as ``python -m attention_lib.models.evaluate_long_context PART [--scheme S]``
+Run as ``python -m attention_lib.train.evaluate_long_context PART [--scheme S]``
 with PART one of:
 
 - ``memory``: the peak memory (tracemalloc) and the time of one training
@@ -31,7 +31,7 @@ from threadpoolctl import threadpool_limits
 
 from ..data.paths import sha256, write_atomic
 from ..nn import MultiHeadAttention
-from .train_long_context import checkpoint_dir, load_checkpoint, load_text, loss_by_position
+from .long_context import checkpoint_dir, load_checkpoint, load_text, loss_by_position
 
 #: The stream: this many held-out characters, fed this many at a time.
 STREAM = {"chars": 10_000, "chunk": 32, "window": 64, "sinks": [0, 1, 2, 4]}
@@ -160,11 +160,11 @@ def main(argv=None):
         else:
             result, name = stream(args.scheme), f"eval_stream_{args.scheme}.json"
     loads.append(os.getloadavg()[0])
-    command = "python -m attention_lib.models.evaluate_long_context " + args.part
+    command = "python -m attention_lib.train.evaluate_long_context " + args.part
     command += f" --scheme {args.scheme}" if args.scheme else ""
     result = {
         "command": command,
-        "script": "attention_lib/models/evaluate_long_context.py",
+        "script": "attention_lib/train/evaluate_long_context.py",
         **result,
         "threads": 1,
         "wall_seconds": round(time.perf_counter() - t0, 1),

@@ -1,6 +1,6 @@
 """Train the models of the serving chapter: four KV-cache variants, GQA uptraining, a draft.
 
-Run as ``python -m attention_lib.models.train_serving [--out DIR] [--only NAME ...]``
+Run as ``python -m attention_lib.train.serving [--out DIR] [--only NAME ...]``
 (default ``data/checkpoints/serving``). Every run is seeded and uses one BLAS
 thread. The runs:
 
@@ -32,10 +32,16 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ..data.paths import data_dir, sha256, write_atomic
+from ..data.paths import sha256, write_atomic
 from ..nn import Adam, softmax_cross_entropy
-from .kv_variants import build_variant, load_variant, mean_pool_kv, save_variant
-from .train_shakespeare import load_text, random_windows, text_path, train_step, validation_loss
+from ..models.kv_variants import (
+    build_variant,
+    load_variant,
+    mean_pool_kv,
+    save_variant,
+    serving_dir,
+)
+from .shakespeare import load_text, random_windows, text_path, train_step, validation_loss
 
 BASE = {
     "d_model": 128,
@@ -80,10 +86,6 @@ RUNS = {
         "from": "mha",
     },
 }
-
-
-def default_dir() -> Path:
-    return data_dir() / "checkpoints" / "serving"
 
 
 def train_run(cfg, chars, train_ids, val_ids, model, log=sys.stdout):
@@ -154,7 +156,7 @@ def run(name: str, out: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=str(default_dir()), help="output directory")
+    parser.add_argument("--out", default=str(serving_dir()), help="output directory")
     parser.add_argument("--only", nargs="*", choices=list(RUNS), help="runs to (re)make")
     args = parser.parse_args(argv)
     out = Path(args.out)
@@ -163,7 +165,7 @@ def main(argv: list[str] | None = None) -> dict:
     manifest = json.loads(mpath.read_text()) if mpath.exists() else {}
     manifest.update(
         {
-            "command": "python -m attention_lib.models.train_serving",
+            "command": "python -m attention_lib.train.serving",
             "text": "data/shakespeare/input.txt",
             "text_sha256": sha256(text_path()),
             "split": "first 90% train, last 10% validation (nanoGPT's)",
