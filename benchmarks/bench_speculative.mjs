@@ -23,7 +23,7 @@ const opt = (name, dflt) => (args.includes(name) ? args[args.indexOf(name) + 1] 
 const N = Number(opt("--tokens", 96));
 const ROUNDS = Number(opt("--rounds", 3));
 const which = opt("--model", "quantized");
-const PROMPTS = ["ROMEO:\nI will", "First Citizen:\n"]; // attention_lib.models.measure_serving's
+const PROMPTS = ["ROMEO:\nI will", "First Citizen:\n"]; // attention_lib.train.measure_serving's
 
 const file = which === "float" ? "shakespeare" : SERVED.shakespeare;
 const manifest = JSON.parse(readFileSync(`${root}book/_static/models/${file}.json`, "utf8"));
