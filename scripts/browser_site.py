@@ -14,12 +14,15 @@ no request may leave the site and no page may log a console error::
                 ...
 """
 
+import argparse
 import contextlib
 import shutil
 import tempfile
 from pathlib import Path
 
 from browser_check import CHROMIUM_FLAGS, serve
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class Visit:
@@ -121,3 +124,21 @@ def sideways(page, fail):
     overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
     if overflow > 1:
         fail(f"the page scrolls sideways by {overflow}px")
+
+
+def arguments(doc, timeout):
+    """A parser of the options both checks take (``--site`` and so on); ``doc``: the script's."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--site", default=str(ROOT / "_build" / "html"))
+    parser.add_argument("--chromium", default="/usr/bin/chromium")
+    parser.add_argument("--screenshots", default=None)
+    parser.add_argument("--timeout", type=float, default=timeout)
+    return parser
+
+
+def verdict(problems, what):
+    """Print each problem and the verdict on ``what``; return the exit status (1 if any)."""
+    for p in problems:
+        print(f"FAIL {p}")
+    print(f"{what}: {'ok' if not problems else f'{len(problems)} problem(s)'}")
+    return 1 if problems else 0

@@ -26,7 +26,6 @@ of a built site, at 1280 and 390 px:
     python scripts/browser_training.py --site _build/html [--screenshots DIR]
 """
 
-import argparse
 import json
 import os
 import shutil
@@ -38,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from browser_site import accessible_names, open_site, sideways  # noqa: E402
+from browser_site import accessible_names, arguments, open_site, sideways, verdict  # noqa: E402
 
 #: chapters holding a training widget, and where their cell's HTML goes in a page
 #: built before the cell existed (the section it precedes)
@@ -340,11 +339,7 @@ def check(site, chromium, shots=None, timeout=600.0, pages=("scratch", *CHAPTERS
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--site", default=str(ROOT / "_build" / "html"))
-    parser.add_argument("--chromium", default="/usr/bin/chromium")
-    parser.add_argument("--screenshots", default=None)
-    parser.add_argument("--timeout", type=float, default=600.0)
+    parser = arguments(__doc__, timeout=600.0)
     parser.add_argument(
         "--pages",
         default="scratch,10_transformer,12_shakespeare",
@@ -354,10 +349,7 @@ def main(argv=None):
     problems = check(
         args.site, args.chromium, args.screenshots, args.timeout, tuple(args.pages.split(","))
     )
-    for p in problems:
-        print(f"FAIL {p}")
-    print(f"training widgets: {'ok' if not problems else f'{len(problems)} problem(s)'}")
-    return 1 if problems else 0
+    return verdict(problems, "training widgets")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,6 @@ Writes a screenshot of each widget at each width into ``--screenshots``.
     python scripts/browser_widgets.py --only 14_minilm     # chapter 14's encoder only
 """
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -39,7 +38,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from browser_site import accessible_names, open_site, sideways  # noqa: E402  (scripts/: run as a script)
+from browser_site import (  # noqa: E402  (scripts/ is on the path: run as a script)
+    accessible_names,
+    arguments,
+    open_site,
+    sideways,
+    verdict,
+)
 from browser_training import check_training_widget  # noqa: E402  (training widgets: data-train)
 from browser_training import scratch_page as training_page  # noqa: E402
 
@@ -431,20 +436,13 @@ def check(site, chromium, shots=None, timeout=60.0, only=None):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--site", default=str(ROOT / "_build" / "html"))
-    parser.add_argument("--chromium", default="/usr/bin/chromium")
-    parser.add_argument("--screenshots", default=None)
-    parser.add_argument("--timeout", type=float, default=120.0)
+    parser = arguments(__doc__, timeout=120.0)
     parser.add_argument(
         "--only", nargs="+", help="check only the pages whose path holds one of these"
     )
     args = parser.parse_args(argv)
     problems = check(args.site, args.chromium, args.screenshots, args.timeout, args.only)
-    for p in problems:
-        print(f"FAIL {p}")
-    print(f"widgets: {'ok' if not problems else f'{len(problems)} problem(s)'}")
-    return 1 if problems else 0
+    return verdict(problems, "widgets")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@
 // Mounted by widgets.mjs for <div class="aft-widget" data-kind="window"> (attention_lib.widget_html),
 // which imports this module only on a page that has one; the model loads as the other widgets' do.
 import { streamSteps } from "./window.mjs";
-import { h, loadShared, nextFrame } from "./widgets.mjs";
+import { h, loadShared, nextFrame, sized } from "./widgets.mjs";
 
 const SHOWN_CHARS = 1500; // the output keeps the last characters only: the page stays light
 const FULL_LIMIT = 4000; // full attention stops here: its cache grows without bound
@@ -20,13 +20,7 @@ function drawMemory(canvas, points, limitBytes) {
   const root = canvas.closest(".aft-widget");
   const cssW = Math.max(220, Math.min(480, (root ? root.clientWidth : 320) - 30));
   const cssH = 150;
-  const dpr = window.devicePixelRatio || 1;
-  canvas.style.width = `${cssW}px`;
-  canvas.style.height = `${cssH}px`;
-  canvas.width = Math.round(cssW * dpr);
-  canvas.height = Math.round(cssH * dpr);
-  const ctx = canvas.getContext("2d");
-  ctx.scale(dpr, dpr);
+  const ctx = sized(canvas, cssW, cssH);
   const left = 74;
   const bottom = cssH - 30;
   const top = 12;

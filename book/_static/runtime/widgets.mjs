@@ -96,6 +96,18 @@ export function blank(canvas, label) {
   canvas.setAttribute("aria-label", label);
 }
 
+/** The 2-D context of a canvas cssW x cssH CSS px, drawn at the screen's pixel density. */
+export function sized(canvas, cssW, cssH) {
+  const dpr = window.devicePixelRatio || 1;
+  canvas.style.width = `${cssW}px`;
+  canvas.style.height = `${cssH}px`;
+  canvas.width = Math.round(cssW * dpr);
+  canvas.height = Math.round(cssH * dpr);
+  const ctx = canvas.getContext("2d");
+  ctx.scale(dpr, dpr);
+  return ctx;
+}
+
 export function drawHeatmap(canvas, rows, rowLabels, colLabels, caption) {
   const width = Math.max(240, canvas.parentElement.clientWidth || 320);
   const labelW = 58;
@@ -104,15 +116,9 @@ export function drawHeatmap(canvas, rows, rowLabels, colLabels, caption) {
   const cellH = 22;
   const top = 58;
   const legendH = 34;
-  const dpr = window.devicePixelRatio || 1;
   const cssW = Math.max(labelW + cell * nCols + 4, 230);
   const cssH = top + cellH * rows.length + 4 + legendH;
-  canvas.style.width = `${cssW}px`;
-  canvas.style.height = `${cssH}px`;
-  canvas.width = Math.round(cssW * dpr);
-  canvas.height = Math.round(cssH * dpr);
-  const ctx = canvas.getContext("2d");
-  ctx.scale(dpr, dpr);
+  const ctx = sized(canvas, cssW, cssH);
   ctx.clearRect(0, 0, cssW, cssH);
   ctx.font = "12px sans-serif";
   ctx.textBaseline = "middle";
