@@ -513,10 +513,10 @@ function mountTranslator(root, name) {
 }
 
 /** The widget kinds whose app is a module of its own, and the function that mounts one. */
-const OWN_MODULES = {
-  encoder: { module: "./widget-encoder.mjs", mount: "mountEncoder" },
-  window: { module: "./widget-window.mjs", mount: "mountWindow" },
-};
+const OWN_MODULES = new Map([
+  ["encoder", { module: "./widget-encoder.mjs", mount: "mountEncoder" }],
+  ["window", { module: "./widget-window.mjs", mount: "mountWindow" }],
+]);
 
 /** Turn every widget placeholder on the page into its app (once). */
 export function mountAll(doc = document) {
@@ -531,7 +531,7 @@ export function mountAll(doc = document) {
     n += 1;
     const name = root.dataset.model;
     try {
-      const own = OWN_MODULES[root.dataset.kind];
+      const own = OWN_MODULES.get(root.dataset.kind);
       if (own) {
         // its own module, fetched only on a page that has one (it imports this one's helpers)
         import(own.module).then((m) => m[own.mount](root, name)).catch((err) => root.append(
