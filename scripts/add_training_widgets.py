@@ -30,17 +30,6 @@ outlined cells are where a previous-token head (layer 0) and an induction head (
 would look. For a while little happens; then layer 0 finds the previous position, layer 1
 finds the position after the earlier occurrence, and the loss drops. Training is random:
 yours will not drop at exactly the step of the loss curve above.
-
-<link rel="stylesheet" href="{static}runtime/widgets.css">
-<link rel="stylesheet" href="{static}runtime/widget-train.css">
-<div class="aft-widget" data-train="induction" role="region" \
-aria-label="Train chapter 10's two-layer model in your browser and watch an induction head form">
-<figure class="aft-fallback"><img src="{static}fallbacks/train-induction.fallback.svg" \
-alt="{alt}" {size}>
-<figcaption>Chapter 10's model trained on the copy task by the widget's own code: its loss \
-and both layers' attention maps. With JavaScript on, this becomes a live widget.</figcaption></figure>
-</div>
-<script type="module">import("{static}runtime/widgets.mjs").then((m) => m.mountAll()).catch(() => {{}});</script>
 """
 
 TEXT = """\
@@ -52,28 +41,30 @@ learns it in your browser, nothing leaves the page; the last 10% of the text is 
 and its loss (orange) says how well the model predicts characters it never trained on.
 **Generate** writes with the model as it is at any moment, and **Download** saves it as the
 two files the book's runtime loads (`my-text.json`, `my-text.bin`).
-
-<link rel="stylesheet" href="{static}runtime/widgets.css">
-<link rel="stylesheet" href="{static}runtime/widget-train.css">
-<div class="aft-widget" data-train="text" role="region" \
-aria-label="Train a character model of your own text in your browser">
-<figure class="aft-fallback"><img src="{static}fallbacks/train-text.fallback.svg" \
-alt="{alt}" {size}>
-<figcaption>The small model trained on Tiny Shakespeare by the widget's own code: its \
-training and held-out loss, and what it writes. With JavaScript on, this becomes a live \
-widget.</figcaption></figure>
-</div>
-<script type="module">import("{static}runtime/widgets.mjs").then((m) => m.mountAll()).catch(() => {{}});</script>
 """
 
-#: chapter -> (anchor: the new cell follows the cell containing it, the cell's text, figure)
+#: chapter -> where the cell goes (after the cell whose source holds the anchor), its
+#: prose, and its widget: data-train kind, accessible name, static figure, figure caption
 PLACES = {
-    "book/10_transformer.ipynb": (
-        "mark_cells(axes[1], [(t, t - m + 1)",
-        INDUCTION,
-        "train-induction.fallback.svg",
-    ),
-    "book/12_shakespeare.ipynb": ('widget_html("shakespeare")', TEXT, "train-text.fallback.svg"),
+    "book/10_transformer.ipynb": {
+        "anchor": "mark_cells(axes[1], [(t, t - m + 1)",
+        "prose": INDUCTION,
+        "kind": "induction",
+        "label": "Train chapter 10's two-layer model in your browser and watch an induction "
+        "head form",
+        "figure": "train-induction.fallback.svg",
+        "caption": "Chapter 10's model trained on the copy task by the widget's own code: its "
+        "loss and both layers' attention maps.",
+    },
+    "book/12_shakespeare.ipynb": {
+        "anchor": 'widget_html("shakespeare")',
+        "prose": TEXT,
+        "kind": "text",
+        "label": "Train a character model of your own text in your browser",
+        "figure": "train-text.fallback.svg",
+        "caption": "The small model trained on Tiny Shakespeare by the widget's own code: its "
+        "training and held-out loss, and what it writes.",
+    },
 }
 
 
@@ -93,9 +84,24 @@ def figure_size(name):
     return f'width="{width}" height="{height}"'
 
 
+def widget_html(kind, label, figure, caption):
+    """The stylesheets, the widget's ``<div>`` (its static figure inside) and its script."""
+    return f"""\
+<link rel="stylesheet" href="{STATIC}runtime/widgets.css">
+<link rel="stylesheet" href="{STATIC}runtime/widget-train.css">
+<div class="aft-widget" data-train="{kind}" role="region" aria-label="{label}">
+<figure class="aft-fallback"><img src="{STATIC}fallbacks/{figure}" \
+alt="{figure_alt(figure)}" {figure_size(figure)}>
+<figcaption>{caption} With JavaScript on, this becomes a live widget.</figcaption></figure>
+</div>
+<script type="module">import("{STATIC}runtime/widgets.mjs").then((m) => m.mountAll()).catch(() => {{}});</script>
+"""
+
+
 def cell_text(chapter):
-    _, template, figure = PLACES[chapter]
-    return template.format(static=STATIC, alt=figure_alt(figure), size=figure_size(figure))
+    place = PLACES[chapter]
+    widget = (place[k] for k in ("kind", "label", "figure", "caption"))
+    return place["prose"] + "\n" + widget_html(*widget)
 
 
 def add(chapter):
@@ -104,7 +110,7 @@ def add(chapter):
     nb = json.loads(raw)
     if any("data-train=" in "".join(c["source"]) for c in nb["cells"]):
         return False
-    anchor = PLACES[chapter][0]
+    anchor = PLACES[chapter]["anchor"]
     where = [i for i, c in enumerate(nb["cells"]) if anchor in "".join(c["source"])]
     if len(where) != 1:
         raise SystemExit(f"{chapter}: the anchor {anchor!r} is in {len(where)} cells, not one")

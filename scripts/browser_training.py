@@ -26,7 +26,6 @@ of a built site, at 1280 and 390 px:
     python scripts/browser_training.py --site _build/html [--screenshots DIR]
 """
 
-import argparse
 import json
 import os
 import shutil
@@ -37,6 +36,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
+
+from browser_site import accessible_names, arguments, open_site, sideways, verdict  # noqa: E402
 
 #: chapters holding a training widget, and where their cell's HTML goes in a page
 #: built before the cell existed (the section it precedes)
@@ -115,16 +116,6 @@ def canvas_hash(widget, selector):
           h = (h * 31 + d[i] + 7 * d[i + 1] + 13 * d[i + 2]) % 1000000007;
           if (d[i] < 250 || d[i + 1] < 250) ink++; } return [h, ink]; }"""
     )
-
-
-def accessible_names(widget, fail):
-    for el in widget.locator("input, select, textarea, button, canvas").all():
-        name = el.evaluate(
-            "e => (e.labels && e.labels.length ? e.labels[0].textContent : '') "
-            "|| e.getAttribute('aria-label') || e.textContent"
-        )
-        if not name.strip():
-            fail(f"a control has no accessible name: {el.evaluate('e => e.outerHTML')[:80]}")
 
 
 def frames(page):
@@ -292,7 +283,7 @@ def check_training_widget(page, widget, label, problems, shots, width, timeout, 
     timings = [] if timings is None else timings
     fail = lambda what: problems.append(f"{label} at {width}px: {what}")  # noqa: E731
     widget.scroll_into_view_if_needed()
-    accessible_names(widget, fail)
+    accessible_names(widget, fail, "input, select, textarea, button, canvas")
     kind = widget.get_attribute("data-train")
     if kind == "induction":
         check_induction(page, widget, fail, timeout, timings, label)
@@ -307,26 +298,19 @@ def check_training_widget(page, widget, label, problems, shots, width, timeout, 
             check_text(page, widget, fail, timeout, timings, label, big, shot)
         finally:
             shutil.rmtree(big.parent, ignore_errors=True)
-    overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
-    if overflow > 1:
-        fail(f"the page scrolls sideways by {overflow}px")
+    sideways(page, fail)
     if shots and kind == "induction":
         widget.screenshot(path=str(Path(shots) / f"train-{label}-{width}.png"))
     return timings
 
 
 def check(site, chromium, shots=None, timeout=600.0, pages=("scratch", *CHAPTERS)):
-    from browser_check import CHROMIUM_FLAGS
-    from browser_widgets import serve
-    from playwright.sync_api import sync_playwright
-
     site = Path(site)
-    work = Path(tempfile.mkdtemp(prefix="training-"))
-    try:
-        shutil.copytree(site, work, dirs_exist_ok=True)
+    problems, timings = [], []
+    with open_site(site, chromium, prefix="training-") as web:
+        work = web.work
         # this checkout's runtime and figures, over the site's
         shutil.copytree(ROOT / "book" / "_static", work / "_static", dirs_exist_ok=True)
-        (work / "book").mkdir(exist_ok=True)
         rels = []
         if "scratch" in pages:
             (work / "book" / "training.html").write_text(scratch_page(), encoding="utf8")
@@ -339,68 +323,23 @@ def check(site, chromium, shots=None, timeout=600.0, pages=("scratch", *CHAPTERS
                 rels.append(f"book/{built.name}")
         if shots:
             Path(shots).mkdir(parents=True, exist_ok=True)
-        server, base = serve(work)
-        problems, timings = [], []
-        try:
-            with sync_playwright() as pw:
-                browser = pw.chromium.launch(
-                    executable_path=chromium, args=CHROMIUM_FLAGS, timeout=30000
-                )
-                for width in (1280, 390):
-                    ctx = browser.new_context(
-                        viewport={"width": width, "height": 900},
-                        has_touch=width < 500,
-                        accept_downloads=True,
-                    )
-                    outside, errors = [], []
-
-                    def route(r, outside=outside):
-                        if not r.request.url.startswith(base):
-                            outside.append(r.request.url)
-                            return r.abort("blockedbyclient")
-                        return r.continue_()
-
-                    ctx.route("**/*", route)
-                    for rel in rels:
-                        page = ctx.new_page()
-                        page.on(
-                            "console",
-                            lambda m, errors=errors, rel=rel: (
-                                errors.append(f"{rel}: {m.text}") if m.type == "error" else None
-                            ),
+        for width in (1280, 390):
+            with web.visit(width, problems, accept_downloads=True) as visit:
+                for rel in rels:
+                    page = visit.open(rel, ".aft-widget[data-train].aft-live", timeout=120)
+                    for w in page.locator(".aft-widget[data-train]").all():
+                        label = f"{Path(rel).stem}-{w.get_attribute('data-train')}"
+                        check_training_widget(
+                            page, w, label, problems, shots, width, timeout, timings
                         )
-                        page.on(
-                            "pageerror",
-                            lambda e, errors=errors, rel=rel: errors.append(f"{rel}: {e}"),
-                        )
-                        page.goto(base + rel, wait_until="load", timeout=120000)
-                        page.wait_for_selector(".aft-widget[data-train].aft-live", timeout=120000)
-                        for w in page.locator(".aft-widget[data-train]").all():
-                            label = f"{Path(rel).stem}-{w.get_attribute('data-train')}"
-                            check_training_widget(
-                                page, w, label, problems, shots, width, timeout, timings
-                            )
-                        page.close()
-                    problems += [f"at {width}px: request left the site: {u}" for u in outside]
-                    problems += [f"at {width}px: console error: {e}" for e in errors]
-                    ctx.close()
-                browser.close()
-        finally:
-            server.shutdown()
-            server.server_close()
-        for t in timings:
-            print(t)
-        return problems
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+                    page.close()
+    for t in timings:
+        print(t)
+    return problems
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--site", default=str(ROOT / "_build" / "html"))
-    parser.add_argument("--chromium", default="/usr/bin/chromium")
-    parser.add_argument("--screenshots", default=None)
-    parser.add_argument("--timeout", type=float, default=600.0)
+    parser = arguments(__doc__, timeout=600.0)
     parser.add_argument(
         "--pages",
         default="scratch,10_transformer,12_shakespeare",
@@ -410,10 +349,7 @@ def main(argv=None):
     problems = check(
         args.site, args.chromium, args.screenshots, args.timeout, tuple(args.pages.split(","))
     )
-    for p in problems:
-        print(f"FAIL {p}")
-    print(f"training widgets: {'ok' if not problems else f'{len(problems)} problem(s)'}")
-    return 1 if problems else 0
+    return verdict(problems, "training widgets")
 
 
 if __name__ == "__main__":

@@ -31,20 +31,20 @@ Writes a screenshot of each widget at each width into ``--screenshots``.
     python scripts/browser_widgets.py --only 14_minilm     # chapter 14's encoder only
 """
 
-import argparse
-import functools
-import http.server
-import shutil
 import sys
-import tempfile
-import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from browser_check import CHROMIUM_FLAGS  # noqa: E402  (scripts/ is on the path: run as a script)
+from browser_site import (  # noqa: E402  (scripts/ is on the path: run as a script)
+    accessible_names,
+    arguments,
+    open_site,
+    sideways,
+    verdict,
+)
 from browser_training import check_training_widget  # noqa: E402  (training widgets: data-train)
 from browser_training import scratch_page as training_page  # noqa: E402
 
@@ -55,18 +55,6 @@ BAD_INPUTS = {
     "emoji": "Hello 🙂🚀",
     "outside the vocabulary": "Ça coûte 5 € — naïve café",
 }
-
-
-class Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
-def serve(directory):
-    handler = functools.partial(Quiet, directory=str(directory))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}/"
 
 
 def scratch_page(site):
@@ -189,9 +177,7 @@ def check_encoder(page, widget, label, problems, shots, width, timeout):
     if run("", "")[0] or widget.locator(".aft-similarity").inner_text().strip():
         fail("an error left the last similarity on show")
     ok, _ = run("The weather is lovely today.", "It is so sunny outside!")
-    overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
-    if overflow > 1:
-        fail(f"the page scrolls sideways by {overflow}px")
+    sideways(page, fail)
     if shots:
         widget.screenshot(path=str(Path(shots) / f"widget-{label}-{width}.png"))
     print(
@@ -218,13 +204,7 @@ def check_widget(page, widget, label, problems, shots, width, timeout):
     text = widget.locator("textarea")
     button = widget.locator("button.aft-go")
     status = widget.locator(".aft-status")
-    for el in widget.locator("input, select, textarea, button.aft-go").all():
-        name = el.evaluate(
-            "e => (e.labels && e.labels.length ? e.labels[0].textContent : '') "
-            "|| e.getAttribute('aria-label') || e.textContent"
-        )
-        if not name.strip():
-            fail(f"a control has no accessible name: {el.evaluate('e => e.outerHTML')[:80]}")
+    accessible_names(widget, fail, "input, select, textarea, button.aft-go")
 
     def run(prompt):
         widget.evaluate("w => { delete w.dataset.state }")
@@ -325,9 +305,7 @@ def check_widget(page, widget, label, problems, shots, width, timeout):
             fail("an empty prompt was continued")
         if widget.locator(".aft-token").count() or widget.locator(".aft-bars li").count():
             fail("an error left the last output or its next-token bar on show")
-    overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
-    if overflow > 1:
-        fail(f"the page scrolls sideways by {overflow}px")
+    sideways(page, fail)
     if shots:
         widget.screenshot(path=str(Path(shots) / f"widget-{label}-{width}.png"))
 
@@ -343,13 +321,7 @@ def check_window_widget(page, widget, label, problems, shots, width, timeout):
     fail = lambda what: problems.append(f"{label} at {width}px: {what}")  # noqa: E731
     widget.scroll_into_view_if_needed()
     handle = widget.element_handle()
-    for el in widget.locator("input, select, textarea, button").all():
-        name = el.evaluate(
-            "e => (e.labels && e.labels.length ? e.labels[0].textContent : '') "
-            "|| e.getAttribute('aria-label') || e.textContent"
-        )
-        if not name.strip():
-            fail(f"a control has no accessible name: {el.evaluate('e => e.outerHTML')[:80]}")
+    accessible_names(widget, fail)
     text, button = widget.locator("textarea"), widget.locator("button.aft-go")
     wait = lambda js: page.wait_for_function(js, arg=handle, timeout=timeout * 1000)  # noqa: E731
     for what in ("empty", "emoji"):
@@ -400,137 +372,77 @@ def check_window_widget(page, widget, label, problems, shots, width, timeout):
     half, end, _ = write("full", 300)
     if not end > half > 0:
         fail(f"full attention: the memory did not grow ({half} -> {end} bytes)")
-    overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
-    if overflow > 1:
-        fail(f"the page scrolls sideways by {overflow}px")
+    sideways(page, fail)
     if shots:
         widget.screenshot(path=str(Path(shots) / f"widget-{label}-{width}.png"))
 
 
 def check(site, chromium, shots=None, timeout=60.0, only=None):
-    from playwright.sync_api import sync_playwright
-
     site = Path(site)
-    work = Path(tempfile.mkdtemp(prefix="widgets-"))
-    try:
-        # the whole site: a chapter page also loads files from outside _static
-        # (a 404 there is a console error)
-        shutil.copytree(site, work, dirs_exist_ok=True)
-        (work / "book").mkdir(exist_ok=True)
+    problems, timings, train_timings = [], [], []
+    # the whole site: a chapter page also loads files from outside _static
+    # (a 404 there is a console error)
+    with open_site(site, chromium, prefix="widgets-") as web:
+        work = web.work
         (work / "book" / "widgets.html").write_text(scratch_page(work), encoding="utf8")
         pages = ["book/widgets.html"]
         for p in sorted(site.rglob("*.html")):
             if "aft-widget" in p.read_text(encoding="utf8", errors="replace"):
-                rel = p.relative_to(site)
-                (work / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy(p, work / rel)
-                pages.append(rel.as_posix())
+                pages.append(p.relative_to(site).as_posix())
         if only:  # --only: the pages whose path holds one of these strings
             pages = [p for p in pages if any(o in p for o in only)]
         if not any("data-train=" in (work / rel).read_text(encoding="utf8") for rel in pages):
             (work / "book" / "training.html").write_text(training_page(), encoding="utf8")
             pages.append("book/training.html")  # chapters built before their training widgets
-        for folder in ("_sphinx_design_static", "_images"):
-            if (site / folder).is_dir():
-                shutil.copytree(site / folder, work / folder, dirs_exist_ok=True)
         if shots:
             Path(shots).mkdir(parents=True, exist_ok=True)
-        server, base = serve(work)
-        problems, timings, train_timings = [], [], []
-        try:
-            with sync_playwright() as pw:
-                browser = pw.chromium.launch(
-                    executable_path=chromium, args=CHROMIUM_FLAGS, timeout=30000
-                )
-                for width in WIDTHS:
-                    ctx = browser.new_context(
-                        viewport={"width": width, "height": 900}, has_touch=width < 500
-                    )
-                    outside, errors, models = [], [], []
-
-                    def route(r, outside=outside, models=models):
-                        if not r.request.url.startswith(base):
-                            outside.append(r.request.url)
-                            return r.abort("blockedbyclient")
-                        if "/_static/models/" in r.request.url:
-                            models.append(r.request.url)
-                        return r.continue_()
-
-                    ctx.route("**/*", route)
-                    for rel in pages:
-                        page = ctx.new_page()
-                        page.set_default_timeout(timeout * 1000)
-                        page.on(
-                            "console",
-                            lambda m, errors=errors, rel=rel: (
-                                errors.append(f"{rel}: {m.text}") if m.type == "error" else None
-                            ),
+        for width in WIDTHS:
+            with web.visit(width, problems) as visit:
+                for rel in pages:
+                    page = visit.open(rel, ".aft-widget.aft-live", timeout)
+                    page.set_default_timeout(timeout * 1000)
+                    if visit.models:
+                        problems.append(
+                            f"{rel} at {width}px: model weights fetched before "
+                            f"any click: {visit.models[:2]}"
                         )
-                        page.on(
-                            "pageerror",
-                            lambda e, errors=errors, rel=rel: errors.append(f"{rel}: {e}"),
+                    for i, w in enumerate(page.locator(".aft-widget").all()):
+                        if w.get_attribute("data-train"):  # scripts/browser_training.py
+                            label = f"{Path(rel).stem}-{w.get_attribute('data-train')}"
+                            train_args = (problems, shots, width, timeout * 5, train_timings)
+                            check_training_widget(page, w, label, *train_args)
+                            continue
+                        label = f"{Path(rel).stem}-{w.get_attribute('data-model')}-{i}"
+                        t0 = time.perf_counter()
+                        run = check_widget
+                        if w.get_attribute("data-kind") == "window":
+                            run = check_window_widget
+                        run(page, w, label, problems, shots, width, timeout)
+                        timings.append(
+                            (
+                                label,
+                                width,
+                                time.perf_counter() - t0,
+                                w.get_attribute("data-first-token-ms")
+                                or w.get_attribute("data-map-ms"),
+                            )
                         )
-                        models.clear()
-                        page.goto(base + rel, wait_until="load", timeout=timeout * 1000)
-                        page.wait_for_selector(".aft-widget.aft-live", timeout=timeout * 1000)
-                        if models:
-                            problems.append(
-                                f"{rel} at {width}px: model weights fetched before "
-                                f"any click: {models[:2]}"
-                            )
-                        for i, w in enumerate(page.locator(".aft-widget").all()):
-                            if w.get_attribute("data-train"):  # scripts/browser_training.py
-                                label = f"{Path(rel).stem}-{w.get_attribute('data-train')}"
-                                train_args = (problems, shots, width, timeout * 5, train_timings)
-                                check_training_widget(page, w, label, *train_args)
-                                continue
-                            label = f"{Path(rel).stem}-{w.get_attribute('data-model')}-{i}"
-                            t0 = time.perf_counter()
-                            run = check_widget
-                            if w.get_attribute("data-kind") == "window":
-                                run = check_window_widget
-                            run(page, w, label, problems, shots, width, timeout)
-                            timings.append(
-                                (
-                                    label,
-                                    width,
-                                    time.perf_counter() - t0,
-                                    w.get_attribute("data-first-token-ms")
-                                    or w.get_attribute("data-map-ms"),
-                                )
-                            )
-                        page.close()
-                    problems += [f"at {width}px: request left the site: {u}" for u in outside]
-                    problems += [f"at {width}px: console error: {e}" for e in errors]
-                    ctx.close()
-                browser.close()
-        finally:
-            server.shutdown()
-            server.server_close()
-        for label, width, seconds, first in timings:
-            print(f"{label:40s} {width:5d}px  {seconds:5.1f} s  first token {first} ms")
-        for line in train_timings:
-            print(line)
-        return problems
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+                    page.close()
+    for label, width, seconds, first in timings:
+        print(f"{label:40s} {width:5d}px  {seconds:5.1f} s  first token {first} ms")
+    for line in train_timings:
+        print(line)
+    return problems
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--site", default=str(ROOT / "_build" / "html"))
-    parser.add_argument("--chromium", default="/usr/bin/chromium")
-    parser.add_argument("--screenshots", default=None)
-    parser.add_argument("--timeout", type=float, default=120.0)
+    parser = arguments(__doc__, timeout=120.0)
     parser.add_argument(
         "--only", nargs="+", help="check only the pages whose path holds one of these"
     )
     args = parser.parse_args(argv)
     problems = check(args.site, args.chromium, args.screenshots, args.timeout, args.only)
-    for p in problems:
-        print(f"FAIL {p}")
-    print(f"widgets: {'ok' if not problems else f'{len(problems)} problem(s)'}")
-    return 1 if problems else 0
+    return verdict(problems, "widgets")
 
 
 if __name__ == "__main__":

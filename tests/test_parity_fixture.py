@@ -6,23 +6,14 @@ checkpoints and compared with the committed one, so that a retrained
 checkpoint or a change in the library cannot leave it stale.
 """
 
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
-
-ROOT = Path(__file__).resolve().parents[1]
+from _fixtures import load_script, rebuilt
 
 
 def test_the_committed_fixture_is_what_the_library_computes():
-    spec = importlib.util.spec_from_file_location(
-        "make_parity_fixture", ROOT / "scripts" / "make_parity_fixture.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    committed = json.loads(module.FIXTURE.read_text(encoding="utf8"))
-    fresh = json.loads(json.dumps(module.build(module.default_sources())))
+    _, fresh, committed = rebuilt("make_parity_fixture", lambda m: m.build(m.default_sources()))
     assert sorted(fresh["models"]) == sorted(committed["models"]), (
         "the fixture covers other models than are exported: run scripts/make_parity_fixture.py"
     )
@@ -41,18 +32,9 @@ def test_the_committed_fixture_is_what_the_library_computes():
                 np.testing.assert_allclose(new[key], ref[key], atol=1e-4, err_msg=f"{name} {key}")
 
 
-def _module():
-    spec = importlib.util.spec_from_file_location(
-        "make_parity_fixture", ROOT / "scripts" / "make_parity_fixture.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_cropped_generation_fixture_is_what_the_library_computes():
     """Greedy past the context (tests/js/fixtures/crop.json): the first tokens past max_len."""
-    module = _module()
+    module = load_script("make_parity_fixture")
     committed = json.loads(module.CROP_FIXTURE.read_text(encoding="utf8"))
     sources = module.default_sources()
     for name, ref in committed["models"].items():
@@ -70,7 +52,7 @@ def test_the_cropped_generation_fixture_is_what_the_library_computes():
 
 def test_the_beam_fixture_is_what_the_library_computes_on_a_sample():
     """Beam search on every 29th test sentence (tests/js/fixtures/beam.json holds them all)."""
-    module = _module()
+    module = load_script("make_parity_fixture")
     committed = json.loads(module.BEAM_FIXTURE.read_text(encoding="utf8"))
     fresh = module.build_beam(module.default_sources()["translator"], every=29)
     assert fresh["weights_sha256"] == committed["weights_sha256"]

@@ -6,23 +6,12 @@ compared with the committed one, so that a change in the library's layers,
 optimiser or trainer cannot leave it stale.
 """
 
-import importlib.util
-import json
-from pathlib import Path
-
 import numpy as np
-
-ROOT = Path(__file__).resolve().parents[1]
+from _fixtures import rebuilt
 
 
 def test_the_committed_training_fixture_is_what_the_library_computes():
-    spec = importlib.util.spec_from_file_location(
-        "make_train_fixture", ROOT / "scripts" / "make_train_fixture.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    committed = json.loads(module.FIXTURE.read_text(encoding="utf8"))
-    fresh = json.loads(json.dumps(module.build()))
+    _, fresh, committed = rebuilt("make_train_fixture")
     for kind, case in fresh["gradients"].items():
         old = committed["gradients"][kind]
         assert case["config"] == old["config"] and case["tokens"] == old["tokens"]

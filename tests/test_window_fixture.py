@@ -6,28 +6,12 @@ here it is made again from the library and the committed checkpoint, so a
 change in either cannot leave it stale.
 """
 
-import importlib.util
-import json
-from pathlib import Path
-
 import numpy as np
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location(
-        "make_window_fixture", ROOT / "scripts" / "make_window_fixture.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from _fixtures import load_script, rebuilt
 
 
 def test_the_committed_window_fixture_is_what_the_library_computes():
-    module = _module()
-    committed = json.loads(module.FIXTURE.read_text(encoding="utf8"))
-    fresh = json.loads(json.dumps(module.build()))
+    _, fresh, committed = rebuilt("make_window_fixture")
     assert fresh["weights_sha256"] == committed["weights_sha256"], (
         "the exported weights changed: run scripts/make_window_fixture.py"
     )
@@ -48,7 +32,7 @@ def test_the_committed_window_fixture_is_what_the_library_computes():
 
 def test_the_rolling_cache_keeps_sinks_plus_window_rows_far_past_the_context():
     """The library side of the widget: memory flat over 600 tokens, the sinks kept in it."""
-    module = _module()
+    module = load_script("make_window_fixture")
     model, _ = module.load_checkpoint(module.CHECKPOINT, max_len=200)
     cache = model.rolling_cache(32, sinks=3)
     ids = np.arange(600) % 60

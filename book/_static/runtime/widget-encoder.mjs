@@ -9,7 +9,7 @@
 // manifest's SHA-256. Layers and heads are numbered from 0, as in the code.
 import { loadEncoder } from "./encoder.mjs";
 import { sha256Hex } from "./transformer.mjs";
-import { h, drawHeatmap, describe, fillSelect, waitingSelect } from "./widgets.mjs";
+import { h, blank, drawHeatmap, describe, fillSelect, waitingSelect, webDigest } from "./widgets.mjs";
 
 /** The site's _static/models/minilm/ folder, from this module's own address. */
 const FOLDER = new URL("../models/minilm/", import.meta.url);
@@ -51,13 +51,7 @@ function loadShared(say) {
       const bytes = await download(new URL("minilm.bin", FOLDER), (got, total) =>
         say(`Downloading the weights: ${mb(got)} of ${mb(total)}…`));
       say("Checking the weights' SHA-256…");
-      let digest;
-      try {
-        const d = await globalThis.crypto.subtle.digest("SHA-256", bytes);
-        digest = Array.from(new Uint8Array(d), (b) => b.toString(16).padStart(2, "0")).join("");
-      } catch {
-        digest = sha256Hex(bytes); // not a secure context: the runtime's own hash
-      }
+      const digest = (await webDigest(bytes)) ?? sha256Hex(bytes); // else the runtime's own hash
       if (digest !== manifest.sha256) throw new Error("minilm.bin does not match its manifest's SHA-256");
       return loadEncoder(manifest, bytes.buffer);
     })();
@@ -120,11 +114,7 @@ export function mountEncoder(root) {
     tokens.replaceChildren();
     similarity.textContent = "";
     heatText.textContent = "";
-    canvas.width = 0;
-    canvas.height = 0;
-    canvas.style.width = "0";
-    canvas.style.height = "0";
-    canvas.setAttribute("aria-label", "No attention map: see the message above");
+    blank(canvas, "No attention map: see the message above");
     delete root.dataset.state;
     status.textContent = message;
     status.classList.add("aft-error");

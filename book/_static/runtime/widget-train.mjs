@@ -10,18 +10,7 @@
 // mounts these widgets too (it imports this module on a page that has one).
 import { PRESETS } from "./train-tasks.mjs";
 import { MAX_CHARS, checkLearningRate, checkText } from "./train-worker.mjs";
-
-/** An element with attributes and children, in one call. */
-function h(tag, attrs = {}, ...children) {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "class") el.className = v;
-    else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
-    else if (v !== false && v !== undefined && v !== null) el.setAttribute(k, v === true ? "" : v);
-  }
-  for (const c of children.flat()) if (c !== null && c !== undefined) el.append(c);
-  return el;
-}
+import { h } from "./widgets.mjs";
 
 const WORKERS = new Set(); // every worker of the page, ended when the page goes away
 globalThis.addEventListener?.("pagehide", () => {

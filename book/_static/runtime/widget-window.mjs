@@ -4,50 +4,15 @@
 // however long the text; with full attention it grows by one row a character and the model
 // meets rotary distances past the 128 it was trained on.
 //
-// Mounted by widgets.mjs for <div class="aft-widget" data-kind="window"> (attention_lib.widget_html).
-import { loadModel } from "./transformer.mjs";
+// Mounted by widgets.mjs for <div class="aft-widget" data-kind="window"> (attention_lib.widget_html),
+// which imports this module only on a page that has one; the model loads as the other widgets' do.
 import { streamSteps } from "./window.mjs";
+import { h, loadShared, nextFrame, sized } from "./widgets.mjs";
 
-const STATIC = new URL("../", import.meta.url);
-const LOADED = new Map();
 const SHOWN_CHARS = 1500; // the output keeps the last characters only: the page stays light
 const FULL_LIMIT = 4000; // full attention stops here: its cache grows without bound
 const PROMPT_LIMIT = 2000;
 
-function load(name) {
-  if (!LOADED.has(name)) {
-    const promise = (async () => {
-      const get = (file, kind) => fetch(new URL(`models/${file}`, STATIC)).then((r) => {
-        if (!r.ok) throw new Error(`${file} did not load (${r.status})`);
-        return kind === "json" ? r.json() : r.arrayBuffer();
-      });
-      const [manifest, weights] = await Promise.all([get(`${name}.json`, "json"), get(`${name}.bin`, "bin")]);
-      let digest;
-      try {
-        const bytes = await globalThis.crypto.subtle.digest("SHA-256", weights);
-        digest = Array.from(new Uint8Array(bytes), (b) => b.toString(16).padStart(2, "0")).join("");
-      } catch {
-        digest = undefined; // not a secure context: loadModel computes it
-      }
-      return loadModel(manifest, weights, { digest });
-    })();
-    promise.catch(() => LOADED.delete(name));
-    LOADED.set(name, promise);
-  }
-  return LOADED.get(name);
-}
-
-function h(tag, attrs = {}, ...children) {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "class") el.className = v;
-    else if (v !== false && v !== undefined && v !== null) el.setAttribute(k, v === true ? "" : v);
-  }
-  for (const c of children.flat()) if (c !== null && c !== undefined) el.append(c);
-  return el;
-}
-
-const pause = () => new Promise((resolve) => setTimeout(resolve, 0));
 const kib = (bytes) => `${(bytes / 1024).toFixed(1)} KiB`;
 
 /** The memory chart: KiB of keys and values (y) against characters written (x). */
@@ -55,13 +20,7 @@ function drawMemory(canvas, points, limitBytes) {
   const root = canvas.closest(".aft-widget");
   const cssW = Math.max(220, Math.min(480, (root ? root.clientWidth : 320) - 30));
   const cssH = 150;
-  const dpr = window.devicePixelRatio || 1;
-  canvas.style.width = `${cssW}px`;
-  canvas.style.height = `${cssH}px`;
-  canvas.width = Math.round(cssW * dpr);
-  canvas.height = Math.round(cssH * dpr);
-  const ctx = canvas.getContext("2d");
-  ctx.scale(dpr, dpr);
+  const ctx = sized(canvas, cssW, cssH);
   const left = 74;
   const bottom = cssH - 30;
   const top = 12;
@@ -181,7 +140,7 @@ export function mountWindow(root, name) {
     let model;
     try {
       status.textContent = "Loading the model…";
-      model = await load(name);
+      model = await loadShared(name);
     } catch (err) {
       fail(`The model did not load: ${err.message}`);
       return;
@@ -240,7 +199,7 @@ export function mountWindow(root, name) {
               `after ${written.toLocaleString("en")} characters, ${kib(peak)} at most` +
               (opts.window === null ? ", growing by one row of keys and values a character" : ", flat once the window is full"));
           }
-          await pause();
+          await nextFrame();
           if (stopRequested) break;
         }
       }
@@ -264,4 +223,5 @@ export function mountWindow(root, name) {
     if (running) stopRequested = true;
     else write();
   });
+  root.classList.add("aft-live");
 }

@@ -10,14 +10,14 @@
 // as in the code ("layer 0, head 3"). Heat maps share one colour scale, weight 0 to 1.
 import { loadModel, distribution } from "./transformer.mjs";
 import { servedFile } from "./quant.mjs";
-import { mountWindow } from "./widget-window.mjs";
 
 const MODELS = new Map(); // name -> Promise<model>, shared by every widget of a page
 
 /** The site's _static/ folder, from this module's own address. */
 const STATIC = new URL("../", import.meta.url);
 
-function loadShared(name) {
+/** A model of this site's _static/models/, loaded once a page (the other widget modules share it). */
+export function loadShared(name) {
   if (!MODELS.has(name)) {
     const promise = (async () => {
       const [manifest, weights] = await Promise.all([
@@ -30,20 +30,23 @@ function loadShared(name) {
           return r.arrayBuffer();
         }),
       ]);
-      // WebCrypto hashes faster than the runtime's own SHA-256 where the page may use it
-      let digest;
-      try {
-        const bytes = await globalThis.crypto.subtle.digest("SHA-256", weights);
-        digest = Array.from(new Uint8Array(bytes), (b) => b.toString(16).padStart(2, "0")).join("");
-      } catch {
-        digest = undefined; // not a secure context: loadModel computes it
-      }
-      return loadModel(manifest, weights, { digest });
+      // not a secure context (no digest): loadModel computes it
+      return loadModel(manifest, weights, { digest: await webDigest(weights) });
     })();
     promise.catch(() => MODELS.delete(name)); // let a later click try again
     MODELS.set(name, promise);
   }
   return MODELS.get(name);
+}
+
+/** The SHA-256 of bytes in hex by WebCrypto, faster than the runtime's own where the page may use it. */
+export async function webDigest(bytes) {
+  try {
+    const d = await globalThis.crypto.subtle.digest("SHA-256", bytes);
+    return Array.from(new Uint8Array(d), (b) => b.toString(16).padStart(2, "0")).join("");
+  } catch {
+    return undefined; // not a secure context
+  }
 }
 
 /** An element with attributes and children, in one call. */
@@ -58,7 +61,7 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
-const nextFrame = () => new Promise((resolve) => setTimeout(resolve, 0));
+export const nextFrame = () => new Promise((resolve) => setTimeout(resolve, 0));
 
 /** A labelled range input with its value shown beside it. */
 function slider(id, label, { min, max, step, value, format = String, help }) {
@@ -84,6 +87,27 @@ function visible(piece) {
 /** The colour of an attention weight w in [0, 1]: the same scale for every row and every map. */
 const weightColour = (w) => `hsl(215, 70%, ${Math.round(98 - 68 * Math.min(1, Math.max(0, w)))}%)`;
 
+/** An empty heat map, its label saying why: nothing stale stays on show beside an error. */
+export function blank(canvas, label) {
+  canvas.width = 0;
+  canvas.height = 0;
+  canvas.style.width = "0";
+  canvas.style.height = "0";
+  canvas.setAttribute("aria-label", label);
+}
+
+/** The 2-D context of a canvas cssW x cssH CSS px, drawn at the screen's pixel density. */
+export function sized(canvas, cssW, cssH) {
+  const dpr = window.devicePixelRatio || 1;
+  canvas.style.width = `${cssW}px`;
+  canvas.style.height = `${cssH}px`;
+  canvas.width = Math.round(cssW * dpr);
+  canvas.height = Math.round(cssH * dpr);
+  const ctx = canvas.getContext("2d");
+  ctx.scale(dpr, dpr);
+  return ctx;
+}
+
 export function drawHeatmap(canvas, rows, rowLabels, colLabels, caption) {
   const width = Math.max(240, canvas.parentElement.clientWidth || 320);
   const labelW = 58;
@@ -92,15 +116,9 @@ export function drawHeatmap(canvas, rows, rowLabels, colLabels, caption) {
   const cellH = 22;
   const top = 58;
   const legendH = 34;
-  const dpr = window.devicePixelRatio || 1;
   const cssW = Math.max(labelW + cell * nCols + 4, 230);
   const cssH = top + cellH * rows.length + 4 + legendH;
-  canvas.style.width = `${cssW}px`;
-  canvas.style.height = `${cssH}px`;
-  canvas.width = Math.round(cssW * dpr);
-  canvas.height = Math.round(cssH * dpr);
-  const ctx = canvas.getContext("2d");
-  ctx.scale(dpr, dpr);
+  const ctx = sized(canvas, cssW, cssH);
   ctx.clearRect(0, 0, cssW, cssH);
   ctx.font = "12px sans-serif";
   ctx.textBaseline = "middle";
@@ -256,11 +274,7 @@ function mountLanguageModel(root, name) {
   const redrawNext = () => drawNextToken(next, last?.model, last?.logits, options());
 
   function clearHeat(message) {
-    canvas.width = 0;
-    canvas.height = 0;
-    canvas.style.width = "0";
-    canvas.style.height = "0";
-    canvas.setAttribute("aria-label", message);
+    blank(canvas, message);
     heatText.textContent = message;
   }
 
@@ -469,11 +483,7 @@ function mountTranslator(root, name) {
       // nothing stale stays on show beside an error
       result = null;
       output.textContent = "";
-      canvas.width = 0;
-      canvas.height = 0;
-      canvas.style.width = "0";
-      canvas.style.height = "0";
-      canvas.setAttribute("aria-label", "No translation: see the message above");
+      blank(canvas, "No translation: see the message above");
       delete root.dataset.state;
       status.textContent = m;
       status.classList.add("aft-error");
@@ -502,6 +512,12 @@ function mountTranslator(root, name) {
   beam.addEventListener("change", () => { if (result) translate(); });
 }
 
+/** The widget kinds whose app is a module of its own, and the function that mounts one. */
+const OWN_MODULES = new Map([
+  ["encoder", { module: "./widget-encoder.mjs", mount: "mountEncoder" }],
+  ["window", { module: "./widget-window.mjs", mount: "mountWindow" }],
+]);
+
 /** Turn every widget placeholder on the page into its app (once). */
 export function mountAll(doc = document) {
   // the training widgets (data-train) live in their own module, loaded where a page has one
@@ -515,13 +531,13 @@ export function mountAll(doc = document) {
     n += 1;
     const name = root.dataset.model;
     try {
-      if (root.dataset.kind === "encoder") {
-        // its own module (widget-encoder.mjs), fetched only on a page that has one
-        import("./widget-encoder.mjs").then((m) => m.mountEncoder(root)).catch((err) => root.append(
+      const own = OWN_MODULES.get(root.dataset.kind);
+      if (own) {
+        // its own module, fetched only on a page that has one (it imports this one's helpers)
+        import(own.module).then((m) => m[own.mount](root, name)).catch((err) => root.append(
           h("p", { class: "aft-status aft-error" }, `This widget could not start: ${err.message}`)));
-        continue; // mountEncoder marks it live
+        continue; // the module's mount marks it live
       } else if (root.dataset.kind === "translator") mountTranslator(root, name);
-      else if (root.dataset.kind === "window") mountWindow(root, name);
       else mountLanguageModel(root, name);
       root.classList.add("aft-live");
     } catch (err) {
