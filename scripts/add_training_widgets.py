@@ -128,25 +128,55 @@ def add(chapter):
     return True
 
 
+def refresh(chapter, cell):
+    """Rewrite the widget part of ``cell`` as :func:`widget_html` writes it now (the
+    prose before it kept); True if it changed (a regenerated figure's description)."""
+    place = PLACES[chapter]
+    expected = widget_html(*(place[k] for k in ("kind", "label", "figure", "caption")))
+    source = "".join(cell["source"])
+    start = source.index(expected.splitlines()[0])
+    if source[start:] == expected:
+        return False
+    cell["source"] = (source[:start] + expected).splitlines(keepends=True)
+    return True
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="only report missing widgets")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="only report widgets that are missing, or stale (their alt text is not "
+        "their figure's description)",
+    )
     args = parser.parse_args(argv)
-    missing = []
+    missing, stale = [], []
     for chapter in PLACES:
-        nb = json.loads((ROOT / chapter).read_text(encoding="utf8"))
-        has = any("data-train=" in "".join(c["source"]) for c in nb["cells"])
+        path = ROOT / chapter
+        nb = json.loads(path.read_text(encoding="utf8"))
+        cells = [c for c in nb["cells"] if "data-train=" in "".join(c["source"])]
         if args.check:
-            if not has:
+            if not cells:
                 missing.append(chapter)
-        elif add(chapter):
+            elif refresh(chapter, cells[0]):
+                stale.append(chapter)
+        elif not cells:
+            add(chapter)
             print(f"{chapter}: added the training widget")
+        elif refresh(chapter, cells[0]):
+            text = json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+            path.write_text(text, encoding="utf8")
+            print(f"{chapter}: refreshed the training widget (its figure changed)")
         else:
             print(f"{chapter}: already has it")
     if missing:
         print("missing the training widget: " + ", ".join(missing))
-        return 1
-    return 0
+    if stale:
+        print(
+            "training widget stale (not as its figure describes itself; run "
+            "python scripts/add_training_widgets.py): " + ", ".join(stale)
+        )
+    return 1 if missing or stale else 0
 
 
 if __name__ == "__main__":
