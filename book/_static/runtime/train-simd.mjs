@@ -1,0 +1,125 @@
+// train-simd.mjs: causal multi-head attention's forward and backward passes for training,
+// on the WebAssembly SIMD kernels (simd.mjs): the same arithmetic as train-layers.mjs's
+// attentionForward and attentionBackward (the reference, and the fallback), arranged as
+// matrix products so that kernels.wat's dot_rows does the sums, f32x4 over the inner
+// dimension.
+//
+// For each sequence b and head h, the head's rows are gathered into the kernels' memory
+// (Qh, Kh: T x hd; transposed copies where a product needs the other operand's rows), and
+//   forward:  S = Qh Kh^T (T x T), P = softmax(scale S) under the causal mask, ctx = P Vh;
+//   backward: dP = dCtx Vh^T, dS = scale P (dP - rowsum(dP P)), dV = P^T dCtx,
+//             dQ = dS Kh, dK = dS^T Qh.
+// The products run over the whole T x T square: the masked half of P and dS is zero,
+// which adds nothing (twice the arithmetic of the triangle, in four lanes at once).
+
+import { transpose } from "./train-layers.mjs";
+
+/** Copy head h of sequence b (T rows of hd at column h hd of rows of d) out of X into Y. */
+function gather(X, b, h, T, d, hd, Y) {
+  for (let t = 0; t < T; t++) {
+    const src = (b * T + t) * d + h * hd;
+    for (let e = 0; e < hd; e++) Y[t * hd + e] = X[src + e];
+  }
+}
+
+/** The inverse of gather: Y's T rows of hd into head h of sequence b of X. */
+function scatter(Y, b, h, T, d, hd, X) {
+  for (let t = 0; t < T; t++) {
+    const dst = (b * T + t) * d + h * hd;
+    for (let e = 0; e < hd; e++) X[dst + e] = Y[t * hd + e];
+  }
+}
+
+/** attentionForward (train-layers.mjs) on the kernels: ctx written, P (B, H, T, T) kept. */
+export function attentionForwardSimd(kernels, q, k, v, B, T, H, hd, ctx, P) {
+  const d = H * hd;
+  const scale = 1 / Math.sqrt(hd);
+  const dot = kernels.exports.dot_rows;
+  const [Qh, Kh, Vh, VhT, S, Ch] = kernels.scratch([T * hd, T * hd, T * hd, hd * T, T * T, T * hd]);
+  for (let b = 0; b < B; b++) {
+    for (let h = 0; h < H; h++) {
+      gather(q, b, h, T, d, hd, Qh.view);
+      gather(k, b, h, T, d, hd, Kh.view);
+      gather(v, b, h, T, d, hd, Vh.view);
+      transpose(Vh.view, T, hd, VhT.view);
+      S.view.fill(0);
+      dot(Qh.at, T, Kh.at, T, hd, S.at); // S[t, s] = q_t . k_s
+      const pBase = (b * H + h) * T * T;
+      const Sv = S.view;
+      for (let t = 0; t < T; t++) {
+        const r = t * T;
+        let max = -Infinity;
+        for (let s = 0; s <= t; s++) if (Sv[r + s] > max) max = Sv[r + s];
+        let sum = 0;
+        for (let s = 0; s <= t; s++) {
+          const w = Math.exp((Sv[r + s] - max) * scale);
+          Sv[r + s] = w;
+          sum += w;
+        }
+        for (let s = 0; s <= t; s++) {
+          Sv[r + s] /= sum;
+          P[pBase + r + s] = Sv[r + s];
+        }
+        for (let s = t + 1; s < T; s++) {
+          Sv[r + s] = 0;
+          P[pBase + r + s] = 0;
+        }
+      }
+      Ch.view.fill(0);
+      dot(S.at, T, VhT.at, hd, T, Ch.at); // ctx_t = sum_s P[t, s] v_s
+      scatter(Ch.view, b, h, T, d, hd, ctx);
+    }
+  }
+  return ctx;
+}
+
+/** attentionBackward (train-layers.mjs) on the kernels: dq, dk, dv written. */
+export function attentionBackwardSimd(kernels, dCtx, q, k, v, P, B, T, H, hd, dq, dk, dv) {
+  const d = H * hd;
+  const scale = 1 / Math.sqrt(hd);
+  const dot = kernels.exports.dot_rows;
+  const [G, GT, Vh, QT, KT, Pw, PT, dP, dST, out] = kernels.scratch([
+    T * hd, hd * T, T * hd, hd * T, hd * T, T * T, T * T, T * T, T * T, T * hd,
+  ]);
+  const tmp = new Float32Array(T * hd);
+  for (let b = 0; b < B; b++) {
+    for (let h = 0; h < H; h++) {
+      const pBase = (b * H + h) * T * T;
+      gather(dCtx, b, h, T, d, hd, G.view);
+      transpose(G.view, T, hd, GT.view);
+      gather(v, b, h, T, d, hd, Vh.view);
+      Pw.view.set(P.subarray(pBase, pBase + T * T));
+      transpose(Pw.view, T, T, PT.view);
+      dP.view.fill(0);
+      dot(G.at, T, Vh.at, T, hd, dP.at); // dP[t, s] = dCtx_t . v_s
+      // dS = scale P (dP - sum_s dP P), stored in dP (rows t), and its transpose in dST
+      const Pv = Pw.view, dPv = dP.view, dSTv = dST.view;
+      for (let t = 0; t < T; t++) {
+        const r = t * T;
+        let inner = 0;
+        for (let s = 0; s <= t; s++) inner += dPv[r + s] * Pv[r + s];
+        for (let s = 0; s < T; s++) {
+          const dS = s <= t ? Pv[r + s] * (dPv[r + s] - inner) * scale : 0;
+          dPv[r + s] = dS;
+          dSTv[s * T + t] = dS;
+        }
+      }
+      // dV = P^T dCtx: rows of P^T against rows of dCtx^T
+      out.view.fill(0);
+      dot(PT.at, T, GT.at, hd, T, out.at);
+      scatter(out.view, b, h, T, d, hd, dv);
+      // dQ = dS K: rows of dS against rows of K^T
+      gather(k, b, h, T, d, hd, tmp);
+      transpose(tmp, T, hd, KT.view);
+      out.view.fill(0);
+      dot(dP.at, T, KT.at, hd, T, out.at);
+      scatter(out.view, b, h, T, d, hd, dq);
+      // dK = dS^T Q: rows of dS^T against rows of Q^T
+      gather(q, b, h, T, d, hd, tmp);
+      transpose(tmp, T, hd, QT.view);
+      out.view.fill(0);
+      dot(dST.at, T, QT.at, hd, T, out.at);
+      scatter(out.view, b, h, T, d, hd, dk);
+    }
+  }
+}
