@@ -55,6 +55,12 @@ function kernelModule() {
 }
 
 const PAGE = 65536;
+const OWNERS = new WeakMap(); // a memory's current ArrayBuffer -> its Kernels
+
+/** The Kernels whose memory holds this array, or null (a plain array). */
+export function kernelsFor(X) {
+  return OWNERS.get(X.buffer) || null;
+}
 const ALIGN = 16; // bytes: a v128 per aligned load
 
 /** One linear memory with the kernels instantiated on it, an arena and a scratch space. */
@@ -64,6 +70,7 @@ export class Kernels {
     this.exports = new WebAssembly.Instance(kernelModule(), { env: { memory: this.memory } }).exports;
     this.top = ALIGN; // the arena's end (address 0 left unused)
     this.listeners = [];
+    OWNERS.set(this.memory.buffer, this);
   }
 
   /** Make room for `bytes` above the arena, growing the memory (and telling the listeners). */
@@ -71,6 +78,7 @@ export class Kernels {
     const need = this.top + bytes;
     if (need > this.memory.buffer.byteLength) {
       this.memory.grow(Math.ceil((need - this.memory.buffer.byteLength) / PAGE));
+      OWNERS.set(this.memory.buffer, this);
       for (const f of this.listeners) f(this.memory.buffer);
     }
   }
@@ -95,22 +103,27 @@ export class Kernels {
   }
 
   /**
-   * Byte addresses for a call: each array of `arrays` ([array, floats] pairs) that lives
-   * here gives its own address; the others are copied (when `copy`) into scratch space.
+   * Byte addresses for a call: each array of `arrays` ([array, floats, copy] triples) that
+   * lives here gives its own address; the others get scratch space above the arena, and
+   * are copied into it when `copy`. Returns {at, held}. The addresses of the arrays that
+   * live here are read before the scratch space may grow the memory (which detaches their
+   * views); after that, only the addresses are used.
    */
   place(arrays) {
+    const held = arrays.map(([X]) => this.holds(X));
+    const at = arrays.map(([X], i) => (held[i] ? X.byteOffset : 0));
     let bytes = 0;
-    for (const [X, n] of arrays) if (!this.holds(X)) bytes += Math.ceil((4 * n) / ALIGN) * ALIGN;
+    for (let i = 0; i < arrays.length; i++) if (!held[i]) bytes += Math.ceil((4 * arrays[i][1]) / ALIGN) * ALIGN;
     this.reserve(bytes);
     const buffer = this.memory.buffer;
-    let at = this.top;
-    return arrays.map(([X, n, copy]) => {
-      if (this.holds(X)) return X.byteOffset;
-      const here = at;
-      at += Math.ceil((4 * n) / ALIGN) * ALIGN;
-      if (copy) new Float32Array(buffer, here, n).set(n === X.length ? X : X.subarray(0, n));
-      return here;
+    let top = this.top;
+    arrays.forEach(([X, n, copy], i) => {
+      if (held[i]) return;
+      at[i] = top;
+      top += Math.ceil((4 * n) / ALIGN) * ALIGN;
+      if (copy) new Float32Array(buffer, at[i], n).set(n === X.length ? X : X.subarray(0, n));
     });
+    return { at, held };
   }
 
   /**
@@ -139,19 +152,18 @@ export class Kernels {
    */
   dotRows(A, nA, B, nB, len, C, accumulate = false) {
     const nC = nA * nB;
-    if (!accumulate && this.holds(C)) C.fill(0, 0, nC);
-    const [a, b, c] = this.place([[A, nA * len, true], [B, nB * len, true], [C, nC, accumulate]]);
-    if (!accumulate && !this.holds(C)) this.view(c, nC).fill(0);
+    const { at: [a, b, c], held } = this.place([[A, nA * len, true], [B, nB * len, true], [C, nC, accumulate]]);
+    if (!accumulate) this.view(c, nC).fill(0);
     this.exports.dot_rows(a, nA, b, nB, len, c);
-    if (!this.holds(C)) C.set(this.view(c, nC));
+    if (!held[2]) C.set(this.view(c, nC));
     return C;
   }
 
   /** C (m, nOut) += A (n, m)^T B (n, nOut): a linear layer's dW = x^T g, no transposes. */
   dotCols(A, n, m, B, nOut, C) {
-    const [a, b, c] = this.place([[A, n * m, true], [B, n * nOut, true], [C, m * nOut, true]]);
+    const { at: [a, b, c], held } = this.place([[A, n * m, true], [B, n * nOut, true], [C, m * nOut, true]]);
     this.exports.dot_cols(a, n, m, b, nOut, c);
-    if (!this.holds(C)) C.set(this.view(c, m * nOut));
+    if (!held[2]) C.set(this.view(c, m * nOut));
     return C;
   }
 
@@ -163,15 +175,26 @@ export class Kernels {
    */
   attend(q, K, V, S, nHeads, nKv, hd, context, softmax) {
     const width = nKv * hd;
-    const [qa, ka, va, ca, pa] = this.place([
+    const { at: [qa, ka, va, ca, pa], held } = this.place([
       [q, nHeads * hd, true], [K, S * width, true], [V, S * width, true], [context, nHeads * hd, false], [new Float32Array(0), nHeads * S, false],
     ]);
     this.exports.attend_scores(qa, ka, S, nHeads, nKv, hd, 1 / Math.sqrt(hd), pa);
     const P = this.view(pa, nHeads * S);
     for (let h = 0; h < nHeads; h++) softmax(P.subarray(h * S, (h + 1) * S), S);
     this.exports.attend_values(pa, va, S, nHeads, nKv, hd, ca);
-    if (!this.holds(context)) context.set(this.view(ca, nHeads * hd));
+    if (!held[3]) context.set(this.view(ca, nHeads * hd));
     return P;
+  }
+
+  /**
+   * out (n, nOut) = X (n, nIn) W + b, W given as WT (nOut, nIn): transformer.mjs's
+   * linearRows. Every output is one dot product (dot_rows), b (optional) added after.
+   */
+  linearRows(X, n, nIn, WT, b, out) {
+    const nOut = WT.length / nIn;
+    this.dotRows(X, n, WT, nOut, nIn, out);
+    if (b) for (let r = 0; r < n; r++) for (let j = 0; j < nOut; j++) out[r * nOut + j] += b[j];
+    return out;
   }
 }
 
