@@ -319,7 +319,103 @@
         (local.set $p (i32.add (local.get $p) (i32.const 1)))
         (br $p_loop))))
 
-  ;; Attention of one query over S cached positions, first half: the scores.
+;; e^x in float32, for x <= 0 (a softmax's shifted scores), four lanes at once:
+  ;; x = n ln 2 + r with n an integer and |r| <= ln 2 / 2, e^r by Cephes' expf polynomial
+  ;; (relative error ~1e-7, a float32 rounding), times 2^n built in the exponent bits.
+  ;; Below -87.3 (where 2^n leaves float32's normal range) the result is 0.
+  (func $exp4 (param $x v128) (result v128)
+    (local $n v128) (local $r v128) (local $p v128)
+    (local.set $n (f32x4.nearest (f32x4.mul (local.get $x) (v128.const f32x4 1.44269504 1.44269504 1.44269504 1.44269504))))
+    ;; r = x - n ln2, ln 2 in two parts (0.693359375 exactly, then the rest) to keep r exact
+    (local.set $r (f32x4.sub (local.get $x) (f32x4.mul (local.get $n) (v128.const f32x4 0.693359375 0.693359375 0.693359375 0.693359375))))
+    (local.set $r (f32x4.sub (local.get $r) (f32x4.mul (local.get $n) (v128.const f32x4 -2.12194440e-4 -2.12194440e-4 -2.12194440e-4 -2.12194440e-4))))
+    ;; p = ((((c5 r + c4) r + c3) r + c2) r + c1) r + c0, then e^r = 1 + r + r^2 p
+    (local.set $p (v128.const f32x4 1.9875691500e-4 1.9875691500e-4 1.9875691500e-4 1.9875691500e-4))
+    (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (v128.const f32x4 1.3981999507e-3 1.3981999507e-3 1.3981999507e-3 1.3981999507e-3)))
+    (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (v128.const f32x4 8.3334519073e-3 8.3334519073e-3 8.3334519073e-3 8.3334519073e-3)))
+    (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (v128.const f32x4 4.1665795894e-2 4.1665795894e-2 4.1665795894e-2 4.1665795894e-2)))
+    (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (v128.const f32x4 1.6666665459e-1 1.6666665459e-1 1.6666665459e-1 1.6666665459e-1)))
+    (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (v128.const f32x4 5.0000001201e-1 5.0000001201e-1 5.0000001201e-1 5.0000001201e-1)))
+    (local.set $p (f32x4.add (f32x4.add (f32x4.mul (f32x4.mul (local.get $p) (local.get $r)) (local.get $r)) (local.get $r))
+      (v128.const f32x4 1 1 1 1)))
+    ;; times 2^n: (n + 127) << 23 are the bits of the float 2^n
+    (local.set $p (f32x4.mul (local.get $p)
+      (i32x4.shl (i32x4.add (i32x4.trunc_sat_f32x4_s (local.get $n)) (v128.const i32x4 127 127 127 127)) (i32.const 23))))
+    ;; 0 where x < -87.3 (and for x = -infinity)
+    (v128.and (local.get $p) (f32x4.ge (local.get $x) (v128.const f32x4 -87.3 -87.3 -87.3 -87.3))))
+
+  ;; Softmax of each of `rows` rows of S floats at p, in place: subtract the row's maximum,
+  ;; e^x four at a time ($exp4; the last S mod 4 in a vector padded with -infinity, whose
+  ;; e^x is 0), divide by the sum of the row. The sum is in float32, four lanes then added.
+  (func $softmax_rows (export "softmax_rows") (param $p i32) (param $rows i32) (param $S i32)
+    (local $row i32) (local $end i32) (local $e4 i32) (local $i i32) (local $max f32)
+    (local $m v128) (local $acc v128) (local $v v128) (local $sum f32) (local $inv v128) (local $k i32)
+    (block $rows_done
+      (loop $rows_loop
+        (br_if $rows_done (i32.ge_u (local.get $row) (local.get $rows)))
+        (local.set $end (i32.add (local.get $p) (i32.shl (local.get $S) (i32.const 2))))
+        (local.set $e4 (i32.add (local.get $p) (i32.shl (i32.and (local.get $S) (i32.const -4)) (i32.const 2))))
+        ;; the maximum, one float at a time
+        (local.set $max (f32.const -inf))
+        (local.set $i (local.get $p))
+        (block $max_done
+          (loop $max_loop
+            (br_if $max_done (i32.ge_u (local.get $i) (local.get $end)))
+            (local.set $max (f32.max (local.get $max) (f32.load (local.get $i))))
+            (local.set $i (i32.add (local.get $i) (i32.const 4)))
+            (br $max_loop)))
+        (local.set $m (f32x4.splat (local.get $max)))
+        ;; e^(x - max), four at a time, summed in $acc
+        (local.set $acc (v128.const f32x4 0 0 0 0))
+        (local.set $i (local.get $p))
+        (block $exp_done
+          (loop $exp_loop
+            (br_if $exp_done (i32.ge_u (local.get $i) (local.get $e4)))
+            (local.set $v (call $exp4 (f32x4.sub (v128.load (local.get $i)) (local.get $m))))
+            (v128.store (local.get $i) (local.get $v))
+            (local.set $acc (f32x4.add (local.get $acc) (local.get $v)))
+            (local.set $i (i32.add (local.get $i) (i32.const 16)))
+            (br $exp_loop)))
+        ;; the tail: up to three floats, through lanes of one vector
+        (if (i32.lt_u (local.get $e4) (local.get $end))
+          (then
+            (local.set $v (v128.const f32x4 -inf -inf -inf -inf))
+            (local.set $k (i32.const 0))
+            (local.set $i (local.get $e4))
+            (block $t_done
+              (loop $t_loop
+                (br_if $t_done (i32.ge_u (local.get $i) (local.get $end)))
+                (if (i32.eq (local.get $k) (i32.const 0)) (then (local.set $v (f32x4.replace_lane 0 (local.get $v) (f32.load (local.get $i))))))
+                (if (i32.eq (local.get $k) (i32.const 1)) (then (local.set $v (f32x4.replace_lane 1 (local.get $v) (f32.load (local.get $i))))))
+                (if (i32.eq (local.get $k) (i32.const 2)) (then (local.set $v (f32x4.replace_lane 2 (local.get $v) (f32.load (local.get $i))))))
+                (local.set $k (i32.add (local.get $k) (i32.const 1)))
+                (local.set $i (i32.add (local.get $i) (i32.const 4)))
+                (br $t_loop)))
+            (local.set $v (call $exp4 (f32x4.sub (local.get $v) (local.get $m))))
+            (local.set $acc (f32x4.add (local.get $acc) (local.get $v)))
+            (f32.store (local.get $e4) (f32x4.extract_lane 0 (local.get $v)))
+            (if (i32.ge_u (local.get $k) (i32.const 2)) (then (f32.store offset=4 (local.get $e4) (f32x4.extract_lane 1 (local.get $v)))))
+            (if (i32.ge_u (local.get $k) (i32.const 3)) (then (f32.store offset=8 (local.get $e4) (f32x4.extract_lane 2 (local.get $v)))))))
+        ;; divide by the sum
+        (local.set $inv (f32x4.splat (call $hsum (local.get $acc))))
+        (local.set $i (local.get $p))
+        (block $div_done
+          (loop $div_loop
+            (br_if $div_done (i32.ge_u (local.get $i) (local.get $e4)))
+            (v128.store (local.get $i) (f32x4.div (v128.load (local.get $i)) (local.get $inv)))
+            (local.set $i (i32.add (local.get $i) (i32.const 16)))
+            (br $div_loop)))
+        (block $div_tail_done
+          (loop $div_tail
+            (br_if $div_tail_done (i32.ge_u (local.get $i) (local.get $end)))
+            (f32.store (local.get $i) (f32.div (f32.load (local.get $i)) (f32x4.extract_lane 0 (local.get $inv))))
+            (local.set $i (i32.add (local.get $i) (i32.const 4)))
+            (br $div_tail)))
+        (local.set $p (local.get $end))
+        (local.set $row (i32.add (local.get $row) (i32.const 1)))
+        (br $rows_loop))))
+
+    ;; Attention of one query over S cached positions, first half: the scores.
   ;; q: nHeads * hd floats; keys: S rows of nKv * hd floats (the KV cache); out: nHeads
   ;; rows of S floats, out[h][s] = scale q_h . k_s (of key head h / group).
   ;; Grouped-query heads: each key row is loaded once and met by every query head of its

@@ -62,6 +62,20 @@ export function kernelsFor(X) {
   return OWNERS.get(X.buffer) || null;
 }
 const ALIGN = 16; // bytes: a v128 per aligned load
+const pad = (n) => (4 * n + ALIGN - 1) & -ALIGN; // bytes for n floats, rounded up to ALIGN
+const SMALL = 256; // copies shorter than this go element by element (no view allocated)
+
+/** f[at .. at + n) = X[0 .. n). */
+function copyIn(f, at, X, n) {
+  if (n < SMALL) for (let i = 0; i < n; i++) f[at + i] = X[i];
+  else f.set(n === X.length ? X : X.subarray(0, n), at);
+}
+
+/** X[0 .. n) = f[at .. at + n). */
+function copyOut(f, at, X, n) {
+  if (n < SMALL) for (let i = 0; i < n; i++) X[i] = f[at + i];
+  else X.set(f.subarray(at, at + n));
+}
 
 /** One linear memory with the kernels instantiated on it, an arena and a scratch space. */
 export class Kernels {
@@ -70,6 +84,7 @@ export class Kernels {
     this.exports = new WebAssembly.Instance(kernelModule(), { env: { memory: this.memory } }).exports;
     this.top = ALIGN; // the arena's end (address 0 left unused)
     this.listeners = [];
+    this.f32 = new Float32Array(this.memory.buffer); // the whole memory, as floats
     OWNERS.set(this.memory.buffer, this);
   }
 
@@ -78,6 +93,7 @@ export class Kernels {
     const need = this.top + bytes;
     if (need > this.memory.buffer.byteLength) {
       this.memory.grow(Math.ceil((need - this.memory.buffer.byteLength) / PAGE));
+      this.f32 = new Float32Array(this.memory.buffer);
       OWNERS.set(this.memory.buffer, this);
       for (const f of this.listeners) f(this.memory.buffer);
     }
@@ -85,10 +101,9 @@ export class Kernels {
 
   /** n float32 in the arena, for good: {offset, view}. */
   alloc(n) {
-    const bytes = Math.ceil((4 * n) / ALIGN) * ALIGN;
-    this.reserve(bytes);
+    this.reserve(pad(n));
     const offset = this.top;
-    this.top += bytes;
+    this.top += pad(n);
     return { offset, view: new Float32Array(this.memory.buffer, offset, n) };
   }
 
@@ -103,47 +118,50 @@ export class Kernels {
   }
 
   /**
-   * Byte addresses for a call: each array of `arrays` ([array, floats, copy] triples) that
-   * lives here gives its own address; the others get scratch space above the arena, and
-   * are copied into it when `copy`. Returns {at, held}. The addresses of the arrays that
-   * live here are read before the scratch space may grow the memory (which detaches their
-   * views); after that, only the addresses are used.
-   */
-  place(arrays) {
-    const held = arrays.map(([X]) => this.holds(X));
-    const at = arrays.map(([X], i) => (held[i] ? X.byteOffset : 0));
-    let bytes = 0;
-    for (let i = 0; i < arrays.length; i++) if (!held[i]) bytes += Math.ceil((4 * arrays[i][1]) / ALIGN) * ALIGN;
-    this.reserve(bytes);
-    const buffer = this.memory.buffer;
-    let top = this.top;
-    arrays.forEach(([X, n, copy], i) => {
-      if (held[i]) return;
-      at[i] = top;
-      top += Math.ceil((4 * n) / ALIGN) * ALIGN;
-      if (copy) new Float32Array(buffer, at[i], n).set(n === X.length ? X : X.subarray(0, n));
-    });
-    return { at, held };
-  }
-
-  /**
    * Scratch arrays above the arena for one call: sizes (floats) in, [{at, view}] out
    * (byte address and Float32Array view), valid until the next call that may grow memory.
    */
   scratch(sizes) {
-    const padded = sizes.map((n) => Math.ceil((4 * n) / ALIGN) * ALIGN);
-    this.reserve(padded.reduce((a, b) => a + b, 0));
+    this.reserve(sizes.reduce((t, n) => t + pad(n), 0));
     let at = this.top;
-    return sizes.map((n, i) => {
+    return sizes.map((n) => {
       const r = { at, view: new Float32Array(this.memory.buffer, at, n) };
-      at += padded[i];
+      at += pad(n);
       return r;
     });
   }
 
-  /** The float32 view of n floats at a byte address. */
-  view(address, n) {
-    return new Float32Array(this.memory.buffer, address, n);
+  /**
+   * The three operands of a product: the byte address of each, those that live here read
+   * before anything grows the memory (a growth detaches their views; only their addresses
+   * are used after it), the others given scratch space and copied in (C only when
+   * `copyC`). Sets this.a, this.b, this.c and this.cHeld (no array allocated per call).
+   */
+  operands(A, nAl, B, nBl, C, nC, copyC) {
+    const mem = this.memory.buffer;
+    const aHeld = A.buffer === mem, bHeld = B.buffer === mem, cHeld = C.buffer === mem;
+    let a = aHeld ? A.byteOffset : 0, b = bHeld ? B.byteOffset : 0, c = cHeld ? C.byteOffset : 0;
+    this.reserve((aHeld ? 0 : pad(nAl)) + (bHeld ? 0 : pad(nBl)) + (cHeld ? 0 : pad(nC)));
+    const f = this.f32;
+    let top = this.top;
+    if (!aHeld) {
+      a = top;
+      top += pad(nAl);
+      copyIn(f, a >> 2, A, nAl);
+    }
+    if (!bHeld) {
+      b = top;
+      top += pad(nBl);
+      copyIn(f, b >> 2, B, nBl);
+    }
+    if (!cHeld) {
+      c = top;
+      if (copyC) copyIn(f, c >> 2, C, nC);
+    }
+    this.a = a;
+    this.b = b;
+    this.c = c;
+    this.cHeld = cHeld;
   }
 
   /**
@@ -152,38 +170,42 @@ export class Kernels {
    */
   dotRows(A, nA, B, nB, len, C, accumulate = false) {
     const nC = nA * nB;
-    const { at: [a, b, c], held } = this.place([[A, nA * len, true], [B, nB * len, true], [C, nC, accumulate]]);
-    if (!accumulate) this.view(c, nC).fill(0);
-    this.exports.dot_rows(a, nA, b, nB, len, c);
-    if (!held[2]) C.set(this.view(c, nC));
+    this.operands(A, nA * len, B, nB * len, C, nC, accumulate);
+    const c = this.c;
+    if (!accumulate) this.f32.fill(0, c >> 2, (c >> 2) + nC);
+    this.exports.dot_rows(this.a, nA, this.b, nB, len, c);
+    if (!this.cHeld) copyOut(this.f32, c >> 2, C, nC);
     return C;
   }
 
   /** C (m, nOut) += A (n, m)^T B (n, nOut): a linear layer's dW = x^T g, no transposes. */
   dotCols(A, n, m, B, nOut, C) {
-    const { at: [a, b, c], held } = this.place([[A, n * m, true], [B, n * nOut, true], [C, m * nOut, true]]);
-    this.exports.dot_cols(a, n, m, b, nOut, c);
-    if (!held[2]) C.set(this.view(c, m * nOut));
+    this.operands(A, n * m, B, n * nOut, C, m * nOut, true);
+    this.exports.dot_cols(this.a, n, m, this.b, nOut, this.c);
+    if (!this.cHeld) copyOut(this.f32, this.c >> 2, C, m * nOut);
     return C;
   }
 
   /**
    * Attention of one query q (nHeads hd) over the first S rows of K and V (rows of nKv hd):
-   * context = softmax(q k^T / sqrt(hd)) V per head, the softmax in JavaScript (Math.exp)
-   * between the two kernels. Returns the weights' view (nHeads rows of S), valid until the
-   * next call. Needs hd % 4 == 0.
+   * context = softmax(q k^T / sqrt(hd)) V per head: kernels.wat's attend_scores, softmax_rows
+   * (e^x by a float32 polynomial: within a float32 rounding of Math.exp) and attend_values. Returns
+   * the float address of the weights (nHeads rows of S in this.f32), valid until the next
+   * call. Needs hd % 4 == 0.
    */
-  attend(q, K, V, S, nHeads, nKv, hd, context, softmax) {
-    const width = nKv * hd;
-    const { at: [qa, ka, va, ca, pa], held } = this.place([
-      [q, nHeads * hd, true], [K, S * width, true], [V, S * width, true], [context, nHeads * hd, false], [new Float32Array(0), nHeads * S, false],
-    ]);
+  attend(q, K, V, S, nHeads, nKv, hd, context) {
+    const width = nKv * hd, nq = nHeads * hd, nkv = S * width;
+    this.reserve(2 * pad(nq) + 2 * pad(nkv) + pad(nHeads * S));
+    const f = this.f32;
+    const qa = this.top, ka = qa + pad(nq), va = ka + pad(nkv), ca = va + pad(nkv), pa = ca + pad(nq);
+    copyIn(f, qa >> 2, q, nq);
+    copyIn(f, ka >> 2, K, nkv);
+    copyIn(f, va >> 2, V, nkv);
     this.exports.attend_scores(qa, ka, S, nHeads, nKv, hd, 1 / Math.sqrt(hd), pa);
-    const P = this.view(pa, nHeads * S);
-    for (let h = 0; h < nHeads; h++) softmax(P.subarray(h * S, (h + 1) * S), S);
+    this.exports.softmax_rows(pa, nHeads, S);
     this.exports.attend_values(pa, va, S, nHeads, nKv, hd, ca);
-    if (!held[3]) context.set(this.view(ca, nHeads * hd));
-    return P;
+    copyOut(f, ca >> 2, context, nq);
+    return pa >> 2;
   }
 
   /**

@@ -297,7 +297,7 @@ function transposed({ data, shape }) {
  * re-viewed (callers fetch them afresh at every use).
  */
 function accessors(tensors) {
-  const cache = new Map();
+  const cache = new Map(); // name -> {offset, n, view}: the matrices linear() reads
   let kernels = null;
   if (SIMD_SUPPORTED) {
     let floats = 0;
@@ -323,8 +323,8 @@ function accessors(tensors) {
     if (!tensors[name]) throw new Error(`the weights have no tensor ${name}`);
     return tensors[name];
   };
-  const m = (name) => place(`m:${name}`, () => transposed(need(name)));
-  const r = (name) => place(`r:${name}`, () => need(name).data);
+  const m = (name) => place(name, () => transposed(need(name)));
+  const r = (name) => place(`${name} as stored`, () => need(name).data);
   return { t, m, r };
 }
 
@@ -409,10 +409,10 @@ function sinusoid(p, d, base = 10000) {
  */
 function rotate(x, start, hd, p, layout, base) {
   const half = hd / 2;
+  const { cos, sin } = rotaryRow(hd, base, p);
   for (let i = 0; i < half; i++) {
-    const angle = p * base ** ((-2 * i) / hd);
-    const c = Math.cos(angle);
-    const s = Math.sin(angle);
+    const c = cos[i];
+    const s = sin[i];
     const a = layout === "half" ? start + i : start + 2 * i;
     const b = layout === "half" ? start + i + half : start + 2 * i + 1;
     const xa = x[a];
@@ -420,6 +420,27 @@ function rotate(x, start, hd, p, layout, base) {
     x[a] = xa * c - xb * s;
     x[b] = xa * s + xb * c;
   }
+}
+
+const ROTARY = new Map(); // "hd base" -> the cos and sin rows of the positions met so far
+
+/** cos and sin (hd / 2 each) of position p's angles p base^(-2i/hd), computed once. */
+function rotaryRow(hd, base, p) {
+  const key = `${hd} ${base}`;
+  let rows = ROTARY.get(key);
+  if (!rows) ROTARY.set(key, (rows = []));
+  if (!rows[p]) {
+    const half = hd / 2;
+    const cos = new Float64Array(half);
+    const sin = new Float64Array(half);
+    for (let i = 0; i < half; i++) {
+      const angle = p * base ** ((-2 * i) / hd);
+      cos[i] = Math.cos(angle);
+      sin[i] = Math.sin(angle);
+    }
+    rows[p] = { cos, sin };
+  }
+  return rows[p];
 }
 
 // ---------------------------------------------------------------------------
@@ -477,8 +498,8 @@ function attend(q, cache, nHeads, nKv, hd, context, weightsOut, S = cache.length
   // WebAssembly SIMD (simd.mjs: scores and weighted sum in kernels.wat, this softmax between)
   const kernels = hd % 4 === 0 ? sharedKernels() : null;
   if (kernels) {
-    const P = kernels.attend(q, cache.k, cache.v, S, nHeads, nKv, hd, context, softmaxInPlace);
-    if (weightsOut) for (let h = 0; h < nHeads; h++) weightsOut.push(P.slice(h * S, (h + 1) * S));
+    const p = kernels.attend(q, cache.k, cache.v, S, nHeads, nKv, hd, context);
+    if (weightsOut) for (let h = 0; h < nHeads; h++) weightsOut.push(kernels.f32.slice(p + h * S, p + (h + 1) * S));
     return context;
   }
   const group = nHeads / nKv;
