@@ -18,7 +18,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { Kernels, SIMD_SUPPORTED, setScalar, sharedKernels, simdActive } from "../../book/_static/runtime/simd.mjs";
 import {
-  attentionBackward, attentionForward, crossEntropy, dotRows, linearBackward,
+  attentionBackward, attentionForward, crossEntropy, dotRows, geluForward, linearBackward,
 } from "../../book/_static/runtime/train-layers.mjs";
 import { AdamW, TinyGPT, learningRate, trainStep } from "../../book/_static/runtime/train.mjs";
 import { makeRng } from "../../book/_static/runtime/transformer.mjs";
@@ -210,4 +210,21 @@ test("a wrong kernel is caught: dot_rows summing one product too few fails the g
   } finally {
     k.exports = real;
   }
+});
+
+test("gelu_forward: y, Phi and phi within 1e-6 (absolute) of the scalar formulas, on -16 .. 16", () => {
+  const n = 4096;
+  const x = Float32Array.from({ length: n }, (_, i) => (i - n / 2) / 128); // -16 .. 16
+  const run = () => {
+    const y = new Float32Array(n), cdf = new Float32Array(n), pdf = new Float32Array(n);
+    geluForward(x, y, cdf, pdf);
+    return { y, cdf, pdf };
+  };
+  const want = scalar(run), got = run();
+  for (const key of ["y", "cdf", "pdf"]) {
+    // the erf formula itself is good to 1.5e-7; float32 arithmetic adds a rounding or two
+    const err = maxDiff(got[key], want[key]);
+    assert.ok(err <= 1e-6, `${key}: ${err}`);
+  }
+  assert.ok(maxDiff(got.y, want.y) > 0, "identical to the scalar path: is the kernel running?");
 });

@@ -415,6 +415,41 @@
         (local.set $row (i32.add (local.get $row) (i32.const 1)))
         (br $rows_loop))))
 
+  ;; GELU for training, four floats at a time (train-layers.mjs's geluForward on float32):
+  ;; y = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2 with erf by Abramowitz and Stegun
+  ;; 7.1.26 (within 1.5e-7), and, for the backward pass, cdf = Phi(x) and pdf = phi(x),
+  ;; the normal density, whose e^(-x^2 / 2) the erf formula shares. n a multiple of 4.
+  (func (export "gelu_forward") (param $x i32) (param $y i32) (param $cdf i32) (param $pdf i32) (param $n i32)
+    (local $end i32) (local $v v128) (local $e v128) (local $t v128) (local $r v128) (local $phi v128)
+    (local.set $end (i32.add (local.get $x) (i32.shl (local.get $n) (i32.const 2))))
+    (block $done
+      (loop $four
+        (br_if $done (i32.ge_u (local.get $x) (local.get $end)))
+        (local.set $v (v128.load (local.get $x)))
+        ;; e = exp(-v^2 / 2)
+        (local.set $e (call $exp4 (f32x4.mul (f32x4.mul (local.get $v) (local.get $v)) (v128.const f32x4 -0.5 -0.5 -0.5 -0.5))))
+        ;; t = 1 / (1 + 0.3275911 |v| / sqrt 2)
+        (local.set $t (f32x4.div (v128.const f32x4 1 1 1 1) (f32x4.add (v128.const f32x4 1 1 1 1)
+          (f32x4.mul (f32x4.abs (local.get $v)) (v128.const f32x4 0.23164189 0.23164189 0.23164189 0.23164189)))))
+        ;; r = 1 - ((((a5 t + a4) t + a3) t + a2) t + a1) t e = erf(|v| / sqrt 2)
+        (local.set $r (f32x4.add (f32x4.mul (v128.const f32x4 1.061405429 1.061405429 1.061405429 1.061405429) (local.get $t))
+          (v128.const f32x4 -1.453152027 -1.453152027 -1.453152027 -1.453152027)))
+        (local.set $r (f32x4.add (f32x4.mul (local.get $r) (local.get $t)) (v128.const f32x4 1.421413741 1.421413741 1.421413741 1.421413741)))
+        (local.set $r (f32x4.add (f32x4.mul (local.get $r) (local.get $t)) (v128.const f32x4 -0.284496736 -0.284496736 -0.284496736 -0.284496736)))
+        (local.set $r (f32x4.add (f32x4.mul (local.get $r) (local.get $t)) (v128.const f32x4 0.254829592 0.254829592 0.254829592 0.254829592)))
+        (local.set $r (f32x4.sub (v128.const f32x4 1 1 1 1) (f32x4.mul (f32x4.mul (local.get $r) (local.get $t)) (local.get $e))))
+        ;; erf takes the sign of v (the sign bit of v copied onto r)
+        (local.set $r (v128.or (local.get $r) (v128.and (local.get $v) (v128.const i32x4 0x80000000 0x80000000 0x80000000 0x80000000))))
+        (local.set $phi (f32x4.mul (v128.const f32x4 0.5 0.5 0.5 0.5) (f32x4.add (v128.const f32x4 1 1 1 1) (local.get $r))))
+        (v128.store (local.get $y) (f32x4.mul (local.get $v) (local.get $phi)))
+        (v128.store (local.get $cdf) (local.get $phi))
+        (v128.store (local.get $pdf) (f32x4.mul (local.get $e) (v128.const f32x4 0.39894228 0.39894228 0.39894228 0.39894228)))
+        (local.set $x (i32.add (local.get $x) (i32.const 16)))
+        (local.set $y (i32.add (local.get $y) (i32.const 16)))
+        (local.set $cdf (i32.add (local.get $cdf) (i32.const 16)))
+        (local.set $pdf (i32.add (local.get $pdf) (i32.const 16)))
+        (br $four))))
+
     ;; Attention of one query over S cached positions, first half: the scores.
   ;; q: nHeads * hd floats; keys: S rows of nKv * hd floats (the KV cache); out: nHeads
   ;; rows of S floats, out[h][s] = scale q_h . k_s (of key head h / group).

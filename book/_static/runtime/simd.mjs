@@ -38,18 +38,36 @@ let forced = false;
 export function setScalar(on) {
   forced = Boolean(on);
 }
-/** Whether the SIMD kernels run (supported and not forced off). */
+/** Whether the SIMD kernels run (supported, compiled, and not forced off). */
 export function simdActive() {
-  return SIMD_SUPPORTED && !forced;
+  return !forced && kernelsAvailable();
+}
+/** Whether the kernels can run here (SIMD supported and the module compiled), forced off or not. */
+export function kernelsAvailable() {
+  return SIMD_SUPPORTED && kernelModule() !== null;
 }
 
 let compiled = null;
+let pending = false;
+function kernelBytes() {
+  const text = atob(KERNELS_WASM_BASE64);
+  const bytes = new Uint8Array(text.length);
+  for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
+  return bytes;
+}
+/**
+ * The compiled kernels, or null while they are not (yet) available. A synchronous compile
+ * first (the module is under the 4 kB that Chromium allows on a page's main thread); if the
+ * engine refuses it, an asynchronous one, and the scalar path until it is done.
+ */
 function kernelModule() {
-  if (!compiled) {
-    const text = atob(KERNELS_WASM_BASE64);
-    const bytes = new Uint8Array(text.length);
-    for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
-    compiled = new WebAssembly.Module(bytes); // 2 kB: small enough for a synchronous compile
+  if (!compiled && !pending && SIMD_SUPPORTED) {
+    try {
+      compiled = new WebAssembly.Module(kernelBytes());
+    } catch {
+      pending = true;
+      WebAssembly.compile(kernelBytes()).then((m) => (compiled = m), () => {});
+    }
   }
   return compiled;
 }
@@ -81,7 +99,9 @@ function copyOut(f, at, X, n) {
 export class Kernels {
   constructor(bytes = PAGE) {
     this.memory = new WebAssembly.Memory({ initial: Math.max(1, Math.ceil(bytes / PAGE)) });
-    this.exports = new WebAssembly.Instance(kernelModule(), { env: { memory: this.memory } }).exports;
+    const module = kernelModule();
+    if (!module) throw new Error("the WebAssembly kernels are not compiled (see simdActive())");
+    this.exports = new WebAssembly.Instance(module, { env: { memory: this.memory } }).exports;
     this.top = ALIGN; // the arena's end (address 0 left unused)
     this.listeners = [];
     this.f32 = new Float32Array(this.memory.buffer); // the whole memory, as floats
@@ -206,6 +226,20 @@ export class Kernels {
     this.exports.attend_values(pa, va, S, nHeads, nKv, hd, ca);
     copyOut(f, ca >> 2, context, nq);
     return pa >> 2;
+  }
+
+  /**
+   * GELU of n floats (a multiple of 4) with its Phi and phi for the backward pass:
+   * train-layers.mjs's geluForward on float32 (kernels.wat's gelu_forward).
+   */
+  gelu(x, y, cdf, pdf, n) {
+    this.reserve(4 * pad(n));
+    const f = this.f32, xa = this.top, ya = xa + pad(n), ca = ya + pad(n), pa = ca + pad(n);
+    copyIn(f, xa >> 2, x, n);
+    this.exports.gelu_forward(xa, ya, ca, pa, n);
+    copyOut(f, ya >> 2, y, n);
+    copyOut(f, ca >> 2, cdf, n);
+    copyOut(f, pa >> 2, pdf, n);
   }
 
   /**

@@ -273,6 +273,13 @@ export function erfFast(x) {
  */
 export function geluForward(x, y, cdf = null, pdf = null) {
   const fast = !(x instanceof Float64Array);
+  if (fast && cdf && x.length % 4 === 0 && x instanceof Float32Array) {
+    const kernels = sharedKernels(); // the same formulas in float32, four at a time
+    if (kernels) {
+      kernels.gelu(x, y, cdf, pdf, x.length);
+      return y;
+    }
+  }
   for (let i = 0; i < x.length; i++) {
     const v = x[i];
     const e = Math.exp(-0.5 * v * v); // = exp(-z^2), z = v / sqrt 2

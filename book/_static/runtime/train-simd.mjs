@@ -6,7 +6,8 @@
 //
 // For each sequence b and head h, the head's rows are gathered into the kernels' memory
 // (Qh, Kh: T x hd; transposed copies where a product needs the other operand's rows), and
-//   forward:  S = Qh Kh^T (T x T), P = softmax(scale S) under the causal mask, ctx = P Vh;
+//   forward:  S = Qh Kh^T (T x T), P = softmax(scale S) under the causal mask (kernels.wat's
+//             softmax_rows: e^x by a float32 polynomial), ctx = P Vh;
 //   backward: dP = dCtx Vh^T, dS = scale P (dP - rowsum(dP P)), dV = P^T dCtx,
 //             dQ = dS Kh, dK = dS^T Qh.
 // The products run over the whole T x T square: the masked half of P and dS is zero,
@@ -45,26 +46,15 @@ export function attentionForwardSimd(kernels, q, k, v, B, T, H, hd, ctx, P) {
       S.view.fill(0);
       dot(Qh.at, T, Kh.at, T, hd, S.at); // S[t, s] = q_t . k_s
       const pBase = (b * H + h) * T * T;
-      const Sv = S.view;
+      // scale, and mask the future with -infinity (weight 0); then softmax_rows (kernels.wat)
+      const Sv = kernels.f32, s0 = S.at >> 2;
       for (let t = 0; t < T; t++) {
-        const r = t * T;
-        let max = -Infinity;
-        for (let s = 0; s <= t; s++) if (Sv[r + s] > max) max = Sv[r + s];
-        let sum = 0;
-        for (let s = 0; s <= t; s++) {
-          const w = Math.exp((Sv[r + s] - max) * scale);
-          Sv[r + s] = w;
-          sum += w;
-        }
-        for (let s = 0; s <= t; s++) {
-          Sv[r + s] /= sum;
-          P[pBase + r + s] = Sv[r + s];
-        }
-        for (let s = t + 1; s < T; s++) {
-          Sv[r + s] = 0;
-          P[pBase + r + s] = 0;
-        }
+        const r = s0 + t * T;
+        for (let s = 0; s <= t; s++) Sv[r + s] *= scale;
+        for (let s = t + 1; s < T; s++) Sv[r + s] = -Infinity;
       }
+      kernels.exports.softmax_rows(S.at, T, T);
+      P.set(Sv.subarray(s0, s0 + T * T), pBase);
       Ch.view.fill(0);
       dot(S.at, T, VhT.at, hd, T, Ch.at); // ctx_t = sum_s P[t, s] v_s
       scatter(Ch.view, b, h, T, d, hd, ctx);

@@ -29,7 +29,7 @@
 //
 // Weights stored in 8 or 4 bits are dequantized on load by quant.mjs.
 import { QUANT_TYPES, dequantize, quantizedBytes } from "./quant.mjs";
-import { Kernels, SIMD_SUPPORTED, kernelsFor, sharedKernels, simdActive } from "./simd.mjs";
+import { Kernels, kernelsAvailable, kernelsFor, sharedKernels, simdActive } from "./simd.mjs";
 
 // Matrices are stored row-major as (n_in, n_out), the library's `x @ W`
 // convention (scripts/export_models.py writes them so), whatever the source.
@@ -299,7 +299,7 @@ function transposed({ data, shape }) {
 function accessors(tensors) {
   const cache = new Map(); // name -> {offset, n, view}: the matrices linear() reads
   let kernels = null;
-  if (SIMD_SUPPORTED) {
+  if (kernelsAvailable()) {
     let floats = 0;
     for (const t of Object.values(tensors)) if (t.shape.length === 2) floats += t.data.length + 4;
     kernels = new Kernels(4 * floats + (1 << 20)); // the matrices, and 1 MB of scratch
