@@ -77,7 +77,7 @@ else:
         from torch_generation import TorchGPT, TorchLlama, greedy
         torch.set_num_threads(1)
         tmodel = (TorchLlama if name == "stories260k" else TorchGPT)(model)
-        run = lambda k: greedy(tmodel, prompt, k)[len(prompt):]
+        run = lambda k: greedy(tmodel, prompt, k)  # the prompt and k tokens, as generate()
     run(4)
     c0, t0 = time.process_time(), time.perf_counter()
     seq = run(n)
@@ -126,6 +126,9 @@ for (const name of models) {
   const model = loadModel(JSON.parse(readFileSync(`${root}book/_static/models/${name}.json`, "utf8")),
     readFileSync(`${root}book/_static/models/${name}.bin`));
   const loadMs = performance.now() - t0;
+  // warm up (as the library's and PyTorch's sides do): the JIT, and the WebAssembly
+  // kernels' tier-up from V8's baseline compiler to its optimising one
+  if (name !== "translator") model.generate(model.tokenizer.encode(PROMPTS[name]), 16, { temperature: 0 });
   const kinds = name === "translator" ? ["greedy", "beam"] : ["greedy"];
   for (const what of kinds) {
     const js = [];
