@@ -99,7 +99,9 @@ function library(name, n, what, prompt) {
 const LLAMA2C = opt("--llama2c", null);
 function llama2c(steps) {
   const d = LLAMA2C;
-  const r = spawnSync("/usr/bin/time", ["-f", "%U %S", `${d}/run`, `${d}/stories/stories260K.bin`,
+  // bash's `time` with TIMEFORMAT gives the child's user and system CPU to the millisecond
+  // (/usr/bin/time's %U %S are in hundredths: 100 tokens of stories260K take 10-20 ms)
+  const r = spawnSync("bash", ["-c", 'TIMEFORMAT="%3U %3S"; time "$@"', "llama2c", `${d}/run`, `${d}/stories/stories260K.bin`,
     "-z", `${d}/stories/tok512.bin`, "-t", "0.0", "-n", String(steps)], { encoding: "utf8" });
   if (r.status !== 0) throw new Error(`llama2.c failed: ${r.stderr}`);
   const [user, sys] = r.stderr.trim().split("\n").pop().split(" ").map(Number);

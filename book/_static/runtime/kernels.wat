@@ -68,6 +68,45 @@
     (if (i32.and (local.get $n) (i32.const 3))
       (then (call $tails4 (local.get $a) (local.get $b) (local.get $ldb) (local.get $t) (local.get $n) (local.get $c)))))
 
+  ;; tile1x4 for eight rows of B at once (a single token's matrix-vector product): eight
+  ;; independent sums keep more multiply-adds in flight while the row at a is loaded once
+  ;; per step. Each output's sum is formed exactly as in tile1x4 and tile2x4 (one f32x4
+  ;; accumulator over t in order, then add4, then the tail): the same floats.
+  (func $tile1x8 (param $a i32) (param $b i32) (param $ldb i32) (param $n i32) (param $c i32)
+    (local $b1 i32) (local $b2 i32) (local $b3 i32) (local $b4 i32) (local $b5 i32) (local $b6 i32) (local $b7 i32)
+    (local $x v128)
+    (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128)
+    (local $s4 v128) (local $s5 v128) (local $s6 v128) (local $s7 v128)
+    (local $t i32) (local $n4 i32)
+    (local.set $b1 (i32.add (local.get $b) (local.get $ldb)))
+    (local.set $b2 (i32.add (local.get $b1) (local.get $ldb)))
+    (local.set $b3 (i32.add (local.get $b2) (local.get $ldb)))
+    (local.set $b4 (i32.add (local.get $b3) (local.get $ldb)))
+    (local.set $b5 (i32.add (local.get $b4) (local.get $ldb)))
+    (local.set $b6 (i32.add (local.get $b5) (local.get $ldb)))
+    (local.set $b7 (i32.add (local.get $b6) (local.get $ldb)))
+    (local.set $n4 (i32.shl (i32.and (local.get $n) (i32.const -4)) (i32.const 2)))
+    (block $done
+      (loop $four
+        (br_if $done (i32.ge_u (local.get $t) (local.get $n4)))
+        (local.set $x (v128.load (i32.add (local.get $a) (local.get $t))))
+        (local.set $s0 (f32x4.add (local.get $s0) (f32x4.mul (local.get $x) (v128.load (i32.add (local.get $b) (local.get $t))))))
+        (local.set $s1 (f32x4.add (local.get $s1) (f32x4.mul (local.get $x) (v128.load (i32.add (local.get $b1) (local.get $t))))))
+        (local.set $s2 (f32x4.add (local.get $s2) (f32x4.mul (local.get $x) (v128.load (i32.add (local.get $b2) (local.get $t))))))
+        (local.set $s3 (f32x4.add (local.get $s3) (f32x4.mul (local.get $x) (v128.load (i32.add (local.get $b3) (local.get $t))))))
+        (local.set $s4 (f32x4.add (local.get $s4) (f32x4.mul (local.get $x) (v128.load (i32.add (local.get $b4) (local.get $t))))))
+        (local.set $s5 (f32x4.add (local.get $s5) (f32x4.mul (local.get $x) (v128.load (i32.add (local.get $b5) (local.get $t))))))
+        (local.set $s6 (f32x4.add (local.get $s6) (f32x4.mul (local.get $x) (v128.load (i32.add (local.get $b6) (local.get $t))))))
+        (local.set $s7 (f32x4.add (local.get $s7) (f32x4.mul (local.get $x) (v128.load (i32.add (local.get $b7) (local.get $t))))))
+        (local.set $t (i32.add (local.get $t) (i32.const 16)))
+        (br $four)))
+    (call $add4 (local.get $c) (local.get $s0) (local.get $s1) (local.get $s2) (local.get $s3))
+    (call $add4 (i32.add (local.get $c) (i32.const 16)) (local.get $s4) (local.get $s5) (local.get $s6) (local.get $s7))
+    (if (i32.and (local.get $n) (i32.const 3))
+      (then
+        (call $tails4 (local.get $a) (local.get $b) (local.get $ldb) (local.get $t) (local.get $n) (local.get $c))
+        (call $tails4 (local.get $a) (local.get $b4) (local.get $ldb) (local.get $t) (local.get $n) (i32.add (local.get $c) (i32.const 16))))))
+
   ;; The scalar tail of a dot product: elements from byte offset t to 4 n of rows a and b.
   (func $tail (param $a i32) (param $b i32) (param $t i32) (param $n i32) (result f32)
     (local $s f32) (local $end i32)
@@ -156,7 +195,7 @@
   ;; C (nA, nB) += A (nA, len) times B (nB, len) transposed: train-layers.mjs's dotRows and
   ;; transformer.mjs's linearRows. Rows of A two at a time against rows of B four at a time
   ;; (tile2x4); the rows of B left over (nB mod 4) one dot product at a time; a last row
-  ;; of A (nA odd: a single token when decoding) four rows of B at a time (tile1x4).
+  ;; of A (nA odd: a single token when decoding) eight rows of B at a time (tile1x8), then four.
   (func (export "dot_rows") (param $a i32) (param $nA i32) (param $b i32) (param $nB i32)
                             (param $len i32) (param $c i32)
     (local $i i32) (local $j i32) (local $lda i32) (local $ldc i32)
@@ -195,6 +234,13 @@
         (local.set $ai (i32.add (local.get $a) (i32.mul (local.get $i) (local.get $lda))))
         (local.set $ci (i32.add (local.get $c) (i32.mul (local.get $i) (local.get $ldc))))
         (local.set $j (i32.const 0))
+        (block $octs_done
+          (loop $octs
+            (br_if $octs_done (i32.gt_u (i32.add (local.get $j) (i32.const 8)) (local.get $nB)))
+            (call $tile1x8 (local.get $ai) (i32.add (local.get $b) (i32.mul (local.get $j) (local.get $lda)))
+              (local.get $lda) (local.get $len) (i32.add (local.get $ci) (i32.shl (local.get $j) (i32.const 2))))
+            (local.set $j (i32.add (local.get $j) (i32.const 8)))
+            (br $octs)))
         (block $quads_done
           (loop $quads
             (br_if $quads_done (i32.gt_u (i32.add (local.get $j) (i32.const 4)) (local.get $nB)))

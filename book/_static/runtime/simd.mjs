@@ -57,8 +57,8 @@ function kernelBytes() {
 }
 /**
  * The compiled kernels, or null while they are not (yet) available. A synchronous compile
- * first (the module is under the 4 kB that Chromium allows on a page's main thread); if the
- * engine refuses it, an asynchronous one, and the scalar path until it is done.
+ * first; if the engine refuses it (Chromium, on a page's main thread, for modules over
+ * 4 kB), an asynchronous one, and the scalar path until it is done.
  */
 function kernelModule() {
   if (!compiled && !pending && SIMD_SUPPORTED) {
@@ -71,6 +71,11 @@ function kernelModule() {
   }
   return compiled;
 }
+
+// Compile now, at import: in node and in workers the synchronous compile succeeds; on a
+// page's main thread, where Chromium refuses to compile more than 4 kB synchronously, the
+// asynchronous compile starts here, long before a reader's click loads a model.
+kernelModule();
 
 const PAGE = 65536;
 const OWNERS = new WeakMap(); // a memory's current ArrayBuffer -> its Kernels
