@@ -9,7 +9,8 @@
 //   forward:  S = Qh Kh^T (T x T), P = softmax(scale S) under the causal mask (kernels.wat's
 //             softmax_rows: e^x by a float32 polynomial), ctx = P Vh;
 //   backward: dP = dCtx Vh^T, dS = scale P (dP - rowsum(dP P)), dV = P^T dCtx,
-//             dQ = dS Kh, dK = dS^T Qh.
+//             dQ = dS Kh, dK = dS^T Qh (the products with a transposed left side by
+//             kernels.wat's dot_cols, which sums down the rows: no transposes).
 // The products run over the whole T x T square: the masked half of P and dS is zero,
 // which adds nothing (twice the arithmetic of the triangle, in four lanes at once).
 
@@ -68,35 +69,28 @@ export function attentionBackwardSimd(kernels, dCtx, q, k, v, P, B, T, H, hd, dq
   const d = H * hd;
   const scale = 1 / Math.sqrt(hd);
   const dot = kernels.exports.dot_rows;
-  const [G, GT, Vh, QT, KT, Pw, PT, dP, dST, out] = kernels.scratch([
-    T * hd, hd * T, T * hd, hd * T, hd * T, T * T, T * T, T * T, T * T, T * hd,
-  ]);
+  const cols = kernels.exports.dot_cols; // C += A^T B: the products with a transposed left side
+  const [G, Vh, Qh, KT, Pw, dP, out] = kernels.scratch([T * hd, T * hd, T * hd, hd * T, T * T, T * T, T * hd]);
   const tmp = new Float32Array(T * hd);
   for (let b = 0; b < B; b++) {
     for (let h = 0; h < H; h++) {
       const pBase = (b * H + h) * T * T;
       gather(dCtx, b, h, T, d, hd, G.view);
-      transpose(G.view, T, hd, GT.view);
       gather(v, b, h, T, d, hd, Vh.view);
       Pw.view.set(P.subarray(pBase, pBase + T * T));
-      transpose(Pw.view, T, T, PT.view);
       dP.view.fill(0);
       dot(G.at, T, Vh.at, T, hd, dP.at); // dP[t, s] = dCtx_t . v_s
-      // dS = scale P (dP - sum_s dP P), stored in dP (rows t), and its transpose in dST
-      const Pv = Pw.view, dPv = dP.view, dSTv = dST.view;
+      // dS = scale P (dP - sum_s dP P), stored in dP (rows t)
+      const Pv = Pw.view, dPv = dP.view;
       for (let t = 0; t < T; t++) {
         const r = t * T;
         let inner = 0;
         for (let s = 0; s <= t; s++) inner += dPv[r + s] * Pv[r + s];
-        for (let s = 0; s < T; s++) {
-          const dS = s <= t ? Pv[r + s] * (dPv[r + s] - inner) * scale : 0;
-          dPv[r + s] = dS;
-          dSTv[s * T + t] = dS;
-        }
+        for (let s = 0; s < T; s++) dPv[r + s] = s <= t ? Pv[r + s] * (dPv[r + s] - inner) * scale : 0;
       }
-      // dV = P^T dCtx: rows of P^T against rows of dCtx^T
+      // dV = P^T dCtx (dot_cols: summed down the rows t of P and dCtx)
       out.view.fill(0);
-      dot(PT.at, T, GT.at, hd, T, out.at);
+      cols(Pw.at, T, T, G.at, hd, out.at);
       scatter(out.view, b, h, T, d, hd, dv);
       // dQ = dS K: rows of dS against rows of K^T
       gather(k, b, h, T, d, hd, tmp);
@@ -104,11 +98,10 @@ export function attentionBackwardSimd(kernels, dCtx, q, k, v, P, B, T, H, hd, dq
       out.view.fill(0);
       dot(dP.at, T, KT.at, hd, T, out.at);
       scatter(out.view, b, h, T, d, hd, dq);
-      // dK = dS^T Q: rows of dS^T against rows of Q^T
-      gather(q, b, h, T, d, hd, tmp);
-      transpose(tmp, T, hd, QT.view);
+      // dK = dS^T Q (dot_cols)
+      gather(q, b, h, T, d, hd, Qh.view);
       out.view.fill(0);
-      dot(dST.at, T, QT.at, hd, T, out.at);
+      cols(dP.at, T, T, Qh.at, hd, out.at);
       scatter(out.view, b, h, T, d, hd, dk);
     }
   }
