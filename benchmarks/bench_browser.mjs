@@ -19,7 +19,12 @@
 //
 //   node benchmarks/bench_browser.mjs [--tokens 100] [--rounds 3] [--python .venv/bin/python]
 //                                     [--chromium /usr/bin/chromium] [--no-browser] [--no-library]
-//                                     [--llama2c DIR]
+//                                     [--llama2c DIR] [--torch]
+//
+// Every runtime figure is on its WebAssembly SIMD kernels (simd.mjs) where node has them;
+// each model also gets a line with the scalar path forced (setScalar(true)), in the same
+// turns. --torch adds PyTorch eager (benchmarks/torch_generation.py, one thread) for the
+// two language models, in the same turns, its ids checked equal to the library's.
 import { readFileSync, existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:http";
 import { spawn, spawnSync } from "node:child_process";
@@ -27,6 +32,7 @@ import { tmpdir, loadavg, cpus } from "node:os";
 import { join, extname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadModel } from "../book/_static/runtime/transformer.mjs";
+import { SIMD_SUPPORTED, setScalar } from "../book/_static/runtime/simd.mjs";
 
 const root = fileURLToPath(new URL("../", import.meta.url));
 const args = process.argv.slice(2);
@@ -64,9 +70,17 @@ else:
     from attention_lib.models import load_pretrained
     model, tok = load_pretrained(name)
     prompt = np.asarray(tok.encode(sys.argv[4]))
-    model.generate(prompt, 4, temperature=0)
+    run = lambda k: model.generate(prompt, k, temperature=0)
+    if what == "torch":  # PyTorch eager, one thread, the same weights (benchmarks/torch_generation.py)
+        import torch
+        sys.path.insert(0, os.path.join(os.getcwd(), "benchmarks"))
+        from torch_generation import TorchGPT, TorchLlama, greedy
+        torch.set_num_threads(1)
+        tmodel = (TorchLlama if name == "stories260k" else TorchGPT)(model)
+        run = lambda k: greedy(tmodel, prompt, k)  # the prompt and k tokens, as generate()
+    run(4)
     c0, t0 = time.process_time(), time.perf_counter()
-    seq = model.generate(prompt, n, temperature=0)
+    seq = run(n)
     cpu, wall = time.process_time() - c0, time.perf_counter() - t0
     print(json.dumps({"cpu_ms": cpu * 1e3, "wall_ms": wall * 1e3, "n": n,
                       "ids": [int(t) for t in np.asarray(seq).reshape(-1)[len(prompt):]]}))
@@ -74,7 +88,7 @@ else:
 
 function library(name, n, what, prompt) {
   const r = spawnSync(python, ["-c", LIBRARY, name, String(n), what, prompt ?? ""], {
-    encoding: "utf8", env: { ...process.env, PYTHONPATH: root, OPENBLAS_NUM_THREADS: "1", OMP_NUM_THREADS: "1" },
+    encoding: "utf8", cwd: root, env: { ...process.env, PYTHONPATH: root, OPENBLAS_NUM_THREADS: "1", OMP_NUM_THREADS: "1" },
     maxBuffer: 64 << 20,
   });
   if (r.status !== 0) return { error: (r.stderr || "").trim().split("\n").pop() };
@@ -85,7 +99,9 @@ function library(name, n, what, prompt) {
 const LLAMA2C = opt("--llama2c", null);
 function llama2c(steps) {
   const d = LLAMA2C;
-  const r = spawnSync("/usr/bin/time", ["-f", "%U %S", `${d}/run`, `${d}/stories/stories260K.bin`,
+  // bash's `time` with TIMEFORMAT gives the child's user and system CPU to the millisecond
+  // (/usr/bin/time's %U %S are in hundredths: 100 tokens of stories260K take 10-20 ms)
+  const r = spawnSync("bash", ["-c", 'TIMEFORMAT="%3U %3S"; time "$@"', "llama2c", `${d}/run`, `${d}/stories/stories260K.bin`,
     "-z", `${d}/stories/tok512.bin`, "-t", "0.0", "-n", String(steps)], { encoding: "utf8" });
   if (r.status !== 0) throw new Error(`llama2.c failed: ${r.stderr}`);
   const [user, sys] = r.stderr.trim().split("\n").pop().split(" ").map(Number);
@@ -103,17 +119,25 @@ function timed(fn) {
 const fmt = (x) => (x === undefined ? "-" : x.toFixed(2));
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-console.log(`\n1. ms per token, greedy with the KV cache (median of ${ROUNDS} rounds, sides in turn)`);
+const TORCH = args.includes("--torch");
+console.log(`\n1. ms per token, greedy with the KV cache (median of ${ROUNDS} rounds, sides in turn); runtime: ` +
+  `WebAssembly SIMD ${SIMD_SUPPORTED ? "kernels" : "NOT supported here: scalar"}, "scalar": the same forced to its scalar path`);
 console.log("  model          side      CPU ms/token  wall ms/token   runtime/library (CPU)   same ids");
 for (const name of models) {
   const t0 = performance.now();
   const model = loadModel(JSON.parse(readFileSync(`${root}book/_static/models/${name}.json`, "utf8")),
     readFileSync(`${root}book/_static/models/${name}.bin`));
   const loadMs = performance.now() - t0;
+  // warm up (as the library's and PyTorch's sides do): the JIT, and the WebAssembly
+  // kernels' tier-up from V8's baseline compiler to its optimising one
+  if (name !== "translator") model.generate(model.tokenizer.encode(PROMPTS[name]), 16, { temperature: 0 });
   const kinds = name === "translator" ? ["greedy", "beam"] : ["greedy"];
   for (const what of kinds) {
     const js = [];
     const py = [];
+    const sc = [];
+    const th = [];
+    let thIds = null;
     let jsIds = null;
     let pyIds = null;
     for (let r = 0; r < ROUNDS; r++) {
@@ -134,6 +158,18 @@ for (const name of models) {
         const run = timed(() => model.generate(ids, N, { temperature: 0 }));
         js.push({ cpu: run.cpu_ms / N, wall: run.wall_ms / N });
         jsIds = run.out;
+        setScalar(true);
+        const slow = timed(() => model.generate(ids, N, { temperature: 0 }));
+        setScalar(false);
+        sc.push({ cpu: slow.cpu_ms / N, wall: slow.wall_ms / N });
+        if (TORCH) {
+          const t = library(name, N, "torch", PROMPTS[name]);
+          if (t.error) console.log(`  ${name}: PyTorch failed: ${t.error}`);
+          else {
+            th.push({ cpu: t.cpu_ms / t.n, wall: t.wall_ms / t.n });
+            thIds = t.ids;
+          }
+        }
         if (!args.includes("--no-library")) {
           const lib = library(name, N, what, PROMPTS[name]);
           if (lib.error) { console.log(`  ${name}: library failed: ${lib.error}`); break; }
@@ -170,6 +206,16 @@ for (const name of models) {
     console.log(`  ${label.padEnd(19)}runtime ${fmt(jc).padStart(10)} ${fmt(jw).padStart(13)} ` +
       `${pc ? (jc / pc).toFixed(2).padStart(12) : "-".padStart(12)}x              ${same}   (load ${loadMs.toFixed(0)} ms)`);
     if (py.length) console.log(`  ${"".padEnd(19)}library ${fmt(pc).padStart(10)} ${fmt(pw).padStart(13)}`);
+    if (sc.length) {
+      const scc = median(sc.map((x) => x.cpu)), scw = median(sc.map((x) => x.wall));
+      console.log(`  ${"".padEnd(19)}scalar  ${fmt(scc).padStart(10)} ${fmt(scw).padStart(13)}   (the runtime, SIMD off: ` +
+        `SIMD is ${(scc / jc).toFixed(2)}x faster)`);
+    }
+    if (th.length) {
+      const tc = median(th.map((x) => x.cpu)), tw = median(th.map((x) => x.wall));
+      console.log(`  ${"".padEnd(19)}PyTorch ${fmt(tc).padStart(10)} ${fmt(tw).padStart(13)} ` +
+        `${(jc / tc).toFixed(2).padStart(12)}x (runtime / PyTorch eager, CPU)   ${JSON.stringify(thIds) === JSON.stringify(jsIds)}`);
+    }
   }
 }
 console.log(`  load average at the end: ${loadavg().map((x) => x.toFixed(1)).join(" ")}`);

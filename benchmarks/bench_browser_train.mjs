@@ -23,6 +23,7 @@ import { AdamW, TinyGPT, charVocabulary, heldOutLoss, trainStep } from "../book/
 import { INDUCTION, PRESETS } from "../book/_static/runtime/train-tasks.mjs";
 import { createSession } from "../book/_static/runtime/train-worker.mjs";
 import { makeRng } from "../book/_static/runtime/transformer.mjs";
+import { SIMD_SUPPORTED, setScalar } from "../book/_static/runtime/simd.mjs";
 
 const root = fileURLToPath(new URL("../", import.meta.url));
 const args = process.argv.slice(2);
@@ -81,7 +82,8 @@ function library(cfg, B) {
   return JSON.parse(r.stdout.trim().split("\n").at(-1));
 }
 
-function runtime(cfg, B) {
+function runtime(cfg, B, scalar = false) {
+  setScalar(scalar);
   const model = new TinyGPT({ ...cfg, seed: 1 });
   const opt = new AdamW(model.params, { lr: 1e-3, betas: [0.9, 0.99] });
   const rng = makeRng(2);
@@ -91,30 +93,35 @@ function runtime(cfg, B) {
   for (let i = 0; i < 3; i++) trainStep(model, opt, x, y, B, T); // warm the JIT
   const c0 = cpuNow(), w0 = performance.now();
   for (let i = 0; i < STEPS; i++) trainStep(model, opt, x, y, B, T);
-  return { cpu_ms: (cpuNow() - c0) / STEPS, wall_ms: (performance.now() - w0) / STEPS };
+  const result = { cpu_ms: (cpuNow() - c0) / STEPS, wall_ms: (performance.now() - w0) / STEPS };
+  setScalar(false);
+  return result;
 }
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 if (!only || only === "speed") {
-  console.log(`\n1. ms per training step, median of ${ROUNDS} rounds of ${STEPS} steps, in turns (CPU ms; wall ms)`);
+  console.log(`\n1. ms per training step, median of ${ROUNDS} rounds of ${STEPS} steps, in turns (CPU ms; wall ms); ` +
+    `runtime = WebAssembly SIMD kernels (${SIMD_SUPPORTED ? "supported" : "NOT supported here: scalar"}), scalar = the same with setScalar(true)`);
   const cases = [["induction (chapter 10)", { ...INDUCTION.config, positions: "rotary" }, INDUCTION.batch]];
   for (const [name, p] of Object.entries(PRESETS)) {
     cases.push([`own text, ${name}`, { n_vocab: 65, d_model: p.d_model, n_heads: p.n_heads, n_layers: p.n_layers,
       d_ff: p.d_ff, max_len: p.max_len, positions: "learned" }, p.batch]);
   }
   for (const [name, cfg, B] of cases) {
-    const js = [], py = [];
+    const js = [], py = [], sc = [];
     for (let r = 0; r < ROUNDS; r++) {
       js.push(runtime(cfg, B));
       py.push(library(cfg, B));
+      sc.push(runtime(cfg, B, true));
     }
+    const sC = median(sc.map((m) => m.cpu_ms));
     const jc = median(js.map((m) => m.cpu_ms)), pc = median(py.map((m) => m.cpu_ms));
     const jw = median(js.map((m) => m.wall_ms)), pw = median(py.map((m) => m.wall_ms));
     const params = new TinyGPT(cfg).params;
     const n = Object.values(params).reduce((a, p) => a + p.length, 0);
     console.log(`${name.padEnd(24)} ${String(n).padStart(7)} params, batch ${B} x ${cfg.max_len}: ` +
-      `runtime ${jc.toFixed(1)} (${jw.toFixed(1)}) ms, library ${pc.toFixed(1)} (${pw.toFixed(1)}) ms, ` +
+      `runtime ${jc.toFixed(1)} (${jw.toFixed(1)}) ms, scalar ${sC.toFixed(1)} ms CPU, library ${pc.toFixed(1)} (${pw.toFixed(1)}) ms, ` +
       `ratio ${(jc / pc).toFixed(2)} CPU (${(jw / pw).toFixed(2)} wall); load ${load()}`);
   }
 }

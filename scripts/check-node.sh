@@ -15,5 +15,12 @@ if ! command -v node > /dev/null || [ "$(node -p 'process.versions.node.split(".
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends nodejs > /dev/null
 fi
 echo "==> $(node --version)"
+# wabt (package.json, devDependency) assembles the SIMD kernels: tests/js/simd.test.mjs
+# checks that the committed kernels-wasm.mjs is book/_static/runtime/kernels.wat assembled
+wabt_pinned='const m = require("./package.json").devDependencies.wabt; let v = null;
+try { v = require("./node_modules/wabt/package.json").version; } catch {} process.exit(v === m ? 0 : 1)'
+if ! node -e "$wabt_pinned"; then
+    npm ci --no-audit --no-fund --loglevel=error
+fi
 python scripts/export_minilm.py  # the encoder's weights are not committed: export them first
 node --test tests/js/

@@ -7,6 +7,11 @@
 // (n_in, n_out), the library's `x @ W` convention. The arrays are Float32Array (the
 // library's float32 training) or Float64Array (for the gradient checks); arithmetic
 // inside a dot product is in double, as JavaScript always computes.
+// Float32 products run in WebAssembly SIMD where the engine has it (simd.mjs, kernels.wat;
+// sums in float32 there): the loops below are the fallback and the reference.
+
+import { sharedKernels } from "./simd.mjs";
+import { attentionBackwardSimd, attentionForwardSimd } from "./train-simd.mjs";
 
 // ---------------------------------------------------------------------------
 // Matrix products: one cache-blocked kernel, C[i, j] = A_i . B_j
@@ -21,6 +26,10 @@ const BLOCK = 32; // rows of B kept hot in the cache while every row of A passes
  * number loaded serves four products). With `accumulate`, C += instead of C =.
  */
 export function dotRows(A, nA, B, nB, len, C, accumulate = false) {
+  if (C instanceof Float32Array && A instanceof Float32Array && B instanceof Float32Array) {
+    const kernels = sharedKernels(); // null: no SIMD, or forced off (simd.mjs's setScalar)
+    if (kernels) return kernels.dotRows(A, nA, B, nB, len, C, accumulate);
+  }
   if (!accumulate) C.fill(0, 0, nA * nB); // then every entry is added to
   for (let j0 = 0; j0 < nB; j0 += BLOCK) {
     const j1 = Math.min(j0 + BLOCK, nB);
@@ -105,6 +114,15 @@ export function linearForward(x, n, nIn, WT, b, nOut, y) {
  * `scratch` holds two transposes: {xT: n nIn, gT: n nOut} (allocated when absent).
  */
 export function linearBackward(x, n, nIn, W, g, nOut, dW, db, dx = null, scratch = {}) {
+  const kernels = x instanceof Float32Array && g instanceof Float32Array && dW instanceof Float32Array ? sharedKernels() : null;
+  if (kernels) {
+    kernels.dotCols(x, n, nIn, g, nOut, dW); // dW += x^T g, summed down the rows
+    if (db) {
+      for (let i = 0; i < n; i++) for (let j = 0; j < nOut; j++) db[j] += g[i * nOut + j];
+    }
+    if (dx) kernels.dotRows(g, n, W, nIn, nOut, dx);
+    return dx;
+  }
   const xT = transpose(x, n, nIn, scratch.xT);
   const gT = transpose(g, n, nOut, scratch.gT);
   dotRows(xT, nIn, gT, nOut, n, dW, true); // dW[p, j] = sum_i x[i, p] g[i, j]
@@ -255,6 +273,13 @@ export function erfFast(x) {
  */
 export function geluForward(x, y, cdf = null, pdf = null) {
   const fast = !(x instanceof Float64Array);
+  if (fast && cdf && x.length % 4 === 0 && x instanceof Float32Array) {
+    const kernels = sharedKernels(); // the same formulas in float32, four at a time
+    if (kernels) {
+      kernels.gelu(x, y, cdf, pdf, x.length);
+      return y;
+    }
+  }
   for (let i = 0; i < x.length; i++) {
     const v = x[i];
     const e = Math.exp(-0.5 * v * v); // = exp(-z^2), z = v / sqrt 2
@@ -341,6 +366,8 @@ export function rotate(X, n, width, T, hd, tables, inverse = false) {
  * the widgets' attention maps.
  */
 export function attentionForward(q, k, v, B, T, H, hd, ctx, P) {
+  const kernels = q instanceof Float32Array && ctx instanceof Float32Array ? sharedKernels() : null;
+  if (kernels) return attentionForwardSimd(kernels, q, k, v, B, T, H, hd, ctx, P);
   const d = H * hd;
   const scale = 1 / Math.sqrt(hd);
   ctx.fill(0);
@@ -385,6 +412,8 @@ export function attentionForward(q, k, v, B, T, H, hd, ctx, P) {
  * `dP` is a scratch row of T.
  */
 export function attentionBackward(dCtx, q, k, v, P, B, T, H, hd, dq, dk, dv) {
+  const kernels = q instanceof Float32Array && dq instanceof Float32Array ? sharedKernels() : null;
+  if (kernels) return attentionBackwardSimd(kernels, dCtx, q, k, v, P, B, T, H, hd, dq, dk, dv);
   const d = H * hd;
   const scale = 1 / Math.sqrt(hd);
   dq.fill(0);

@@ -127,9 +127,9 @@ export class TinyGPT {
 
   /** The transposes the forward products read, refreshed after the weights change. */
   transposes() {
-    const out = {};
+    const out = (this.transposed ??= {}); // arrays kept from call to call: refilled, not reallocated
     for (const [name, shape] of Object.entries(this.shapes)) {
-      if (shape.length === 2 && !name.endsWith(".E")) out[name] = transpose(this.params[name], shape[0], shape[1]);
+      if (shape.length === 2 && !name.endsWith(".E")) out[name] = transpose(this.params[name], shape[0], shape[1], out[name]);
     }
     return out;
   }

@@ -29,6 +29,7 @@
 //
 // Weights stored in 8 or 4 bits are dequantized on load by quant.mjs.
 import { QUANT_TYPES, dequantize, quantizedBytes } from "./quant.mjs";
+import { Kernels, kernelsAvailable, kernelsFor, sharedKernels, simdActive } from "./simd.mjs";
 
 // Matrices are stored row-major as (n_in, n_out), the library's `x @ W`
 // convention (scripts/export_models.py writes them so), whatever the source.
@@ -248,6 +249,10 @@ function dot2(S, s, P, p, q, n, out, o1, b1, o2, b2) {
  * with: batching never changes a result.
  */
 function linearRows(X, n, nIn, WT, b, out) {
+  // WebAssembly SIMD when the weights live in the kernels' memory (accessors() puts them
+  // there): simd.mjs, kernels.wat's dot_rows; the loops below are the fallback
+  const kernels = simdActive() ? kernelsFor(WT) : null;
+  if (kernels) return kernels.linearRows(X, n, nIn, WT, b, out);
   const nOut = WT.length / nIn;
   let r = 0;
   for (; r + 1 < n; r += 2) {
@@ -284,18 +289,43 @@ function transposed({ data, shape }) {
   return WT;
 }
 
-/** Accessors for a model's tensors: t(name) as stored, m(name) a matrix transposed for linear(). */
+/**
+ * Accessors for a model's tensors: t(name) as stored, m(name) a matrix transposed for
+ * linear(), r(name) a matrix as stored that linear() reads (a tied output layer). Where
+ * the engine has WebAssembly SIMD, m() and r() live in the kernels' memory (simd.mjs), so
+ * that linearRows() runs them with no copy; after a growth of that memory, they are
+ * re-viewed (callers fetch them afresh at every use).
+ */
 function accessors(tensors) {
-  const cache = new Map();
-  const t = (name) => (tensors[name] ? tensors[name].data : null);
-  const m = (name) => {
-    if (!cache.has(name)) {
-      if (!tensors[name]) throw new Error(`the weights have no tensor ${name}`);
-      cache.set(name, transposed(tensors[name]));
+  const cache = new Map(); // name -> {offset, n, view}: the matrices linear() reads
+  let kernels = null;
+  if (kernelsAvailable()) {
+    let floats = 0;
+    for (const t of Object.values(tensors)) if (t.shape.length === 2) floats += t.data.length + 4;
+    kernels = new Kernels(4 * floats + (1 << 20)); // the matrices, and 1 MB of scratch
+    kernels.onGrow((buffer) => {
+      for (const [name, e] of cache) cache.set(name, { ...e, view: new Float32Array(buffer, e.offset, e.n) });
+    });
+  }
+  const place = (key, make) => {
+    if (!cache.has(key)) {
+      const data = make();
+      if (kernels) {
+        const { offset, view } = kernels.alloc(data.length);
+        view.set(data);
+        cache.set(key, { offset, n: data.length, view });
+      } else cache.set(key, { view: data });
     }
-    return cache.get(name);
+    return cache.get(key).view;
   };
-  return { t, m };
+  const t = (name) => (tensors[name] ? tensors[name].data : null);
+  const need = (name) => {
+    if (!tensors[name]) throw new Error(`the weights have no tensor ${name}`);
+    return tensors[name];
+  };
+  const m = (name) => place(name, () => transposed(need(name)));
+  const r = (name) => place(`${name} as stored`, () => need(name).data);
+  return { t, m, r };
 }
 
 /** Row r (length d) of a flat array of rows, as a view. */
@@ -379,10 +409,10 @@ function sinusoid(p, d, base = 10000) {
  */
 function rotate(x, start, hd, p, layout, base) {
   const half = hd / 2;
+  const { cos, sin } = rotaryRow(hd, base, p);
   for (let i = 0; i < half; i++) {
-    const angle = p * base ** ((-2 * i) / hd);
-    const c = Math.cos(angle);
-    const s = Math.sin(angle);
+    const c = cos[i];
+    const s = sin[i];
     const a = layout === "half" ? start + i : start + 2 * i;
     const b = layout === "half" ? start + i + half : start + 2 * i + 1;
     const xa = x[a];
@@ -390,6 +420,27 @@ function rotate(x, start, hd, p, layout, base) {
     x[a] = xa * c - xb * s;
     x[b] = xa * s + xb * c;
   }
+}
+
+const ROTARY = new Map(); // "hd base" -> the cos and sin rows of the positions met so far
+
+/** cos and sin (hd / 2 each) of position p's angles p base^(-2i/hd), computed once. */
+function rotaryRow(hd, base, p) {
+  const key = `${hd} ${base}`;
+  let rows = ROTARY.get(key);
+  if (!rows) ROTARY.set(key, (rows = []));
+  if (!rows[p]) {
+    const half = hd / 2;
+    const cos = new Float64Array(half);
+    const sin = new Float64Array(half);
+    for (let i = 0; i < half; i++) {
+      const angle = p * base ** ((-2 * i) / hd);
+      cos[i] = Math.cos(angle);
+      sin[i] = Math.sin(angle);
+    }
+    rows[p] = { cos, sin };
+  }
+  return rows[p];
 }
 
 // ---------------------------------------------------------------------------
@@ -444,6 +495,13 @@ class KVCache {
  * each head's weights over the S positions (nHeads rows of S).
  */
 function attend(q, cache, nHeads, nKv, hd, context, weightsOut, S = cache.length) {
+  // WebAssembly SIMD (simd.mjs: scores and weighted sum in kernels.wat, this softmax between)
+  const kernels = hd % 4 === 0 ? sharedKernels() : null;
+  if (kernels) {
+    const p = kernels.attend(q, cache.k, cache.v, S, nHeads, nKv, hd, context);
+    if (weightsOut) for (let h = 0; h < nHeads; h++) weightsOut.push(kernels.f32.slice(p + h * S, p + (h + 1) * S));
+    return context;
+  }
   const group = nHeads / nKv;
   const scale = 1 / Math.sqrt(hd);
   const width = nKv * hd;
@@ -741,7 +799,7 @@ class DecoderLM {
     const c = this.config;
     const logits = new Float32Array(n * c.n_vocab);
     // E (V, d) is already the layout linearRows() reads for x E^T
-    if (c.tied_head) return linearRows(H, n, c.d_model, this.t("tok_emb"), null, logits);
+    if (c.tied_head) return linearRows(H, n, c.d_model, this.r("tok_emb"), null, logits);
     return linearRows(H, n, c.d_model, this.m("head.weight"), this.t("head.bias"), logits);
   }
 
