@@ -8,13 +8,17 @@ one, so that a change in the library or a checkpoint cannot leave it stale.
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def load_script(name):
-    """``scripts/<name>.py`` as a module (``scripts/`` is not a package)."""
+    """``scripts/<name>.py`` as a module (``scripts/`` is not a package; it is put on
+    ``sys.path`` once, for the scripts that import each other)."""
+    if str(ROOT / "scripts") not in sys.path:
+        sys.path.insert(0, str(ROOT / "scripts"))
     spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -6,28 +6,20 @@ quantized weights, the committed files and fixture are current, and the
 served scheme is the measured choice.
 """
 
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from _fixtures import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "book" / "_static" / "models"
 
 
-def _script(name):
-    sys.path.insert(0, str(ROOT / "scripts"))
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-export = _script("export_models")
+export = load_script("export_models")
 
 
 def decode(manifest, blob):
@@ -114,6 +106,6 @@ def test_runtime_serves_the_quantized_folder():
 
 
 def test_quant_fixture_is_current():
-    fixture = _script("make_quant_fixture")
+    fixture = load_script("make_quant_fixture")
     committed = json.loads(fixture.FIXTURE.read_text(encoding="utf8"))
     assert json.loads(json.dumps(fixture.build())) == committed, "run scripts/make_quant_fixture.py"

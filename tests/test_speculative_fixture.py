@@ -7,24 +7,16 @@ and draft, and a part of it made again (one prompt, k = 3, both drafts) is what
 is committed.
 """
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
+
+from _fixtures import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _script(name):
-    sys.path.insert(0, str(ROOT / "scripts"))
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_speculative_fixture_is_current():
-    maker = _script("make_speculative_fixture")
+    maker = load_script("make_speculative_fixture")
     committed = json.loads(maker.FIXTURE.read_text(encoding="utf8"))
     served = json.loads(maker.SERVED.read_text(encoding="utf8"))
     assert committed["weights_sha256"] == served["sha256"], "run make_speculative_fixture.py"

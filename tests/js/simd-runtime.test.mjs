@@ -16,7 +16,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { loadModel } from "../../book/_static/runtime/transformer.mjs";
-import { Kernels, kernelsFor, setScalar } from "../../book/_static/runtime/simd.mjs";
+import { Kernels, kernelsFor, setScalar, withScalar as scalar } from "../../book/_static/runtime/simd.mjs";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 const fixture = JSON.parse(readFileSync(`${root}tests/js/fixtures/parity.json`, "utf8"));
@@ -32,14 +32,6 @@ function load(name) {
 }
 const maxAbsDiff = (a, b) => a.reduce((m, x, i) => Math.max(m, Math.abs(x - b[i])), 0);
 
-function scalar(f) {
-  setScalar(true);
-  try {
-    return f();
-  } finally {
-    setScalar(false);
-  }
-}
 
 /** Greedy steps of a decoder-only model: ids, and the logits and attention of each step. */
 function greedy(model, ids, n) {

@@ -16,7 +16,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { Kernels, SIMD_SUPPORTED, setScalar, sharedKernels, simdActive } from "../../book/_static/runtime/simd.mjs";
+import { Kernels, SIMD_SUPPORTED, setScalar, sharedKernels, simdActive, withScalar as scalar } from "../../book/_static/runtime/simd.mjs";
 import {
   attentionBackward, attentionForward, crossEntropy, dotRows, geluForward, linearBackward,
 } from "../../book/_static/runtime/train-layers.mjs";
@@ -31,15 +31,6 @@ const random = (n) => Float32Array.from({ length: n }, () => rng() - 0.5);
 const maxDiff = (a, b) => a.reduce((m, x, i) => Math.max(m, Math.abs(x - b[i])), 0);
 const maxAbs = (a) => a.reduce((m, x) => Math.max(m, Math.abs(x)), 0);
 
-/** Run f with the scalar path forced, then restore SIMD. */
-function scalar(f) {
-  setScalar(true);
-  try {
-    return f();
-  } finally {
-    setScalar(false);
-  }
-}
 
 test("this engine has WebAssembly SIMD (node >= 16), and setScalar switches it off", () => {
   assert.equal(SIMD_SUPPORTED, true);

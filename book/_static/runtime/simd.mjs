@@ -38,6 +38,16 @@ let forced = false;
 export function setScalar(on) {
   forced = Boolean(on);
 }
+/** Run f() with the scalar path forced, then restore what was set before; f's result. */
+export function withScalar(f) {
+  const before = forced;
+  forced = true;
+  try {
+    return f();
+  } finally {
+    forced = before;
+  }
+}
 /** Whether the SIMD kernels run (supported, compiled, and not forced off). */
 export function simdActive() {
   return !forced && kernelsAvailable();
