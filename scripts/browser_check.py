@@ -327,12 +327,10 @@ async (src) => {
 """
 
 AXE_RUN_JS = r"""
-async (skip) => {
-  // every rule, the experimental ones too (label-content-name-mismatch is one),
-  // but those in `skip` (PHONE_AXE_SKIP)
+async () => {
+  // every rule, the experimental ones too (label-content-name-mismatch is one)
   const rules = Object.fromEntries(axe.getRules(['experimental'])
                                    .map(r => [r.ruleId, {enabled: true}]));
-  for (const id of skip) rules[id] = {enabled: false};
   // preload: false: no stylesheets fetched again (axe resolves their @imports
   // against the wrong base and asks the server for /basic.css).
   // MathJax's box for a TeX error (mjx-merror, red on yellow: 3.7:1) is left out:
@@ -612,21 +610,10 @@ def check_phone_layout(page, site, base, problems):
     )
 
 
-# The phone pass leaves out axe's two colour-contrast rules unless asked for them
-# (--phone-contrast; the weekly workflow asks): they are four fifths of axe's time
-# on a chapter (about 17 of 21 s on chapter 11's 4,700 elements), and the desktop
-# pass has just judged the same elements in the same stylesheet. Every other rule
-# (target size among them) runs at both widths.
-PHONE_AXE_SKIP = ("color-contrast", "color-contrast-enhanced")
-
-
-def run_axe(page, axe_source, label, problems, skip=()):
-    """axe-core's violations on the page, but for the rules in ``skip``.
-
-    Critical and serious ones are problems.
-    """
+def run_axe(page, axe_source, label, problems):
+    """axe-core's violations on the page; critical and serious ones are problems."""
     page.add_script_tag(content=axe_source)
-    found = page.evaluate(AXE_RUN_JS, list(skip))
+    found = page.evaluate(AXE_RUN_JS)
     for v in found:
         if v["impact"] in AXE_IMPACTS:
             example = v["target"][0] if v["target"] else "?"
@@ -637,10 +624,8 @@ def run_axe(page, axe_source, label, problems, skip=()):
                 )
             )
     minor = sorted({f"{v['id']} ({v['impact']})" for v in found if v["impact"] not in AXE_IMPACTS})
-    return (
-        f"{label}: axe {sum(v['impact'] in AXE_IMPACTS for v in found)} critical/serious"
-        + (f", other: {', '.join(minor)}" if minor else "")
-        + (f" (not run: {', '.join(skip)})" if skip else "")
+    return f"{label}: axe {sum(v['impact'] in AXE_IMPACTS for v in found)} critical/serious" + (
+        f", other: {', '.join(minor)}" if minor else ""
     )
 
 
@@ -720,7 +705,6 @@ def check_page(
     phone=False,
     site=None,
     axe_source=None,
-    axe_skip=(),
 ):
     """Load ``url`` in a fresh tab; return ``(problems, report)``.
 
@@ -803,7 +787,7 @@ def check_page(
                 },
             )
         label = f"{viewport['width']} px"
-        report["axe"] = [run_axe(page, axe_source, label, problems, axe_skip)] if axe_source else []
+        report["axe"] = [run_axe(page, axe_source, label, problems)] if axe_source else []
         if phone:
             report["layout"] = [check_phone_layout(page, site, base, problems)] if layout else []
         else:
@@ -921,15 +905,13 @@ def check_site(
     report_only=False,
     axe=DEFAULT_AXE,
     phone=True,
-    phone_contrast=False,
 ):
     """Check ``pages`` (``[(html path, is_chapter, is_notebook)]``) of the site in ``site``.
 
     Each page is checked at 1280 px (and 1920 px) and, with ``phone``, again
     on the emulated phone. Returns ``{page: problems}``; with ``report_only``
     layout problems are printed but not returned. ``axe`` is the path of
-    axe-core's ``axe.min.js`` (None: no accessibility check); on the phone it
-    leaves out :data:`PHONE_AXE_SKIP` unless ``phone_contrast``.
+    axe-core's ``axe.min.js`` (None: no accessibility check).
     """
     site = Path(site)
     missing = [p for p, _, _ in pages if not (site / p).is_file()]
@@ -1004,7 +986,6 @@ def check_site(
                         on_phone,
                         site,
                         axe_source,
-                        PHONE_AXE_SKIP if on_phone and not phone_contrast else (),
                     )
                     # the phone's findings that the desktop already reported are left out
                     seen = {(k, re.sub(r"^\d+ px: ", "", d)) for k, d in problems}
@@ -1512,12 +1493,6 @@ def main(argv=None):
         "--no-phone", action="store_true", help="skip the second pass on an emulated 390-px phone"
     )
     parser.add_argument(
-        "--phone-contrast",
-        action="store_true",
-        help="run axe's colour-contrast rules on the phone too (default: at 1280 px only; "
-        "$BROWSER_PHONE_CONTRAST=1 in scripts/check-browser.sh)",
-    )
-    parser.add_argument(
         "--no-layout",
         action="store_true",
         help="skip the layout checks (overflow, figure size, cell length)",
@@ -1560,7 +1535,6 @@ def main(argv=None):
         report_only=args.report_only,
         axe=args.axe,
         phone=not args.no_phone,
-        phone_contrast=args.phone_contrast,
     )
     failed = [p for p, problems in results.items() if problems]
     print(
