@@ -94,9 +94,12 @@ stage "the built site in a real browser (headless Chromium)" \
 # of _toc.yml each, so every chapter is executed and compared once here), and
 # each imports every module the other's chapters import, in its own environment.
 # The weekly workflow (.github/workflows/newest.yml, long-checks) gives both every
-# chapter, and runs nbval on this CPU's own kernels under an allocating load.
+# chapter, and runs nbval on this CPU's own kernels under an allocating load. Here
+# Binder's pass runs on one BLAS thread, as Colab's does: two threads beside the
+# Colab pass on two cores only spin (chapter 3 took 129 s so, 29 s on one thread);
+# the weekly Binder pass keeps OpenBLAS's default threads.
 side_by_side \
-    "Binder: half the chapters run from requirements.txt alone, outputs as committed on OpenBLAS Sandybridge kernels" \
-    "bash scripts/check-binder.sh --share 1/2" \
+    "Binder: half the chapters run from requirements.txt alone, outputs as committed on OpenBLAS Sandybridge kernels, 1 thread" \
+    "bash scripts/check-binder.sh --share 1/2 --blas-threads 1" \
     "Colab: the other half run as lone notebooks outside the repository, outputs as committed on OpenBLAS Prescott kernels, NumPy baseline SIMD, 1 thread" \
     "bash scripts/check-colab.sh --share 2/2"
