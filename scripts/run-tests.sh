@@ -70,13 +70,15 @@ export -f stage
 # pip's cache); data/ rebuilt from its PyPI packages;
 # nbval with MPLBACKEND=agg on two chapters (a chapter that forgets
 # `%matplotlib inline` draws nothing there); the book built with warnings as
-# errors, for the browser stage.
+# errors, for the browser stage. The MiniLM tests (about 25 s: sentence-transformers'
+# reference loaded once) run in lane 2, which is the shorter one without them.
 side_by_side \
     "library tests (unit, property, golden, doctests; PyTorch cross-checks required)" \
     "set -e
-     stage 'library tests' env ATTENTION_REQUIRE_TORCH=1 python -m pytest -q tests attention_lib" \
-    "node runtime, downloaded chapter, data rebuild, MPLBACKEND=agg, book build" \
+     stage 'library tests' env ATTENTION_REQUIRE_TORCH=1 python -m pytest -q tests attention_lib --ignore=tests/test_minilm.py" \
+    "MiniLM tests, node runtime, downloaded chapter, data rebuild, MPLBACKEND=agg, book build" \
     "set -e
+     stage 'library tests: MiniLM against sentence-transformers' env ATTENTION_REQUIRE_TORCH=1 python -m pytest -q tests/test_minilm.py
      stage 'the browser runtime against the library, in node (greedy tokens, logits within 1e-3)' bash scripts/check-node.sh
      stage 'downloaded chapters run without Jupyter Book (fresh venv: the project and a kernel)' bash scripts/check-download.sh book/05_masks.ipynb book/14_minilm.ipynb
      stage 'data/ rebuilds byte-for-byte from its PyPI packages' bash scripts/check-data-rebuild.sh
