@@ -104,12 +104,8 @@ def cell_text(chapter):
     return place["prose"] + "\n" + widget_html(*widget)
 
 
-def add(chapter):
-    path = ROOT / chapter
-    raw = path.read_text(encoding="utf8")
-    nb = json.loads(raw)
-    if any("data-train=" in "".join(c["source"]) for c in nb["cells"]):
-        return False
+def add(chapter, nb):
+    """Insert the chapter's widget cell into ``nb`` after the cell holding its anchor."""
     anchor = PLACES[chapter]["anchor"]
     where = [i for i, c in enumerate(nb["cells"]) if anchor in "".join(c["source"])]
     if len(where) != 1:
@@ -122,10 +118,12 @@ def add(chapter):
         "source": source.splitlines(keepends=True),
     }
     nb["cells"].insert(where[0] + 1, cell)
-    # as Jupyter writes a notebook: one-space indent, sorted keys, UTF-8, final newline
+
+
+def write_notebook(path, nb):
+    """As Jupyter writes a notebook: one-space indent, sorted keys, UTF-8, final newline."""
     text = json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
     path.write_text(text, encoding="utf8")
-    return True
 
 
 def refresh(chapter, cell):
@@ -161,11 +159,11 @@ def main(argv=None):
             elif refresh(chapter, cells[0]):
                 stale.append(chapter)
         elif not cells:
-            add(chapter)
+            add(chapter, nb)
+            write_notebook(path, nb)
             print(f"{chapter}: added the training widget")
         elif refresh(chapter, cells[0]):
-            text = json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
-            path.write_text(text, encoding="utf8")
+            write_notebook(path, nb)
             print(f"{chapter}: refreshed the training widget (its figure changed)")
         else:
             print(f"{chapter}: already has it")
