@@ -289,3 +289,43 @@ def test_the_trained_models_write_past_their_context_by_the_rule(pretrained):
     for t, start in crop_windows(W, H):
         window = ids[start:t]
         assert ids[t] == model.forward(window[None])[0, -1].argmax(), t
+
+
+@pytest.mark.parametrize("name, make", MODELS[:1] + MODELS[-2:-1], ids=["gpt", "llama"])
+def test_a_second_decoder_reuses_the_joined_weights_with_a_cache_of_its_own(name, make):
+    model = make(np.float64)
+    tokens = np.random.default_rng(4).integers(0, 11, (1, model.max_len))
+    first, second = decoder_for(model, 1), decoder_for(model, 1)
+    assert second.layers[0][1].W is first.layers[0][1].W  # not joined again
+    assert second.cache is not first.cache
+    assert second.layers[0][1].qkv_row is not first.layers[0][1].qkv_row
+    # interleaved, each gives the logits it gives alone
+    alone = fast_logits(model, tokens, 5)
+    a, b = [first.prefill(tokens[:, :5])], [second.prefill(tokens[:, :3])]
+    for t in range(5, tokens.shape[1]):
+        a.append(first.step(tokens[:, t]))
+        b.append(second.step(tokens[:, t - 2]))
+    np.testing.assert_array_equal(np.stack(a, axis=1), alone)
+    np.testing.assert_array_equal(np.stack(b, axis=1), fast_logits(model, tokens[:, :-2], 3))
+
+
+@pytest.mark.parametrize("change", ["in place", "replaced", "dtype"])
+def test_a_changed_weight_builds_the_decoder_again(change):
+    model = gpt("learned")
+    tokens = np.random.default_rng(5).integers(0, 11, (1, model.max_len))
+    before = fast_logits(model, tokens, 5)
+    fc1 = model.blocks[1].ffn.fc1
+    if change == "in place":
+        fc1.params["W"][3, 4] += 0.5
+    elif change == "replaced":
+        fc1.params["W"] = fc1.params["W"] * 1.5
+    else:  # equal values, another dtype: the decoder's arithmetic follows the weights
+        for layer in model.layers():
+            for k, a in layer.params.items():
+                layer.params[k] = a.astype(np.float32)
+    after = fast_logits(model, tokens, 5)
+    want = model.forward(tokens)[:, 4:]
+    assert after.dtype == want.dtype
+    np.testing.assert_allclose(after, want, atol=2e-5 if change == "dtype" else 1e-12)
+    if change != "dtype":
+        assert not np.allclose(after, before)
