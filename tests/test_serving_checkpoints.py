@@ -37,7 +37,8 @@ def test_each_variant_is_the_committed_file_of_todays_configuration(name):
 
 
 def test_the_four_variants_are_chapter_12s_shape_trained_alike():
-    ch12 = json.loads((serving_dir().parent / "shakespeare" / "manifest.json").read_text())["config"]
+    ch12_manifest = serving_dir().parent / "shakespeare" / "manifest.json"
+    ch12 = json.loads(ch12_manifest.read_text())["config"]
     for key in ("d_model", "n_heads", "n_layers", "d_ff", "max_len", "positions"):
         assert BASE[key] == ch12[key], key
     same = {k: v for k, v in MANIFEST["runs"]["mha"]["config"].items() if k != "variant"}
