@@ -30,7 +30,10 @@ stage "Python format (ruff format --check: the code as ruff format writes it)" \
     ruff format --check .
 # Side by side: stages that each keep one core busy run two at a time, one per
 # core (the machine the README's time is for has two), each lane's log printed
-# when both lanes are done. A lane is one or more stages run in turn.
+# when both lanes are done. A lane is one or more stages run in turn, on one BLAS
+# (and OpenMP: PyTorch's) thread unless the caller set another number: two lanes of
+# two threads on two cores spin (the library tests took 264 s so beside lane 2,
+# 169 s alone on one thread).
 side_by_side() {
     local t0=$SECONDS logs pids=() names=() status=0 i
     logs=$(mktemp -d)
@@ -38,7 +41,8 @@ side_by_side() {
     echo "==> side by side: $1 | $3"
     while [ $# -ge 2 ]; do
         names+=("$1")
-        bash -c "$2" > "$logs/${#names[@]}.log" 2>&1 &
+        OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}" OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" \
+            bash -c "$2" > "$logs/${#names[@]}.log" 2>&1 &
         pids+=($!)
         shift 2
     done
@@ -70,15 +74,16 @@ export -f stage
 # pip's cache); data/ rebuilt from its PyPI packages;
 # nbval with MPLBACKEND=agg on two chapters (a chapter that forgets
 # `%matplotlib inline` draws nothing there); the book built with warnings as
-# errors, for the browser stage. The MiniLM tests (about 25 s: sentence-transformers'
-# reference loaded once) run in lane 2, which is the shorter one without them.
+# errors, for the browser stage. The MiniLM tests (about 50 s: sentence-transformers'
+# reference loaded once) run in lane 1, which is the shorter one with them now that
+# each lane has one thread (lane 2 took 289 s in the last clean-clone run).
 side_by_side \
-    "library tests (unit, property, golden, doctests; PyTorch cross-checks required)" \
+    "library tests (unit, property, golden, doctests, MiniLM; PyTorch cross-checks required)" \
     "set -e
-     stage 'library tests' env ATTENTION_REQUIRE_TORCH=1 python -m pytest -q tests attention_lib --ignore=tests/test_minilm.py" \
-    "MiniLM tests, node runtime, downloaded chapter, data rebuild, MPLBACKEND=agg, book build" \
+     stage 'library tests' env ATTENTION_REQUIRE_TORCH=1 python -m pytest -q tests attention_lib --ignore=tests/test_minilm.py
+     stage 'library tests: MiniLM against sentence-transformers' env ATTENTION_REQUIRE_TORCH=1 python -m pytest -q tests/test_minilm.py" \
+    "node runtime, downloaded chapter, data rebuild, MPLBACKEND=agg, book build" \
     "set -e
-     stage 'library tests: MiniLM against sentence-transformers' env ATTENTION_REQUIRE_TORCH=1 python -m pytest -q tests/test_minilm.py
      stage 'the browser runtime against the library, in node (greedy tokens, logits within 1e-3)' bash scripts/check-node.sh
      stage 'downloaded chapters run without Jupyter Book (fresh venv: the project and a kernel)' bash scripts/check-download.sh book/05_masks.ipynb book/14_minilm.ipynb
      stage 'data/ rebuilds byte-for-byte from its PyPI packages' bash scripts/check-data-rebuild.sh

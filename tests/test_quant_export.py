@@ -105,7 +105,40 @@ def test_runtime_serves_the_quantized_folder():
     assert set(export.QUANTIZED_MODELS) <= set(export.EXPORTERS)
 
 
+def same_up_to_float_rounding(new, old, where="fixture"):
+    """Equal structures, equal ints and strings; floats within 1e-4 (as the parity fixture's
+    logits: float32 products round differently with another BLAS kernel or thread count)."""
+    assert type(new) is type(old), f"{where}: {type(new).__name__} != {type(old).__name__}"
+    if isinstance(new, dict):
+        assert sorted(new) == sorted(old), f"{where}: keys {sorted(new)} != {sorted(old)}"
+        for k in new:
+            same_up_to_float_rounding(new[k], old[k], f"{where}.{k}")
+    elif isinstance(new, list):
+        assert len(new) == len(old), f"{where}: length {len(new)} != {len(old)}"
+        for i, (a, b) in enumerate(zip(new, old)):
+            same_up_to_float_rounding(a, b, f"{where}[{i}]")
+    elif isinstance(new, float):
+        assert abs(new - old) <= 1e-4, f"{where}: {new} != {old}"
+    else:
+        assert new == old, f"{where}: {new!r} != {old!r}"
+
+
 def test_quant_fixture_is_current():
     fixture = load_script("make_quant_fixture")
     committed = json.loads(fixture.FIXTURE.read_text(encoding="utf8"))
-    assert json.loads(json.dumps(fixture.build())) == committed, "run scripts/make_quant_fixture.py"
+    same_up_to_float_rounding(json.loads(json.dumps(fixture.build())), committed)
+
+
+def test_the_fixture_comparison_fails_on_a_changed_token_or_logit():
+    committed = {"ids": [1, 2], "logits": [0.5, -1.25], "scheme": "q4_0"}
+    same_up_to_float_rounding(
+        {"ids": [1, 2], "logits": [0.50002, -1.25], "scheme": "q4_0"}, committed
+    )
+    for changed in (
+        {"ids": [1, 3], "logits": [0.5, -1.25], "scheme": "q4_0"},
+        {"ids": [1, 2], "logits": [0.5, -1.2], "scheme": "q4_0"},
+        {"ids": [1, 2], "logits": [0.5], "scheme": "q4_0"},
+        {"ids": [1, 2], "logits": [0.5, -1.25], "scheme": "q8_0"},
+    ):
+        with pytest.raises(AssertionError):
+            same_up_to_float_rounding(changed, committed)
