@@ -329,3 +329,23 @@ def test_a_changed_weight_builds_the_decoder_again(change):
     np.testing.assert_allclose(after, want, atol=2e-5 if change == "dtype" else 1e-12)
     if change != "dtype":
         assert not np.allclose(after, before)
+
+
+def test_a_changed_setting_is_not_served_the_old_build():
+    # chapter 13's exercise: the rotary layout changed on the blocks, the weights not
+    model = llama()
+    assert decoder_for(model, 1) is not None  # a build is kept
+    for block in model.blocks:
+        block.attn.rotary = "half"
+    assert decoder_for(model, 1) is None  # no fast path for that layout: the plain one
+    for block in model.blocks:
+        block.attn.rotary = "interleaved"
+    assert decoder_for(model, 1) is not None
+    # a norm's eps: built again, and the fast logits follow forward's
+    gpt_model = gpt("learned")
+    tokens = np.random.default_rng(6).integers(0, 11, (1, gpt_model.max_len))
+    fast_logits(gpt_model, tokens, 5)
+    gpt_model.blocks[0].ln1.eps = 0.5
+    np.testing.assert_allclose(
+        fast_logits(gpt_model, tokens, 5), gpt_model.forward(tokens)[:, 4:], atol=1e-12
+    )

@@ -514,12 +514,15 @@ def decoder_for(model, batch: int, capacity: int | None = None):
         return None
     # Joining and folding the weights costs about as much as ten tokens of a small model
     # (17 ms for chapter 12's): the last build is kept on the model with a copy of the
-    # weights it was made from, and reused while every weight is still equal to its copy.
+    # weights and of the settings it was made from (every number, string and flag held by
+    # the model and its layers: a rotary layout, a norm's eps, the positions), and reused
+    # while both are still equal to their copies.
     weights = [a for layer in model.layers() for a in layer.params.values()]
+    key = (batch, capacity, _settings(model))
     memo = vars(model).get("_fast_decoder_memo")
     if (
         memo is not None
-        and memo[0] == (batch, capacity)
+        and memo[0] == key
         and len(memo[1]) == len(weights)
         and all(
             a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
@@ -529,13 +532,49 @@ def decoder_for(model, batch: int, capacity: int | None = None):
         return memo[2].fresh()
     decoder = make(batch, capacity)
     if decoder is not None:
-        vars(model)["_fast_decoder_memo"] = (
-            (batch, capacity),
-            [a.copy() for a in weights],
-            decoder,
-        )
+        vars(model)["_fast_decoder_memo"] = (key, [a.copy() for a in weights], decoder)
         decoder = decoder.fresh()
     return decoder
+
+
+_SCALARS = (bool, int, float, complex, str, bytes, type(None), np.generic)
+
+
+def _settings(model) -> tuple:
+    """Every scalar setting the model's object graph holds, as ``(path, value)`` pairs.
+
+    A walk through the model's attributes, its layers' and theirs (lists, tuples and
+    dicts too), keeping numbers, strings, flags and None, and the shapes of non-weight
+    arrays (a position table), and leaving out arrays and the memo itself: what a
+    decoder's build reads besides the weights. Two models that differ in any of them
+    do not share a build.
+    """
+    out, seen = [], set()
+
+    def walk(obj, path):
+        if isinstance(obj, _SCALARS):
+            out.append((path, obj))
+        elif isinstance(obj, np.ndarray):
+            out.append((path, ("array", obj.shape, obj.dtype.str)))
+        elif id(obj) in seen:
+            return
+        elif isinstance(obj, dict):
+            seen.add(id(obj))
+            for k in sorted(obj, key=str):
+                walk(obj[k], f"{path}[{k!r}]")
+        elif isinstance(obj, (list, tuple)):
+            seen.add(id(obj))
+            for i, item in enumerate(obj):
+                walk(item, f"{path}[{i}]")
+        elif hasattr(obj, "__dict__") and type(obj).__module__.startswith("attention_lib"):
+            seen.add(id(obj))
+            out.append((path, type(obj).__qualname__))
+            for k, v in vars(obj).items():
+                if k != "_fast_decoder_memo":
+                    walk(v, f"{path}.{k}")
+
+    walk(model, "model")
+    return tuple(out)
 
 
 class TransformerDecoder:
