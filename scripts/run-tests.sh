@@ -75,15 +75,20 @@ export -f stage
 # nbval with MPLBACKEND=agg on two chapters (a chapter that forgets
 # `%matplotlib inline` draws nothing there); the book built with warnings as
 # errors, for the browser stage. The MiniLM tests (about 50 s: sentence-transformers'
-# reference loaded once) run in lane 1, which is the shorter one with them now that
-# each lane has one thread (lane 2 took 289 s in the last clean-clone run).
+# reference loaded once) run in lane 1, and two slow files of the library's tests (the
+# translation Transformer's gradient check, the chapter 3 checkpoints re-evaluated:
+# about 25 s) in lane 2, so that the lanes end together (each on one thread, the last
+# clean-clone run gave lane 1 265 s and lane 2 207 s without that move).
+lane2_tests="tests/test_transformer.py tests/test_seq2seq_checkpoints.py"
+lane1_ignores="--ignore=tests/test_minilm.py --ignore=tests/test_transformer.py --ignore=tests/test_seq2seq_checkpoints.py"
 side_by_side \
     "library tests (unit, property, golden, doctests, MiniLM; PyTorch cross-checks required)" \
     "set -e
-     stage 'library tests' env ATTENTION_REQUIRE_TORCH=1 python -m pytest -q tests attention_lib --ignore=tests/test_minilm.py
+     stage 'library tests' env ATTENTION_REQUIRE_TORCH=1 python -m pytest -q tests attention_lib $lane1_ignores
      stage 'library tests: MiniLM against sentence-transformers' env ATTENTION_REQUIRE_TORCH=1 python -m pytest -q tests/test_minilm.py" \
-    "node runtime, downloaded chapter, data rebuild, MPLBACKEND=agg, book build" \
+    "library tests (the Transformer's gradients, chapter 3's checkpoints), node runtime, downloaded chapter, data rebuild, MPLBACKEND=agg, book build" \
     "set -e
+     stage 'library tests: the Transformer, chapter 3 checkpoints' env ATTENTION_REQUIRE_TORCH=1 python -m pytest -q $lane2_tests
      stage 'the browser runtime against the library, in node (greedy tokens, logits within 1e-3)' bash scripts/check-node.sh
      stage 'downloaded chapters run without Jupyter Book (fresh venv: the project and a kernel)' bash scripts/check-download.sh book/05_masks.ipynb book/14_minilm.ipynb
      stage 'data/ rebuilds byte-for-byte from its PyPI packages' bash scripts/check-data-rebuild.sh
