@@ -38,7 +38,8 @@ heads) and the translation Transformer (greedy and beam search).
 :func:`decoder_for` gives the fast decoder of a model, or None for a
 configuration it does not cover (the callers then take the plain path). The
 joined weights of a model's last decoder are kept and reused, with a cache of
-the caller's own, while every weight equals the copy they were made from.
+the caller's own, while every weight and every setting (a rotary layout, a
+norm's eps) equals the copy they were made from.
 """
 
 from __future__ import annotations
@@ -330,9 +331,9 @@ class _Decoder:
         decoders from one build can run interleaved (two generators).
         """
         new = copy.copy(self)
-        c = self.cache
+        n_layers, batch, _, n_kv_heads, capacity, d_head = self.cache.kv.shape
         new.cache = StaticKVCache(
-            c.kv.shape[0], c.kv.shape[1], c.kv.shape[3], c.kv.shape[4], c.kv.shape[5], c.kv.dtype
+            n_layers, batch, n_kv_heads, capacity, d_head, self.cache.kv.dtype
         )
         new.layers = [
             tuple(part.fresh() if isinstance(part, _Attention) else part for part in layer)
