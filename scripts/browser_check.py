@@ -612,11 +612,12 @@ def check_phone_layout(page, site, base, problems):
     )
 
 
-# Rules the phone's pass leaves out: those that judge colours. Colour contrast is most of
-# axe's time on a chapter (about 3 of 4 s: it asks the browser for the colours behind every
-# piece of text; link-in-text-block, a link's colour against its sentence's, about 0.9 s),
-# and the book's colours are those of one stylesheet at every width: the desktop's pass
-# judges them. (Width-dependent rules, target-size and the rest, run on both.)
+# Rules the phone's pass leaves out unless asked for them (--phone-contrast; the weekly
+# workflow asks): those that judge colours. Colour contrast is most of axe's time on a
+# chapter (about 3 of 4 s: it asks the browser for the colours behind every piece of text;
+# link-in-text-block, a link's colour against its sentence's, about 0.9 s), and the book's
+# colours are those of one stylesheet at every width: the desktop's pass judges them.
+# (Width-dependent rules, target-size and the rest, run on both.)
 PHONE_SKIPS_AXE_RULES = ("color-contrast", "link-in-text-block")
 
 
@@ -635,8 +636,10 @@ def run_axe(page, axe_source, label, problems, skip=()):
                 )
             )
     minor = sorted({f"{v['id']} ({v['impact']})" for v in found if v["impact"] not in AXE_IMPACTS})
-    return f"{label}: axe {sum(v['impact'] in AXE_IMPACTS for v in found)} critical/serious" + (
-        f", other: {', '.join(minor)}" if minor else ""
+    return (
+        f"{label}: axe {sum(v['impact'] in AXE_IMPACTS for v in found)} critical/serious"
+        + (f", other: {', '.join(minor)}" if minor else "")
+        + (f" (not run: {', '.join(skip)})" if skip else "")
     )
 
 
@@ -716,6 +719,7 @@ def check_page(
     phone=False,
     site=None,
     axe_source=None,
+    axe_skip=(),
 ):
     """Load ``url`` in a fresh tab; return ``(problems, report)``.
 
@@ -798,8 +802,7 @@ def check_page(
                 },
             )
         label = f"{viewport['width']} px"
-        skip = PHONE_SKIPS_AXE_RULES if phone else ()
-        report["axe"] = [run_axe(page, axe_source, label, problems, skip)] if axe_source else []
+        report["axe"] = [run_axe(page, axe_source, label, problems, axe_skip)] if axe_source else []
         if phone:
             report["layout"] = [check_phone_layout(page, site, base, problems)] if layout else []
         else:
@@ -917,13 +920,15 @@ def check_site(
     report_only=False,
     axe=DEFAULT_AXE,
     phone=True,
+    phone_contrast=False,
 ):
     """Check ``pages`` (``[(html path, is_chapter, is_notebook)]``) of the site in ``site``.
 
     Each page is checked at 1280 px (and 1920 px) and, with ``phone``, again
     on the emulated phone. Returns ``{page: problems}``; with ``report_only``
     layout problems are printed but not returned. ``axe`` is the path of
-    axe-core's ``axe.min.js`` (None: no accessibility check).
+    axe-core's ``axe.min.js`` (None: no accessibility check); on the phone it
+    leaves out :data:`PHONE_SKIPS_AXE_RULES` unless ``phone_contrast``.
     """
     site = Path(site)
     missing = [p for p, _, _ in pages if not (site / p).is_file()]
@@ -998,6 +1003,7 @@ def check_site(
                         on_phone,
                         site,
                         axe_source,
+                        PHONE_SKIPS_AXE_RULES if on_phone and not phone_contrast else (),
                     )
                     # the phone's findings that the desktop already reported are left out
                     seen = {(k, re.sub(r"^\d+ px: ", "", d)) for k, d in problems}
@@ -1505,6 +1511,12 @@ def main(argv=None):
         "--no-phone", action="store_true", help="skip the second pass on an emulated 390-px phone"
     )
     parser.add_argument(
+        "--phone-contrast",
+        action="store_true",
+        help="run axe's colour rules on the phone too (default: at 1280 px only; "
+        "$BROWSER_PHONE_CONTRAST=1 in scripts/check-browser.sh)",
+    )
+    parser.add_argument(
         "--no-layout",
         action="store_true",
         help="skip the layout checks (overflow, figure size, cell length)",
@@ -1547,6 +1559,7 @@ def main(argv=None):
         report_only=args.report_only,
         axe=args.axe,
         phone=not args.no_phone,
+        phone_contrast=args.phone_contrast,
     )
     failed = [p for p, problems in results.items() if problems]
     print(

@@ -83,13 +83,17 @@ self_pid=$!
 # rewritten. BROWSER_SCREENSHOTS=0 skips the full-page screenshots (the test
 # command does: a screenshot of a 16,000-px page costs seconds and CI does not
 # look at them); they go to _build/screenshots/ otherwise.
+# axe's colour rules run at 1280 px; BROWSER_PHONE_CONTRAST=1 runs them on the phone
+# too (the weekly workflow does; they are most of axe's time on a page).
 LAYOUT_REPORT_ONLY=${LAYOUT_REPORT_ONLY-}
 shots=(--screenshots _build/screenshots)
 if [ "${BROWSER_SCREENSHOTS:-1}" = 0 ]; then shots=(); fi
+contrast=()
+if [ "${BROWSER_PHONE_CONTRAST:-0}" = 1 ]; then contrast=(--phone-contrast); fi
 site_pids=()
 for k in 1 2; do
     timeout --kill-after=15 900 "$python" scripts/browser_check.py --chromium "$CHROMIUM" \
-        --site _build/html --toc _toc.yml --shard "$k/2" "${shots[@]}" \
+        --site _build/html --toc _toc.yml --shard "$k/2" "${shots[@]}" "${contrast[@]}" \
         ${LAYOUT_REPORT_ONLY:+"$LAYOUT_REPORT_ONLY"} "$@" > "$self_log.site$k" 2>&1 &
     site_pids+=($!)
 done
