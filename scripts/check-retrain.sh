@@ -35,7 +35,7 @@
 # The draft of speculative decoding and the n-gram table are not retrained here.
 #
 # It runs in the scheduled workflow .github/workflows/retrain.yml, not in
-# scripts/run-tests.sh: the test command's ten-minute budget is already spent.
+# scripts/run-tests.sh: the test command's fifteen-minute budget is already spent.
 # The test command does check the committed checkpoints themselves
 # (tests/test_seq2seq_checkpoints.py: sha256 against the manifest, and a slice
 # of the table re-evaluated).
