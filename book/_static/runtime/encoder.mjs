@@ -26,20 +26,37 @@ function isCJK(cp) {
     (cp >= 0x2f800 && cp <= 0x2fa1f);
 }
 
-/** BERT's basic tokenizer: clean, space out CJK, lowercase, strip accents, split punctuation. */
+// Unicode's White_Space property (Rust's char::is_whitespace, which the library's
+// tokenizers use): tab, newline and return, the Zs spaces, U+0085 and the line and
+// paragraph separators U+2028 and U+2029 (JavaScript's \s has U+FEFF instead of U+0085).
+const WHITE_SPACE = /[\t\n\v\f\r\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]/u;
+// What the library's normalizer drops: NUL, U+FFFD and the "other" characters but tab,
+// newline and return (controls, format, private use; surrogates, which a JavaScript string
+// may hold alone). Unassigned code points (Cn) are kept, as the library keeps them.
+const DROPPED = /[\p{Cc}\p{Cf}\p{Co}\p{Cs}\ufffd]/u;
+
+/**
+ * BERT's basic tokenizer, in the order of the library's (Hugging Face tokenizers'
+ * BertNormalizer, then BertPreTokenizer): drop controls, spaces for white space, space out
+ * CJK, strip accents (NFD, then no Mn), lowercase one code point at a time (a capital
+ * sigma is always "σ", never the final "ς" that lowercasing a whole word would give),
+ * split on white space and around punctuation.
+ */
 export function basicTokenize(text) {
   let cleaned = "";
   for (const ch of text) {
     const cp = ch.codePointAt(0);
-    if (ch === "\t" || ch === "\n" || ch === "\r" || /\p{Zs}/u.test(ch)) cleaned += " ";
-    else if (cp === 0 || cp === 0xfffd || /[\p{Cc}\p{Cf}]/u.test(ch)) continue;
+    if (ch === "\t" || ch === "\n" || ch === "\r") cleaned += " ";
+    else if (DROPPED.test(ch)) continue;
+    else if (WHITE_SPACE.test(ch)) cleaned += " ";
     else if (isCJK(cp)) cleaned += ` ${ch} `;
     else cleaned += ch;
   }
+  let lowered = "";
+  for (const ch of cleaned.normalize("NFD").replace(/\p{Mn}/gu, "")) lowered += ch.toLowerCase();
   const words = [];
-  for (let word of cleaned.toLowerCase().split(" ")) {
+  for (const word of lowered.split(" ")) {
     if (!word) continue;
-    word = word.normalize("NFD").replace(/\p{Mn}/gu, "");
     let current = "";
     for (const ch of word) {
       if (isPunctuation(ch)) {
