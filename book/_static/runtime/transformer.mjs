@@ -1319,10 +1319,59 @@ export class CharTokenizer {
   }
 }
 
+/** A binary max-heap of candidate merges: the highest score first, the leftmost on a tie. */
+class PairHeap {
+  constructor() {
+    this.items = [];
+  }
+
+  get size() {
+    return this.items.length;
+  }
+
+  static before(a, b) {
+    return a.score > b.score || (a.score === b.score && a.left < b.left);
+  }
+
+  push(score, left, right, merged) {
+    const items = this.items;
+    items.push({ score, left, right, merged });
+    let i = items.length - 1;
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (!PairHeap.before(items[i], items[parent])) break;
+      [items[i], items[parent]] = [items[parent], items[i]];
+      i = parent;
+    }
+  }
+
+  pop() {
+    const items = this.items;
+    const top = items[0];
+    const last = items.pop();
+    if (items.length) {
+      items[0] = last;
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1, r = l + 1;
+        let best = i;
+        if (l < items.length && PairHeap.before(items[l], items[best])) best = l;
+        if (r < items.length && PairHeap.before(items[r], items[best])) best = r;
+        if (best === i) break;
+        [items[i], items[best]] = [items[best], items[i]];
+        i = best;
+      }
+    }
+    return top;
+  }
+}
+
 /**
  * llama2.c's tokenizer (SentencePiece BPE with byte fallback): a leading space, one
  * token per character ("▁" for a space), bytes <0xXX> for characters not in the vocabulary,
- * then repeatedly merge the adjacent pair whose merged piece has the highest score.
+ * then repeatedly merge the adjacent pair whose merged piece has the highest score (the
+ * leftmost on a tie), as attention_lib.data.llama_tokenizer does: a linked list of symbols
+ * and a heap of candidate pairs, O(n log n) for a text of n characters.
  */
 export class Llama2cTokenizer {
   constructor({ tokens, scores, bos_id = 1, eos_id = 2 }) {
@@ -1330,52 +1379,59 @@ export class Llama2cTokenizer {
     this.scores = scores;
     this.bosId = bos_id;
     this.eosId = eos_id;
-    this.lookup = new Map(tokens.map((t, i) => [t, i]));
     this.vocabSize = tokens.length;
-    this.wordLocal = !tokens.some((t) => /[^▁]▁/u.test(t));
-    this.cache = new Map();
+    // the pieces text is written in and merged into: not <unk>, <s>, </s> or <0xXX> bytes
+    const control = new Set(["<unk>", "<s>", "</s>"]);
+    this.lookup = new Map();
+    this.byteId = new Array(256);
+    tokens.forEach((t, i) => {
+      const byte = /^<0x([0-9A-F]{2})>$/.exec(t);
+      if (byte) this.byteId[parseInt(byte[1], 16)] = i;
+      else if (!control.has(t)) this.lookup.set(t, i);
+    });
   }
 
   /** Ids of text, after a BOS token when bos is true (what llama2.c feeds its model). */
   encode(text, { bos = true } = {}) {
     const ids = bos ? [this.bosId] : [];
     if (text === "") return ids;
-    const s = "▁" + text.replaceAll(" ", "▁");
-    if (!this.wordLocal) return ids.concat(this.merge(s));
-    // No piece has "▁" after another character, so no merge crosses the start of a word
-    // (a run of "▁" and what follows it): merging word by word gives the same ids as merging
-    // the whole text, in linear rather than quadratic time for a long text.
-    for (const word of s.match(/▁*[^▁]*/gu).filter(Boolean)) {
-      if (!this.cache.has(word)) this.cache.set(word, this.merge(word));
-      ids.push(...this.cache.get(word));
-    }
-    return ids;
+    return ids.concat(this.merge("▁" + text.replaceAll(" ", "▁")));
   }
 
   /** One id per character (bytes for unknown ones), then the best-scoring merges, leftmost first. */
   merge(s) {
-    const pieces = [];
+    const ids = [];
+    const utf8 = new TextEncoder();
     for (const ch of s) {
       const id = this.lookup.get(ch);
-      if (id !== undefined) pieces.push(id);
-      else for (const byte of new TextEncoder().encode(ch)) pieces.push(byte + 3); // <0x00> is id 3
+      if (id !== undefined) ids.push(id);
+      else for (const byte of utf8.encode(ch)) ids.push(this.byteId[byte]);
     }
-    for (;;) {
-      let best = -Infinity;
-      let at = -1;
-      let merged = -1;
-      for (let i = 0; i + 1 < pieces.length; i++) {
-        const id = this.lookup.get(this.tokens[pieces[i]] + this.tokens[pieces[i + 1]]);
-        if (id !== undefined && this.scores[id] > best) {
-          best = this.scores[id];
-          at = i;
-          merged = id;
-        }
-      }
-      if (at < 0) break;
-      pieces.splice(at, 2, merged);
+    const n = ids.length;
+    const next = Int32Array.from({ length: n }, (_, i) => (i + 1 < n ? i + 1 : -1));
+    const prev = Int32Array.from({ length: n }, (_, i) => i - 1);
+    const alive = new Uint8Array(n).fill(1);
+    const heap = new PairHeap();
+    const push = (left) => {
+      const right = next[left];
+      if (right < 0) return;
+      const merged = this.lookup.get(this.tokens[ids[left]] + this.tokens[ids[right]]);
+      if (merged !== undefined) heap.push(this.scores[merged], left, right, merged);
+    };
+    for (let i = 0; i + 1 < n; i++) push(i);
+    while (heap.size) {
+      const { left, right, merged } = heap.pop();
+      // stale: one of the two has merged with something else since this pair was pushed
+      if (!alive[left] || !alive[right] || next[left] !== right ||
+          this.lookup.get(this.tokens[ids[left]] + this.tokens[ids[right]]) !== merged) continue;
+      ids[left] = merged;
+      alive[right] = 0;
+      next[left] = next[right];
+      if (next[right] >= 0) prev[next[right]] = left;
+      push(left);
+      if (prev[left] >= 0) push(prev[left]);
     }
-    return pieces;
+    return ids.filter((_, i) => alive[i]);
   }
 
   /** The text of one token as it prints (bytes as bytes, "▁" as a space). */
