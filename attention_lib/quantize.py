@@ -99,6 +99,41 @@ def _check(w, bits, group_size):
     return w.astype(np.float32, copy=False), (n if group_size is None else group_size)
 
 
+def _float16_scales(d, top, where):
+    """The float32 scales ``d`` as float16, refused where float16 cannot hold them.
+
+    ``top`` is the largest code's magnitude (127, or ``2^(b-1)``): a stored scale
+    off by ``e`` moves a group's largest weight by ``top * e``. Up to half a step
+    (``|d| / 2``) is rounding that quantization allows anyway; more is a wrong
+    value. That happens only outside float16's range: a scale above 65,504
+    overflows to infinity (weights beyond about ``65504 * top``), one far below
+    float16's smallest normal number (6.1e-05) keeps too few bits, or becomes 0
+    below 6e-08 (weights below about ``1e-5``). ggml's reference quantizer
+    stores such scales as they round, silently; here they raise a
+    ``ValueError`` that says ``where(index)`` the group is.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        d16 = d.astype(np.float16)
+        off = np.abs(d16.astype(np.float32) - d)
+    bad = ~np.isfinite(d16) | (off * np.float32(top) > np.abs(d) / 2)
+    if not bad.any():
+        return d16
+    index = tuple(int(i) for i in np.argwhere(bad)[0])
+    scale = abs(float(d[index]))
+    if not np.isfinite(d16[index]):
+        problem = (
+            f"its scale {scale:.3g} overflows float16, whose largest value is 65,504 "
+            f"(weights up to about {65504 * top:.3g} in magnitude fit): scale the weights down"
+        )
+    else:
+        problem = (
+            f"its scale {scale:.3g} is too small for float16 (smallest 6e-08, full "
+            f"precision from 6.1e-05), which would store it as {abs(float(d16[index])):.3g} "
+            "and move the weights by more than half a step: scale the weights up"
+        )
+    raise ValueError(f"{where(index)}: {problem}")
+
+
 def quantize(w, bits: int = 8, group_size: int | None = 32) -> QuantizedTensor:
     """Round-to-nearest quantization of the rows of ``w`` (rows, n), in groups along each row.
 
@@ -112,6 +147,14 @@ def quantize(w, bits: int = 8, group_size: int | None = 32) -> QuantizedTensor:
     Returns
     -------
     QuantizedTensor
+
+    Raises
+    ------
+    ValueError
+        For a bad argument, weights that are not finite, or a group whose
+        float16 scale would overflow (weights beyond about 8.3e6 in 8 bits,
+        5.2e5 in 4) or lose its precision (a nonzero group whose weights are
+        all below about 1e-3 in 8 bits): the message names the row and group.
 
     Examples
     --------
@@ -130,14 +173,21 @@ def quantize(w, bits: int = 8, group_size: int | None = 32) -> QuantizedTensor:
         inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
         x = blocks * inv
         q = (np.sign(x) * np.floor(np.abs(x) + np.float32(0.5))).astype(np.int8)
+        top = 127
     else:
-        half = 2 ** (bits - 1)
+        half = top = 2 ** (bits - 1)
         idx = np.abs(blocks).argmax(axis=-1)[..., None]
         d = np.take_along_axis(blocks, idx, axis=-1) / np.float32(-half)
         inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
         x = blocks * inv + np.float32(half + 0.5)
         q = np.minimum(2 * half - 1, np.trunc(x)).astype(np.uint8)
-    return QuantizedTensor(q.reshape(rows, n), d[..., 0].astype(np.float16), int(bits), group_size)
+    where = (
+        (lambda i: f"weights row {i[0]}")
+        if group_size is None
+        else (lambda i: f"weights row {i[0]}, group {i[1]} (of {g})")
+    )
+    scales = _float16_scales(d[..., 0], top, where)
+    return QuantizedTensor(q.reshape(rows, n), scales, int(bits), group_size)
 
 
 def dequantize(qt: QuantizedTensor) -> np.ndarray:
@@ -188,13 +238,14 @@ class Int8KVCache(KVCache):
         self._codes = None
 
     @staticmethod
-    def _encode(x):
+    def _encode(x, what="keys"):
         x = np.asarray(x, np.float32)
         d = np.abs(x).max(axis=-1, keepdims=True) / np.float32(127)
         inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
         y = x * inv
         q = (np.sign(y) * np.floor(np.abs(y) + np.float32(0.5))).astype(np.int8)
-        return q, d.astype(np.float16)
+        where = lambda i: f"{what} at index {i[:-1]} (batch, head, position)"  # noqa: E731
+        return q, _float16_scales(d, 127, where)
 
     @staticmethod
     def _decode(q, d):
@@ -209,7 +260,7 @@ class Int8KVCache(KVCache):
 
     def append(self, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         self.check(k.shape[0], k.shape)
-        new = (*self._encode(k), *self._encode(v))
+        new = (*self._encode(k, "keys"), *self._encode(v, "values"))
         if self._codes is None:
             self._codes = new
         else:
@@ -276,17 +327,23 @@ def quantize_model(model, scheme: str) -> dict:
             report["float32_bytes"] += 4 * np.size(a)
             if np.ndim(a) != 2:
                 report["bytes"] += 4 * np.size(a)
+    quantized = []  # every matrix quantized before any is replaced: an error changes nothing
     for name, layer, k, fits in plan:
         a = layer.params[k]
         b, g = (bits, group) if fits else (8, None)
         if not fits:
             report["fallback"].append(f"{name}.{k}")
-        if k == "E":
-            qt = quantize(a, b, g)
-            back = dequantize(qt)
-        else:
-            qt = quantize_matrix(a, b, g)
-            back = dequantize(qt).T
-        layer.params[k] = back.astype(a.dtype)
+        try:
+            if k == "E":
+                qt = quantize(a, b, g)
+                back = dequantize(qt)
+            else:
+                qt = quantize_matrix(a, b, g)
+                back = dequantize(qt).T
+        except ValueError as err:
+            raise ValueError(f"{name}.{k}: {err}") from None
+        quantized.append((layer, k, back.astype(a.dtype)))
         report["bytes"] += qt.nbytes
+    for layer, k, back in quantized:
+        layer.params[k] = back
     return report

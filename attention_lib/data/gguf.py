@@ -411,6 +411,14 @@ def _parse(path, buffer):
                 "along one axis (NumPy, and ggml, cannot index them)",
                 at,
             )
+        nonzero = int(np.prod([n for n in dims if n], dtype=object))
+        if 0 in dims and nonzero > MAX_ELEMENTS // 8:  # (without a zero: the file's end, below)
+            raise r.fail(
+                f"tensor {name!r} has dimensions {dims}: with the zero left out they "
+                "multiply to more than 2**60, a shape NumPy (and ggml) cannot hold even "
+                "empty",
+                at,
+            )
         ggml_type = r.unpack("<I", f"the element type of {name!r}")
         at = r.pos
         offset = r.unpack("<Q", f"the data offset of {name!r}")

@@ -58,7 +58,7 @@ def block_bytes(ggml_type, shape) -> int:
     t = _block_type(ggml_type)
     name, per_block, size, _ = BLOCKS[t]
     shape = tuple(int(n) for n in shape)
-    if not shape or shape[-1] % per_block:
+    if not shape or not shape[-1] or shape[-1] % per_block:
         raise GGUFError(
             f"a {name} row holds whole blocks of {per_block} weights, but the rows of shape "
             f"{shape} have {shape[-1] if shape else 0}"
@@ -121,6 +121,13 @@ def decode_blocks(data, ggml_type, shape, as_codes: bool = False):
         )
     blocks = raw[:need].reshape(-1, size)
     d = blocks[:, :2].copy().view("<f2").astype(np.float16)
+    bad = ~np.isfinite(d[:, 0])
+    if bad.any():  # as ggml's validation and the runtime's quant.mjs refuse it
+        i, per_row = int(np.argmax(bad)), shape[-1] // per_block
+        raise GGUFError(
+            f"block {i % per_row} of row {i // per_row} has a scale that is not finite "
+            f"({d[i, 0]}): the data is damaged"
+        )
     qs = blocks[:, 2:]
     if bits == 8:
         codes = qs.view(np.int8)
@@ -153,7 +160,10 @@ def read_quantized(f: GGUFFile, name: str) -> np.ndarray:
             "truncated"
         )
     data = np.frombuffer(f._buffer, dtype=np.uint8, count=need, offset=info.offset)
-    return decode_blocks(data, info.ggml_type, info.shape)
+    try:
+        return decode_blocks(data, info.ggml_type, info.shape)
+    except GGUFError as err:
+        raise GGUFError(f"{f.path}: tensor {name!r} ({info.type_name}): {err}") from None
 
 
 def _string(s: str) -> bytes:
@@ -161,24 +171,83 @@ def _string(s: str) -> bytes:
     return struct.pack("<Q", len(b)) + b
 
 
-def _value(v) -> bytes:
+def _value(key: str, v) -> bytes:
+    """``v``'s GGUF type id and bytes; a value no GGUF type holds is refused, naming ``key``."""
     if isinstance(v, bool):
         return struct.pack("<IB", 7, v)
     if isinstance(v, int):
+        if not -(2**63) <= v < 2**64:
+            raise GGUFError(
+                f"metadata {key!r} = {v} is beyond GGUF's integers "
+                "(int64 from -2**63, uint64 up to 2**64 - 1)"
+            )
         return struct.pack("<Iq", 11, v) if v < 0 else struct.pack("<IQ", 10, v)
     if isinstance(v, float):
-        return struct.pack("<If", 6, v)
+        try:
+            return struct.pack("<If", 6, v)
+        except OverflowError:
+            raise GGUFError(
+                f"metadata {key!r} = {v!r} is beyond float32's range (about 3.4e38), "
+                "the type this writer stores a float in"
+            ) from None
     if isinstance(v, str):
         return struct.pack("<I", 8) + _string(v)
-    raise TypeError(f"metadata values must be bool, int, float or str, got {type(v).__name__}")
+    raise TypeError(
+        f"metadata {key!r}: values must be bool, int, float or str, got {type(v).__name__}"
+    )
 
 
-def write_gguf(path, tensors: dict, metadata: dict | None = None, alignment: int = 32) -> None:
+def _alignment(alignment, in_metadata) -> int:
+    """The alignment to lay the data out at: the argument's or the metadata's, checked."""
+    for what, a in (("alignment", alignment), ("general.alignment", in_metadata)):
+        if a is not None and (
+            isinstance(a, bool)
+            or not isinstance(a, (int, np.integer))
+            or not 8 <= a < 2**32
+            or a & (a - 1)
+        ):
+            raise GGUFError(
+                f"{what} must be a power of two from 8 to 2**31 (GGUF's specification asks "
+                f"for a multiple of 8, ggml's reader for a power of two), got {a!r}"
+            )
+    if alignment is not None and in_metadata is not None and alignment != in_metadata:
+        raise GGUFError(
+            f"alignment = {alignment} but the metadata's general.alignment is {in_metadata}: "
+            "the data would be laid out at one and read at the other; give one of them"
+        )
+    return int(next((a for a in (alignment, in_metadata) if a is not None), 32))
+
+
+def write_gguf(
+    path, tensors: dict, metadata: dict | None = None, alignment: int | None = None
+) -> None:
     """Write a GGUF (version 3) file of ``{name: (array, type)}``, type "F32", "Q8_0" or "Q4_0".
 
     The file is what llama.cpp's ``gguf`` writer makes of the same tensors;
     :func:`~attention_lib.data.gguf.read_gguf` and :func:`read_quantized`
     read it back.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    tensors : dict
+        ``{name: (array, type)}``; a quantized array's last axis is its rows.
+    metadata : dict, optional
+        ``{key: bool, int, float or str}``: ints are stored as int64 or uint64,
+        floats as float32.
+    alignment : int, optional
+        Where each tensor's data starts: a power of two from 8 to 2**31 (GGUF's
+        specification asks for a multiple of 8, ggml's reader for a power of
+        two). Default: the metadata's ``general.alignment``, else 32.
+
+    Raises
+    ------
+    GGUFError
+        Before anything is written: an alignment that is not such a power of
+        two or that contradicts ``general.alignment``, a metadata value no GGUF
+        type holds (naming its key), or a tensor that cannot be stored in its
+        type (naming it: no whole blocks in its rows, or a float16 scale out
+        of range).
 
     Examples
     --------
@@ -192,6 +261,17 @@ def write_gguf(path, tensors: dict, metadata: dict | None = None, alignment: int
     ('Q8_0', True)
     """
     metadata = dict(metadata or {})
+    alignment = _alignment(alignment, metadata.get("general.alignment"))
+    if alignment != 32:
+        metadata["general.alignment"] = alignment
+    pairs = b""  # every key and value checked before any tensor is encoded
+    for k, v in metadata.items():
+        if not isinstance(k, str):
+            raise GGUFError(f"metadata keys must be strings, got {k!r}")
+        if k == "general.alignment":
+            pairs += _string(k) + struct.pack("<II", 4, v)
+        else:
+            pairs += _string(k) + _value(k, v)
     parts, infos, offset = [], [], 0
     for name, (array, kind) in tensors.items():  # every tensor checked before writing
         array = np.asarray(array)
@@ -199,20 +279,16 @@ def write_gguf(path, tensors: dict, metadata: dict | None = None, alignment: int
             data = np.ascontiguousarray(array, dtype="<f4").view(np.uint8).reshape(-1)
             t = F32
         else:
-            t = _block_type(kind)
-            data = encode_blocks(array.reshape(-1, array.shape[-1]), t)
+            try:
+                t = _block_type(kind)
+                data = encode_blocks(array, t)
+            except ValueError as err:  # GGUFError too
+                raise GGUFError(f"tensor {name!r}: {err}") from None
         infos.append((name, array.shape[::-1], t, offset))
         pad = -data.size % alignment
         parts.append(data.tobytes() + b"\0" * pad)
         offset += data.size + pad
-    if alignment != 32:
-        metadata["general.alignment"] = alignment
-    head = b"GGUF" + struct.pack("<IQQ", 3, len(infos), len(metadata))
-    for k, v in metadata.items():
-        if k == "general.alignment":
-            head += _string(k) + struct.pack("<II", 4, v)
-        else:
-            head += _string(k) + _value(v)
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(infos), len(metadata)) + pairs
     for name, dims, t, off in infos:
         head += _string(name) + struct.pack("<I", len(dims))
         head += b"".join(struct.pack("<Q", n) for n in dims) + struct.pack("<IQ", t, off)
