@@ -144,6 +144,22 @@ def _rotary_table(max_len, d_head, base, dtype):
     return table
 
 
+def _rotary_tables(blocks, max_len, dtype):
+    """One rotary table per block, from its attention's own head size and base.
+
+    Blocks that share both share one table (every block of the models the
+    library builds), so a model whose blocks differ still rotates each with
+    its own angles.
+    """
+    tables, out = {}, []
+    for b in blocks:
+        key = (b.attn.d_head, b.attn.rotary_base)
+        if key not in tables:
+            tables[key] = _rotary_table(max_len, *key, dtype)
+        out.append(tables[key])
+    return out
+
+
 def _fold(norm, W, b, dtype):
     """``W, b`` with a norm's scale (and shift) folded in, for rows from :func:`_unit`.
 
@@ -152,14 +168,17 @@ def _fold(norm, W, b, dtype):
     ``W' = diag(gamma sqrt(d)) W`` and ``b' = b + beta @ W``: a matrix product
     replaces the norm's scale and shift. Computed in float64, then cast.
     """
-    W = np.asarray(W, dtype=np.float64)
-    gamma = np.asarray(norm.params["gamma"], dtype=np.float64)
-    W2 = (gamma * np.sqrt(W.shape[0]))[:, None] * W
+    W = np.asarray(W)
+    scale = np.asarray(norm.params["gamma"], dtype=np.float64) * np.sqrt(W.shape[0])
+    W2 = np.empty(W.shape, dtype)
+    step = 4096  # columns at a time: a float64 copy of SmolLM2's head would be 226 MB
+    for j in range(0, W.shape[1], step):
+        W2[:, j : j + step] = scale[:, None] * W[:, j : j + step].astype(np.float64)
     b2 = np.zeros(W.shape[1]) if b is None else np.asarray(b, dtype=np.float64)
     if "beta" in norm.params:
-        b2 = b2 + norm.params["beta"].astype(np.float64) @ W
+        b2 = b2 + norm.params["beta"].astype(np.float64) @ W.astype(np.float64)
     has_bias = b is not None or "beta" in norm.params
-    return np.ascontiguousarray(W2, dtype=dtype), b2.astype(dtype) if has_bias else None
+    return W2, b2.astype(dtype) if has_bias else None
 
 
 def _activation(act, dtype):
@@ -350,9 +369,9 @@ class GPTDecoder(_Decoder):
         self.dtype, self.model = dtype, model
         first = model.blocks[0].attn
         capacity = model.max_len if capacity is None else capacity
-        rot = None
+        rots = [None] * len(model.blocks)
         if model.positions == "rotary":
-            rot = _rotary_table(model.max_len, first.d_head, first.rotary_base, dtype)
+            rots = _rotary_tables(model.blocks, capacity, dtype)  # positions < capacity
         self.E = model.tok.params["E"].astype(dtype, copy=False)
         self.pos = None
         if model.positions == "learned":
@@ -360,7 +379,7 @@ class GPTDecoder(_Decoder):
         elif model.positions == "sinusoidal":
             self.pos = model.pe.astype(dtype, copy=False)
         self.layers = []
-        for b in model.blocks:
+        for b, rot in zip(model.blocks, rots):
             ffn = None
             if not b.attention_only:
                 f = b.ffn
@@ -439,10 +458,10 @@ class LlamaDecoder(_Decoder):
         self.dtype, self.model = dtype, model
         first = model.blocks[0].attn
         capacity = model.max_len if capacity is None else capacity
-        rot = _rotary_table(model.max_len, first.d_head, first.rotary_base, dtype)
+        rots = _rotary_tables(model.blocks, capacity, dtype)  # positions < capacity
         self.E = model.tok.params["E"]
         self.layers = []
-        for b in model.blocks:
+        for b, rot in zip(model.blocks, rots):
             p = b.ffn.params
             W13, _ = _fold(b.ffn_norm, np.concatenate([p["W1"], p["W3"]], axis=1), None, dtype)
             attn = _Attention(b.attn, dtype, b.attn_norm, rot)
@@ -487,6 +506,12 @@ class LlamaDecoder(_Decoder):
         return np.dot(x * (1 / math.sqrt(float(np.dot(x, x)) + self.eps_f)), self.W_head)
 
 
+#: The largest model (bytes of weights) whose last build :func:`decoder_for` keeps:
+#: keeping one means keeping a copy of every weight to compare with, which for
+#: SmolLM2 (538 MB) would cost more than building the decoder again (about 0.5 s).
+MEMO_MAX_BYTES = 64 * 2**20
+
+
 def decoder_for(model, batch: int, capacity: int | None = None):
     """The fast decoder of ``model`` for ``batch`` sequences, or None if it has none.
 
@@ -504,10 +529,13 @@ def decoder_for(model, batch: int, capacity: int | None = None):
             and attn.rope_scaling is None
         )
 
-    if "forward" in vars(model):  # a forward set on the instance is the one to run
+    if _replaced_forward(model) is not None:  # the forward a user set is the one to run
         return None
-    if not all(plain(b.attn) for b in getattr(model, "blocks", ())):
+    blocks = getattr(model, "blocks", ())
+    if not all(plain(b.attn) for b in blocks):
         return None
+    if len({(b.attn.n_kv_heads, b.attn.d_head) for b in blocks}) > 1:
+        return None  # one StaticKVCache holds every layer's keys: one shape for all
     # Each model says whether this module's decoder fits it (TinyGPT.fast_decoder,
     # Llama.fast_decoder): this module imports no model, so no model module imports it back.
     make = getattr(model, "fast_decoder", None)
@@ -519,6 +547,8 @@ def decoder_for(model, batch: int, capacity: int | None = None):
     # the model and its layers: a rotary layout, a norm's eps, the positions), and reused
     # while both are still equal to their copies.
     weights = [a for layer in model.layers() for a in layer.params.values()]
+    if sum(a.nbytes for a in weights) > MEMO_MAX_BYTES:  # a copy would double the model
+        return make(batch, capacity)
     key = (batch, capacity, _settings(model))
     memo = vars(model).get("_fast_decoder_memo")
     if (
@@ -539,6 +569,44 @@ def decoder_for(model, batch: int, capacity: int | None = None):
 
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None), np.generic)
+
+
+def _replaced_forward(model):
+    """The first layer of ``model`` whose ``forward`` is not the library's, or None.
+
+    The fast decoders redo the arithmetic of the library's layers; a
+    ``forward`` set on a layer (a head ablation, a hook) or a subclass that
+    overrides it (in a notebook) must run instead. A walk through the model,
+    its blocks and their layers (attributes, lists, tuples, dicts): a layer
+    whose instance holds a ``forward``, or whose class takes ``forward`` from
+    a class defined outside ``attention_lib``, is returned.
+    """
+    seen = set()
+
+    def walk(obj):
+        if isinstance(obj, (_SCALARS, np.ndarray)) or id(obj) in seen:
+            return None
+        seen.add(id(obj))
+        if isinstance(obj, dict):
+            children = list(obj.values())
+        elif isinstance(obj, (list, tuple)):
+            children = list(obj)
+        elif hasattr(obj, "__dict__") and not isinstance(obj, type):
+            if "forward" in vars(obj):
+                return obj
+            owner = next((c for c in type(obj).__mro__ if "forward" in vars(c)), None)
+            if owner is not None and not owner.__module__.startswith("attention_lib"):
+                return obj
+            children = [v for k, v in vars(obj).items() if k != "_fast_decoder_memo"]
+        else:
+            return None
+        for child in children:
+            found = walk(child)
+            if found is not None:
+                return found
+        return None
+
+    return walk(model)
 
 
 def _settings(model) -> tuple:

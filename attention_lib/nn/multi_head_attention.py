@@ -472,7 +472,10 @@ class MultiHeadAttention:
             np.arange(start, start + x.shape[-2]) if np.ndim(start) == 0 else np.asarray(start)
         )
         key = (positions[0] if len(positions) else 0, len(positions), x.shape[-1], x.dtype)
+        # keyed on every setting the tables are made from: a base changed after a
+        # forward (layer.rotary_base = ...) must not rotate with the old one
         key = key + (str(self.rope_scaling), positions[-1] if len(positions) else 0)
+        key = key + (self.rotary_base,)
         cached = getattr(self, "_tables", None)
         contiguous = np.ndim(start) == 0 or bool(np.all(np.diff(positions) == 1))
         if not contiguous or cached is None or cached[0] != key:  # the last call's are kept

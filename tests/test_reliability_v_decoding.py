@@ -1,0 +1,189 @@
+"""Issue 49 (Reliability V), the decoding faults: rotary tables, the fast decoders' guards,
+speculative decoding with Llama and weightless drafts, sampling with masked logits, and the
+translator's edge cases."""
+
+import io
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from attention_lib import TinyGPT
+from attention_lib.models.kv_cache import decoder_for
+from attention_lib.models.llama import Llama
+from attention_lib.models.speculative import PromptLookup, speculative_generate
+from attention_lib.nn import MultiHeadAttention
+from attention_lib.nn.block import TransformerBlock
+from attention_lib.sampling import sampling_probabilities
+from attention_lib.softmax import softmax
+
+
+def gpt(positions="rotary", dtype=np.float64, max_len=24, seed=1):
+    model = TinyGPT(
+        n_vocab=11, d_model=16, n_heads=4, n_layers=2, d_ff=24, max_len=max_len,
+        rng=np.random.default_rng(seed), positions=positions,
+    )  # fmt: skip
+    for layer in model.layers():
+        for k, a in layer.params.items():
+            layer.params[k] = a.astype(dtype)
+    model.head.params["W"] *= 4  # clear argmaxes: greedy text that depends on the weights
+    return model
+
+
+def llama(max_len=24, n_vocab=13):
+    model = Llama(
+        n_vocab=n_vocab, d_model=16, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=24,
+        max_len=max_len, rng=np.random.default_rng(2), dtype=np.float64, tied=False,
+    )  # fmt: skip
+    return model
+
+
+def fast_logits(model, tokens, prompt):
+    """The fast decoder's logits after each position from ``prompt`` on."""
+    dec = decoder_for(model, tokens.shape[0])
+    assert dec is not None
+    out = [dec.prefill(tokens[:, :prompt])]
+    out += [dec.step(tokens[:, t]) for t in range(prompt, tokens.shape[1])]
+    return np.stack(out, axis=1)
+
+
+def plain_logits(model, tokens, prompt):
+    return model.forward(tokens)[:, prompt - 1 :]
+
+
+# -- 1. the rotary tables are keyed on rotary_base --------------------------------------------
+
+
+def test_changing_rotary_base_after_a_forward_rotates_with_the_new_base():
+    x = np.random.default_rng(0).normal(size=(1, 6, 16))
+    att = MultiHeadAttention(16, 2, np.random.default_rng(1), rotary="interleaved")
+    att.forward(x, is_causal=True)  # tables for base 10000 kept
+    att.rotary_base = 500.0
+    fresh = MultiHeadAttention(
+        16, 2, np.random.default_rng(1), rotary="interleaved", rotary_base=500.0
+    )
+    np.testing.assert_allclose(
+        att.forward(x, is_causal=True), fresh.forward(x, is_causal=True), atol=1e-12
+    )
+
+
+@pytest.mark.parametrize("make", [gpt, llama], ids=["tinygpt", "llama"])
+def test_forward_and_the_fast_decoder_agree_after_rotary_base_changes(make):
+    model = make()
+    V = model.tok.params["E"].shape[0]
+    tokens = np.random.default_rng(3).integers(0, V, (1, 12))
+    model.forward(tokens)  # the first base's tables are kept
+    for b in model.blocks:
+        b.attn.rotary_base = 100.0
+    np.testing.assert_allclose(
+        fast_logits(model, tokens, 4), plain_logits(model, tokens, 4), atol=1e-10
+    )
+
+
+# -- 2. a forward replaced below the model turns the fast decoder off --------------------------
+
+
+def ablate_heads(att, heads):
+    """A forward that zeroes the output columns of query heads ``heads`` (a head ablation)."""
+    original = att.forward
+    cols = np.concatenate([np.arange(h * att.d_head, (h + 1) * att.d_head) for h in heads])
+
+    def forward(*args, **kwargs):
+        W_O = att.params["W_O"]
+        saved = W_O[cols].copy()
+        W_O[cols] = 0
+        try:
+            return original(*args, **kwargs)
+        finally:
+            W_O[cols] = saved
+
+    return forward
+
+
+def by_hand(model, prompt, n):
+    """Greedy text through ``model.forward`` on the whole sequence, no cache."""
+    seq = np.array(prompt)[None]
+    for _ in range(n):
+        nxt = model.forward(seq)[:, -1].argmax(-1)
+        seq = np.concatenate([seq, nxt[:, None]], axis=1)
+    return seq[0]
+
+
+def final_norm(model):
+    return model.ln_f if hasattr(model, "ln_f") else model.norm
+
+
+class LoudBlock(TransformerBlock):
+    """A notebook's subclass: the block's output features in reverse order."""
+
+    def forward(self, x, cache=None):
+        out = super().forward(x, cache)
+        return out[..., ::-1]
+
+
+PATCHES = {
+    "attention instance forward": lambda m: setattr(
+        m.blocks[0].attn, "forward", ablate_heads(m.blocks[0].attn, [0, 1, 2])
+    ),
+    "block instance forward": lambda m: setattr(
+        m.blocks[1], "forward", lambda x, cache=None, f=m.blocks[1].forward: f(x, cache)[..., ::-1]
+    ),
+    "final norm instance forward": lambda m: setattr(
+        final_norm(m), "forward", lambda x, f=final_norm(m).forward: f(x)[..., ::-1]
+    ),
+}
+
+
+@pytest.mark.parametrize("patch", list(PATCHES), ids=list(PATCHES))
+@pytest.mark.parametrize("make", [gpt, llama], ids=["tinygpt", "llama"])
+def test_generate_runs_a_forward_replaced_on_a_sublayer(make, patch):
+    model = make()
+    prompt = [1, 2, 3]
+    plain = model.generate(np.array(prompt), 12, temperature=0)
+    decoder_for(model, 1)  # a kept build from before the patch must not be reused
+    PATCHES[patch](model)
+    want = by_hand(model, prompt, 12)
+    assert not np.array_equal(want, plain)  # the patch changes the text
+    assert decoder_for(model, 1) is None
+    np.testing.assert_array_equal(model.generate(np.array(prompt), 12, temperature=0), want)
+    got, _ = speculative_generate(model, PromptLookup(model.tok.params["E"].shape[0]), prompt, 12)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_block_subclass_that_overrides_forward_turns_the_fast_decoder_off():
+    model = gpt()
+    plain = model.generate(np.array([1, 2, 3]), 12, temperature=0)
+    model.blocks[1].__class__ = LoudBlock
+    want = by_hand(model, [1, 2, 3], 12)
+    assert not np.array_equal(want, plain)
+    assert decoder_for(model, 1) is None
+    np.testing.assert_array_equal(model.generate(np.array([1, 2, 3]), 12, temperature=0), want)
+
+
+def test_a_subclass_that_keeps_the_library_forward_keeps_the_fast_decoder():
+    class Quiet(type(llama().blocks[0])):
+        pass
+
+    model = llama()
+    model.blocks[0].__class__ = Quiet
+    assert decoder_for(model, 1) is not None
+
+
+# -- 3. one rotary table per block ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make", [gpt, llama], ids=["tinygpt", "llama"])
+def test_blocks_with_their_own_rotary_base_decode_as_forward(make):
+    model = make()
+    model.blocks[1].attn.rotary_base = 37.0
+    V = model.tok.params["E"].shape[0]
+    tokens = np.random.default_rng(4).integers(0, V, (1, 14))
+    np.testing.assert_allclose(
+        fast_logits(model, tokens, 3), plain_logits(model, tokens, 3), atol=1e-10
+    )
+    tokens3 = np.random.default_rng(5).integers(0, V, (3, 14))  # the batched path too
+    np.testing.assert_allclose(
+        fast_logits(model, tokens3, 3), plain_logits(model, tokens3, 3), atol=1e-10
+    )
+
+
