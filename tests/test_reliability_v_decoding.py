@@ -187,3 +187,30 @@ def test_blocks_with_their_own_rotary_base_decode_as_forward(make):
     )
 
 
+# -- 7. speculative decoding with a Llama target ----------------------------------------------
+
+
+def test_speculative_decoding_with_a_llama_target_is_its_greedy_text():
+    model = llama()
+    prompt = np.array([1, 5, 2, 5])
+    got, _ = speculative_generate(model, PromptLookup(13), prompt, 14, k=3)
+    np.testing.assert_array_equal(got, model.generate(prompt, 14, temperature=0))
+    sampled, _ = speculative_generate(
+        model, PromptLookup(13), prompt, 8, k=3, temperature=0.7, rng=np.random.default_rng(0)
+    )
+    assert sampled.shape == (12,) and sampled.max() < 13
+
+
+def test_the_command_line_drafts_for_stories260k_with_prompt_lookup():
+    from attention_lib.generate import main
+    from attention_lib.models import load_pretrained
+
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["--model", "stories260k", "--prompt", "Once upon a time", "--max-new-tokens", "20"]
+    status = main(argv + ["--temperature", "0", "--draft", "lookup"], stdout=out, stderr=err)
+    assert status == 0, err.getvalue()
+    model, tok = load_pretrained("stories260k")
+    greedy = tok.decode(model.generate(tok.encode("Once upon a time"), 20, temperature=0))
+    assert out.getvalue() == greedy + "\n"
+
+

@@ -102,6 +102,10 @@ class LlamaBlock(Composite):
     def layers(self) -> list:
         return [self.attn_norm, self.attn, self.ffn_norm, self.ffn]
 
+    def dropouts(self) -> list:
+        """The block's dropout layers: the attention's (Llama has no other)."""
+        return [self.attn.dropout]
+
     def forward(self, x: np.ndarray, cache: KVCache | None = None) -> np.ndarray:
         x = x + self.attn.forward(self.attn_norm.forward(x), is_causal=True, cache=cache)
         return x + self.ffn.forward(self.ffn_norm.forward(x))
