@@ -214,3 +214,57 @@ def test_the_command_line_drafts_for_stories260k_with_prompt_lookup():
     assert out.getvalue() == greedy + "\n"
 
 
+# -- 8. a weightless draft's proposals are not a V x V identity --------------------------------
+
+
+def test_sampling_with_prompt_lookup_over_a_big_vocabulary_stays_small():
+    V = 12_000  # a V x V identity of float64 is 1.07 GiB
+    target = TinyGPT(V, 8, 2, 1, 8, 32, np.random.default_rng(0))
+    prompt = np.array([5, 6, 7, 5, 6])
+    speculative_generate(target, PromptLookup(V), prompt, 2, k=4, temperature=1.0,
+                         rng=np.random.default_rng(0))  # fmt: skip
+    tracemalloc.start()
+    try:
+        out, stats = speculative_generate(
+            target, PromptLookup(V), prompt, 12, k=4, temperature=1.0,
+            rng=np.random.default_rng(1),
+        )  # fmt: skip
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert out.shape == (17,) and stats["drafted"] > 0
+    assert peak < 32 * 2**20, f"peak {peak / 2**20:.0f} MiB"
+
+
+def test_the_one_hot_proposal_keeps_the_targets_distribution():
+    """The acceptance rule with a one-hot draft still samples the target's distribution."""
+    V = 4
+    target = TinyGPT(V, 8, 2, 1, 8, 8, np.random.default_rng(5))
+    prompt = np.array([1, 2, 1])
+    p = softmax(target.forward(prompt[None])[0, -1].astype(np.float64))
+    rng = np.random.default_rng(2)
+    firsts = [
+        speculative_generate(target, PromptLookup(V), prompt, 2, k=1, temperature=1.0, rng=rng)[0][
+            3
+        ]
+        for _ in range(3000)
+    ]
+    freq = np.bincount(firsts, minlength=V) / len(firsts)
+    np.testing.assert_allclose(freq, p, atol=0.03)
+
+
+# -- 15. a temperature too small to divide by --------------------------------------------------
+
+
+@pytest.mark.parametrize("lookup", [False, True], ids=["model draft", "prompt lookup"])
+def test_speculative_sampling_refuses_a_tiny_temperature_as_plain_sampling_does(lookup):
+    target = gpt()
+    draft = PromptLookup(11) if lookup else gpt(seed=7)
+    with pytest.raises(ValueError, match="too small.*temperature=0"):
+        target.generate(np.array([1, 2]), 4, temperature=1e-320, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="too small.*temperature=0"):
+        speculative_generate(
+            target, draft, [1, 2], 6, k=2, temperature=1e-320, rng=np.random.default_rng(0)
+        )
+
+

@@ -25,6 +25,7 @@ import numpy as np
 
 from .._checks import as_int, as_int_array, as_rng
 from ..nn.multi_head_attention import KVCache
+from ..sampling import scaled_logits
 from ..softmax import softmax
 
 __all__ = ["accept_drafts", "speculative_generate", "speculative_round"]
@@ -212,7 +213,11 @@ def speculative_round(target, draft, seq, k, temperature=0.0, rng=None, t_cache=
     sample = temperature > 0
     if hasattr(draft, "propose"):  # a draft without a model: one-hot proposals
         drafted = draft.propose(seq, k)
-        qs = list(np.eye(_vocab(target))[drafted].transpose(1, 0, 2)) if sample else []
+        qs = []
+        if sample:  # one-hot rows (B, k, V), set one by one (not rows of a V x V identity)
+            q = np.zeros((B, k, _vocab(target)))
+            q[np.arange(B)[:, None], np.arange(k), drafted] = 1
+            qs = list(q.transpose(1, 0, 2))
         return _verify(target, seq, drafted, qs, k, temperature, rng, t_cache)
     fed = 0 if d_cache is None else len(d_cache[0])
     step, tokens, qs = seq[:, fed:], [], []
@@ -221,7 +226,7 @@ def speculative_round(target, draft, seq, k, temperature=0.0, rng=None, t_cache=
         logits = draft.forward(step if d_cache is not None else ctx, d_cache)[:, -1]
         logits = logits.astype(np.float64)
         if sample:
-            qd = softmax(logits / temperature, axis=-1)
+            qd = softmax(scaled_logits(logits, temperature), axis=-1)
             u = rng.random((B, 1))
             x = np.minimum((qd.cumsum(axis=-1) < u).sum(axis=-1), qd.shape[-1] - 1)
             qs.append(qd)
@@ -245,7 +250,7 @@ def _verify(target, seq, drafted, qs, k, temperature, rng, t_cache):
         logits = target.forward(full[:, fed:] if t_cache is not None else full, t_cache)
     logits = logits[:, -(k + 1) :]  # greedy: argmax of float32 is argmax of float64
     if sample:
-        p = softmax(logits.astype(np.float64) / temperature, axis=-1)
+        p = softmax(scaled_logits(logits.astype(np.float64), temperature), axis=-1)
         n, nxt = accept_drafts(p, np.stack(qs, axis=1), drafted, rng)
     else:
         n, nxt = accept_drafts(logits, None, drafted)
@@ -320,7 +325,7 @@ def speculative_generate(
                     logits = target.forward(seq[:, len(t_cache[0]) :], t_cache)[:, -1]
                 logits = logits.astype(np.float64)
                 if temperature > 0:
-                    p = softmax(logits / temperature, axis=-1)
+                    p = softmax(scaled_logits(logits, temperature), axis=-1)
                     nxt = np.minimum((p.cumsum(-1) < rng.random((1, 1))).sum(-1), V - 1)
                 else:
                     nxt = logits.argmax(axis=-1)
