@@ -31,7 +31,10 @@ def sampling_probabilities(logits, temperature=1.0, top_k=None, top_p=None):
         One score per token of a vocabulary of V tokens (last axis).
     temperature : float, optional
         ``tau >= 0``: the logits are divided by it (default 1); 0 puts all the
-        probability on the largest logit (the first, in a tie). A temperature
+        probability on the largest logit (the first, in a tie). A logit of
+        ``-inf`` is a masked token (probability 0), as in PyTorch's and Hugging
+        Face's samplers; NaN, ``+inf`` or a row without a finite logit is a
+        ``ValueError`` (:func:`check_logits`). A temperature
         so small that ``logits / temperature`` is not finite (``1e-320``) is
         refused with a ``ValueError`` naming it, before any softmax.
     top_k : int, optional
@@ -74,6 +77,7 @@ def sampling_probabilities(logits, temperature=1.0, top_k=None, top_p=None):
         top_p = float(top_p)
         if not 0 < top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+    check_logits(z)
     if temperature == 0:
         return np.eye(z.shape[-1], dtype=z.dtype)[z.argmax(axis=-1)]
     flat = scaled_logits(z.reshape(-1, z.shape[-1]), temperature)  # a weak scalar: z.dtype
@@ -134,22 +138,53 @@ def filter_logits(z, top_k=None, top_p=None):
     return z
 
 
-def scaled_logits(logits, temperature):
-    """``logits / temperature``, refused when not finite (the rule the JS runtime follows).
+def check_logits(logits):
+    """Refuse logits a sampler cannot draw from; ``-inf`` (a masked token) is accepted.
 
-    A temperature so small that the division overflows (``1e-320``, a
+    NaN, ``+inf``, and a row whose every logit is ``-inf`` (nothing left to
+    draw) are each a ``ValueError`` saying which.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> check_logits(np.array([[0.5, -np.inf, 1.0]]))   # a masked token: fine
+    >>> check_logits(np.array([[-np.inf, -np.inf]]))
+    Traceback (most recent call last):
+    ...
+    ValueError: row 0 of the model's logits has no finite logit: every token is masked (-inf), so there is nothing to sample
+    """
+    if np.isfinite(logits).all():
+        return
+    if np.isnan(logits).any():
+        raise ValueError("the model's logits contain NaN")
+    if np.isposinf(logits).any():
+        raise ValueError("the model's logits contain +inf (a masked token is -inf)")
+    rows = np.isfinite(logits).any(axis=-1).reshape(-1)
+    if not rows.all():
+        raise ValueError(
+            f"row {int(np.argmin(rows))} of the model's logits has no finite logit: every "
+            f"token is masked (-inf), so there is nothing to sample"
+        )
+
+
+def scaled_logits(logits, temperature):
+    """``logits / temperature``, refused when it overflows (the rule the JS runtime follows).
+
+    A ``-inf`` logit (a masked token) stays ``-inf``; NaN, ``+inf`` or a row
+    without a finite logit is refused by :func:`check_logits`. A temperature
+    so small that the division of a finite logit overflows (``1e-320``, a
     subnormal, overflows every logit above about 1e-12) is a ``ValueError``
     naming ``temperature``, not a NaN inside the softmax.
     """
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         z = logits / temperature
     if not np.isfinite(z).all():
-        if not np.isfinite(logits).all():
-            raise ValueError("the model's logits are not finite (NaN or infinity)")
-        raise ValueError(
-            f"temperature = {temperature!r} is too small: logits / temperature "
-            f"overflows {z.dtype}; use temperature=0 for greedy decoding"
-        )
+        check_logits(logits)
+        if (np.isfinite(logits) & ~np.isfinite(z)).any():
+            raise ValueError(
+                f"temperature = {temperature!r} is too small: logits / temperature "
+                f"overflows {z.dtype}; use temperature=0 for greedy decoding"
+            )
     return z
 
 

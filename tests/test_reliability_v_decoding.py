@@ -268,3 +268,77 @@ def test_speculative_sampling_refuses_a_tiny_temperature_as_plain_sampling_does(
         )
 
 
+# -- 21. masked (-inf) logits are sampled, NaN and +inf refused --------------------------------
+
+
+def masked_logits(seed=0, V=12, rows=3):
+    z = np.random.default_rng(seed).normal(size=(rows, V)) * 2
+    z[:, ::3] = -np.inf  # a third of the vocabulary masked
+    return z
+
+
+def test_sampling_probabilities_of_masked_logits_are_the_unmasked_softmax():
+    z = masked_logits()
+    keep = np.isfinite(z)
+    for kwargs in ({}, {"temperature": 0.5}, {"top_k": 3}, {"top_p": 0.8}):
+        p = sampling_probabilities(z, **kwargs)
+        assert np.isfinite(p).all() and (p[~keep] == 0).all()
+        np.testing.assert_allclose(p.sum(-1), 1)
+    by_hand = np.exp(z / 0.5 - (z / 0.5).max(-1, keepdims=True))
+    np.testing.assert_allclose(
+        sampling_probabilities(z, temperature=0.5), by_hand / by_hand.sum(-1, keepdims=True)
+    )
+
+
+def test_top_k_and_top_p_with_masked_logits_match_torch():
+    torch = pytest.importorskip("torch")
+    z = masked_logits(seed=1, V=20, rows=4)
+    t = torch.tensor(z)
+    for k in (1, 4, 13, 20):  # 13 and 20: more than the unmasked tokens
+        kth = torch.topk(t, k, dim=-1).values[:, -1:]
+        want = torch.softmax(t.masked_fill(t < kth, float("-inf")), -1).numpy()
+        np.testing.assert_allclose(sampling_probabilities(z, top_k=k), want, atol=1e-12)
+    for top_p in (0.3, 0.9):  # transformers' TopPLogitsWarper, "keep while mass before < p"
+        probs = torch.softmax(t, -1)
+        sorted_p, order = torch.sort(probs, descending=True, stable=True)
+        before = sorted_p.cumsum(-1) - sorted_p
+        drop = torch.zeros_like(t, dtype=torch.bool).scatter(1, order, before >= top_p)
+        want = torch.softmax(t.masked_fill(drop, float("-inf")), -1).numpy()
+        np.testing.assert_allclose(sampling_probabilities(z, top_p=top_p), want, atol=1e-12)
+
+
+def test_generate_samples_around_masked_logits():
+    from attention_lib.models.gpt import pick_next_token
+
+    z = masked_logits(seed=2, V=9, rows=1)
+    rng = np.random.default_rng(0)
+    draws = [int(pick_next_token(z, 1.0, None, None, rng)[0]) for _ in range(4000)]
+    freq = np.bincount(draws, minlength=9) / len(draws)
+    np.testing.assert_allclose(freq, softmax(z[0]), atol=0.03)
+    assert all(np.isfinite(z[0, d]) for d in set(draws))
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (np.nan, "NaN"),
+        (np.inf, r"\+inf"),
+        ("all", "no finite logit"),
+    ],
+    ids=["nan", "+inf", "every logit masked"],
+)
+def test_nan_plus_inf_and_rows_without_a_finite_logit_are_refused(bad, message):
+    from attention_lib.models.gpt import pick_next_token
+
+    z = masked_logits(seed=3, V=6, rows=2)
+    if bad == "all":
+        z[1] = -np.inf
+    else:
+        z[1, 1] = bad
+    for temperature in (1.0, 0):
+        with pytest.raises(ValueError, match=message):
+            sampling_probabilities(z, temperature=temperature)
+    with pytest.raises(ValueError, match=message):
+        pick_next_token(z, 1.0, None, None, np.random.default_rng(0))
+
+
