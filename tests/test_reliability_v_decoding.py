@@ -342,3 +342,22 @@ def test_nan_plus_inf_and_rows_without_a_finite_logit_are_refused(bad, message):
         pick_next_token(z, 1.0, None, None, np.random.default_rng(0))
 
 
+# -- 24. the translator's greedy on an empty batch ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def translator():
+    from attention_lib.translate import load_model
+
+    return load_model("transformer")
+
+
+def test_greedy_and_beam_search_of_an_empty_batch_give_no_sentences(translator):
+    model, _ = translator
+    for src in (np.zeros((0, 0), np.int64), np.zeros((0, 5), np.int64)):
+        for lengths in ([], np.zeros(0, np.int64)):  # [] is float64 to NumPy
+            assert model.greedy(src, lengths) == []
+            assert model.greedy(src, lengths, cache=False) == []
+            assert model.beam_search(src, lengths, beam=3) == []
+
+

@@ -327,7 +327,8 @@ class Transformer(Composite):
         """The memory ``M`` (B, S, d_model) and the source mask (B, 1, 1, S)."""
         src = self._token_ids(src, "src")
         lengths = np.asarray(lengths)
-        if lengths.dtype.kind not in "iu":
+        # (an empty list is float64 to NumPy: no lengths of an empty batch, as for src)
+        if lengths.dtype.kind not in "iu" and not (lengths.size == 0 and lengths.dtype.kind == "f"):
             raise TypeError(f"lengths must be integers, got dtype {lengths.dtype}")
         if lengths.shape != (src.shape[0],):
             raise ValueError(
@@ -342,6 +343,8 @@ class Transformer(Composite):
                 f"got {int(lengths.max())}"
             )
         mask = padding_mask(lengths, src.shape[1])[:, None, None, :]
+        if src.shape[0] == 0:  # an empty batch: no rows to run through the layers
+            return np.zeros((0, src.shape[1], self.d_model), self.dtype), mask
         x = self.embed(src)
         for layer in self.encoder:
             x = layer.forward(x, mask)
@@ -458,6 +461,8 @@ class Transformer(Composite):
         B = src.shape[0]
         limits = self._max_out(lengths, max_len)
         memory, mask = self.encode(src, lengths)
+        if B == 0:  # an empty batch: no sentences
+            return []
         n_steps = int(limits.max(initial=0))
         if cache:  # the fast path: one-token steps, cross-attention keys computed once
             decoder = TransformerDecoder(self, memory, mask, 1, max(n_steps, 1))
@@ -509,6 +514,8 @@ class Transformer(Composite):
         B = src.shape[0]
         limits = self._max_out(lengths, max_len)
         memory, mask = self.encode(src, lengths)
+        if B == 0:  # an empty batch: no sentences
+            return []
         # K rows per sentence. Self-attention caches follow the surviving hypotheses;
         # the cross-attention keys and values are the same for the K rows of a
         # sentence, and idx never leaves a sentence's rows: computed once per sentence.
