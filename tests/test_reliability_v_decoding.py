@@ -361,3 +361,15 @@ def test_greedy_and_beam_search_of_an_empty_batch_give_no_sentences(translator):
             assert model.beam_search(src, lengths, beam=3) == []
 
 
+# -- 26. a line that starts with a byte-order mark ---------------------------------------------
+
+
+def test_a_leading_byte_order_mark_is_stripped_as_the_runtime_strips_it(translator):
+    from attention_lib.translate import translate_sentences
+
+    model, tok = translator
+    assert tok.encode("\ufeffI am cold.") == tok.encode("I am cold.")
+    assert tok.encode("\ufeff I am cold. \ufeff") == tok.encode("I am cold.")
+    assert translate_sentences(model, tok, ["\ufeffI am cold.", "I am cold."]) == (
+        translate_sentences(model, tok, ["I am cold."]) * 2
+    )

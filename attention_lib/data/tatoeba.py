@@ -48,8 +48,13 @@ def tatoeba_dir():
 
 
 def normalize(text):
-    """One sentence as the models see it: Unicode NFC, no surrounding or repeated spaces."""
-    return " ".join(unicodedata.normalize("NFC", text).split())
+    """One sentence as the models see it: Unicode NFC, no surrounding or repeated spaces.
+
+    A byte-order mark (U+FEFF) at either end goes too, as the runtime's
+    ``String.trim`` drops it (Python's ``split`` keeps it, and the tokenizer
+    would read it as three bytes of a word).
+    """
+    return " ".join(unicodedata.normalize("NFC", text).split()).strip(" \ufeff")
 
 
 def split_of(english):
