@@ -367,10 +367,12 @@
 
 ;; e^x in float32, for x <= 0 (a softmax's shifted scores), four lanes at once:
   ;; x = n ln 2 + r with n an integer and |r| <= ln 2 / 2, e^r by Cephes' expf polynomial
-  ;; (relative error ~1e-7, a float32 rounding), times 2^n built in the exponent bits.
-  ;; Below -87.3 (where 2^n leaves float32's normal range) the result is 0.
+  ;; (relative error ~1e-7, a float32 rounding), times 2^n built in the exponent bits, as
+  ;; 2^(n - h) 2^h with h = n / 2: both factors are normal floats, so a result in float32's
+  ;; subnormal range (x from -87.3 down to -103.9) is rounded once, at the last product,
+  ;; as Math.exp's is. Below -104 (and at -infinity) the result is 0; NaN stays NaN.
   (func $exp4 (param $x v128) (result v128)
-    (local $n v128) (local $r v128) (local $p v128)
+    (local $n v128) (local $r v128) (local $p v128) (local $ni v128) (local $h v128)
     (local.set $n (f32x4.nearest (f32x4.mul (local.get $x) (v128.const f32x4 1.44269504 1.44269504 1.44269504 1.44269504))))
     ;; r = x - n ln2, ln 2 in two parts (0.693359375 exactly, then the rest) to keep r exact
     (local.set $r (f32x4.sub (local.get $x) (f32x4.mul (local.get $n) (v128.const f32x4 0.693359375 0.693359375 0.693359375 0.693359375))))
@@ -384,11 +386,15 @@
     (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (v128.const f32x4 5.0000001201e-1 5.0000001201e-1 5.0000001201e-1 5.0000001201e-1)))
     (local.set $p (f32x4.add (f32x4.add (f32x4.mul (f32x4.mul (local.get $p) (local.get $r)) (local.get $r)) (local.get $r))
       (v128.const f32x4 1 1 1 1)))
-    ;; times 2^n: (n + 127) << 23 are the bits of the float 2^n
+    ;; times 2^(n - h), then 2^h: (k + 127) << 23 are the bits of the float 2^k
+    (local.set $ni (i32x4.trunc_sat_f32x4_s (local.get $n)))
+    (local.set $h (i32x4.shr_s (local.get $ni) (i32.const 1)))
     (local.set $p (f32x4.mul (local.get $p)
-      (i32x4.shl (i32x4.add (i32x4.trunc_sat_f32x4_s (local.get $n)) (v128.const i32x4 127 127 127 127)) (i32.const 23))))
-    ;; 0 where x < -87.3 (and for x = -infinity)
-    (v128.and (local.get $p) (f32x4.ge (local.get $x) (v128.const f32x4 -87.3 -87.3 -87.3 -87.3))))
+      (i32x4.shl (i32x4.add (i32x4.sub (local.get $ni) (local.get $h)) (v128.const i32x4 127 127 127 127)) (i32.const 23))))
+    (local.set $p (f32x4.mul (local.get $p)
+      (i32x4.shl (i32x4.add (local.get $h) (v128.const i32x4 127 127 127 127)) (i32.const 23))))
+    ;; 0 where x < -104 (and for x = -infinity); a NaN (not less than anything) passes
+    (v128.andnot (local.get $p) (f32x4.lt (local.get $x) (v128.const f32x4 -104 -104 -104 -104))))
 
   ;; Softmax of each of `rows` rows of S floats at p, in place: subtract the row's maximum,
   ;; e^x four at a time ($exp4; the last S mod 4 in a vector padded with -infinity, whose
@@ -477,16 +483,17 @@
         ;; t = 1 / (1 + 0.3275911 |v| / sqrt 2)
         (local.set $t (f32x4.div (v128.const f32x4 1 1 1 1) (f32x4.add (v128.const f32x4 1 1 1 1)
           (f32x4.mul (f32x4.abs (local.get $v)) (v128.const f32x4 0.23164189 0.23164189 0.23164189 0.23164189)))))
-        ;; r = 1 - ((((a5 t + a4) t + a3) t + a2) t + a1) t e = erf(|v| / sqrt 2)
+        ;; r = ((((a5 t + a4) t + a3) t + a2) t + a1) t e = 1 - erf(|v| / sqrt 2), and
+        ;; Phi(v) = r / 2 for v < 0, 1 - r / 2 otherwise: for v far below 0, Phi is r / 2
+        ;; to float32's relative precision, where 0.5 (1 - erf) would cancel to 0
         (local.set $r (f32x4.add (f32x4.mul (v128.const f32x4 1.061405429 1.061405429 1.061405429 1.061405429) (local.get $t))
           (v128.const f32x4 -1.453152027 -1.453152027 -1.453152027 -1.453152027)))
         (local.set $r (f32x4.add (f32x4.mul (local.get $r) (local.get $t)) (v128.const f32x4 1.421413741 1.421413741 1.421413741 1.421413741)))
         (local.set $r (f32x4.add (f32x4.mul (local.get $r) (local.get $t)) (v128.const f32x4 -0.284496736 -0.284496736 -0.284496736 -0.284496736)))
         (local.set $r (f32x4.add (f32x4.mul (local.get $r) (local.get $t)) (v128.const f32x4 0.254829592 0.254829592 0.254829592 0.254829592)))
-        (local.set $r (f32x4.sub (v128.const f32x4 1 1 1 1) (f32x4.mul (f32x4.mul (local.get $r) (local.get $t)) (local.get $e))))
-        ;; erf takes the sign of v (the sign bit of v copied onto r)
-        (local.set $r (v128.or (local.get $r) (v128.and (local.get $v) (v128.const i32x4 0x80000000 0x80000000 0x80000000 0x80000000))))
-        (local.set $phi (f32x4.mul (v128.const f32x4 0.5 0.5 0.5 0.5) (f32x4.add (v128.const f32x4 1 1 1 1) (local.get $r))))
+        (local.set $r (f32x4.mul (f32x4.mul (f32x4.mul (local.get $r) (local.get $t)) (local.get $e)) (v128.const f32x4 0.5 0.5 0.5 0.5)))
+        (local.set $phi (v128.bitselect (local.get $r) (f32x4.sub (v128.const f32x4 1 1 1 1) (local.get $r))
+          (f32x4.lt (local.get $v) (v128.const f32x4 0 0 0 0))))
         (v128.store (local.get $y) (f32x4.mul (local.get $v) (local.get $phi)))
         (v128.store (local.get $cdf) (local.get $phi))
         (v128.store (local.get $pdf) (f32x4.mul (local.get $e) (v128.const f32x4 0.39894228 0.39894228 0.39894228 0.39894228)))

@@ -285,9 +285,10 @@ export function geluForward(x, y, cdf = null, pdf = null) {
     const e = Math.exp(-0.5 * v * v); // = exp(-z^2), z = v / sqrt 2
     let phi;
     if (fast) {
+      // r / 2 = (1 - erf(|v| / sqrt 2)) / 2, and Phi(v) = r / 2 below 0 (no cancellation)
       const t = 1 / (1 + 0.3275911 * Math.abs(v) * Math.SQRT1_2);
-      const r = 1 - ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * e;
-      phi = 0.5 * (1 + (v < 0 ? -r : r));
+      const half = 0.5 * ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * e;
+      phi = v < 0 ? half : 1 - half;
     } else {
       phi = 0.5 * (1 + erf(v * Math.SQRT1_2));
     }
