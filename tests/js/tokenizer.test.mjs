@@ -46,3 +46,12 @@ test("a text four times as long takes less than eight times as long (not quadrat
   const ratio = best(long) / best(short);
   assert.ok(ratio < 8, `16,000 characters take ${ratio.toFixed(1)} times as long as 4,000`);
 });
+
+test("a lone surrogate is refused by name, as the library refuses text it cannot write in UTF-8", () => {
+  const tok = tokenizer();
+  for (const [text, at] of [["a\ud800b", 1], ["\udc00", 0], ["ok 🙂 \ud83d", 5]]) {
+    assert.throws(() => tok.encode(text), (err) => err instanceof RangeError &&
+      new RegExp(`lone surrogate U\\+D[89A-F][0-9A-F]{2} at character ${at}\\b`).test(err.message), JSON.stringify(text));
+  }
+  assert.deepEqual(tok.decode(tok.encode("🙂 outside the BMP")), "🙂 outside the BMP");
+});

@@ -1393,6 +1393,12 @@ export class Llama2cTokenizer {
 
   /** Ids of text, after a BOS token when bos is true (what llama2.c feeds its model). */
   encode(text, { bos = true } = {}) {
+    const lone = /\p{Cs}/u.exec(text); // half of a pair: UTF-8 has no bytes for it
+    if (lone) {
+      const at = Array.from(text.slice(0, lone.index)).length;
+      const code = lone[0].charCodeAt(0).toString(16).toUpperCase();
+      throw new RangeError(`text cannot be written in UTF-8: a lone surrogate U+${code} at character ${at}`);
+    }
     const ids = bos ? [this.bosId] : [];
     if (text === "") return ids;
     return ids.concat(this.merge("▁" + text.replaceAll(" ", "▁")));
