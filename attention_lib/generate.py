@@ -6,6 +6,8 @@
         --max-new-tokens 200 --temperature 0.8 --top-k 20 --seed 1
     python -m attention_lib.generate --model stories260k --prompt "Once upon a time" \\
         --max-new-tokens 100 --temperature 0        # greedy
+    python -m attention_lib.generate --model smollm2 --chat \\
+        --prompt "What is attention in a Transformer?" --max-new-tokens 120 --temperature 0
 
 It prints the prompt, then the continuation, written and flushed piece by piece.
 ``--temperature 0`` always takes the most likely token (greedy); otherwise each token
@@ -13,8 +15,13 @@ is sampled from the model's distribution divided by the temperature, optionally 
 the ``--top-k`` most likely tokens and to the smallest set whose probability reaches
 ``--top-p`` (nucleus sampling), with ``--seed`` for repeatable runs.
 
+**Chat.** ``--chat`` (smollm2) wraps the prompt in the model's chat template as one
+user turn, after the template's default system prompt, prints the prompt and then the
+model's answer, and stops at the end of its turn (``<|im_end|>``) or after
+``--max-new-tokens``.
+
 **The context.** A model reads at most ``max_len`` tokens (128 characters for
-shakespeare, 512 tokens for stories260k). A prompt longer than that is accepted and
+shakespeare, 512 tokens for stories260k, 8,192 for smollm2). A prompt longer than that is accepted and
 printed whole, but the model sees only its last ``max_len`` tokens; a message on
 standard error says so. Generation past ``max_len`` crops the context as the library's
 ``generate(..., crop=True)`` does (and the browser's runtime, token for token): when the
@@ -77,8 +84,9 @@ def build_parser():
         "--model",
         required=True,
         choices=MODELS,
-        help="which model: shakespeare (one token per character) or "
-        "stories260k (Llama, 512 SentencePiece tokens)",
+        help="which model: shakespeare (one token per character), "
+        "stories260k (Llama, 512 SentencePiece tokens) or smollm2 (SmolLM2-135M-Instruct, "
+        "49,152 byte-level BPE tokens)",
     )
     parser.add_argument(
         "--prompt",
@@ -131,6 +139,12 @@ def build_parser():
         help="seed of the sampler, for repeatable output (default: fresh)",
     )
     parser.add_argument(
+        "--chat",
+        action="store_true",
+        help="smollm2: the prompt is a user's message in the chat template; "
+        "stop at the end of the model's turn",
+    )
+    parser.add_argument(
         "--draft",
         default=None,
         metavar="NAME",
@@ -141,13 +155,22 @@ def build_parser():
 
 
 def continue_text(
-    model, tokens, max_new_tokens, temperature=1.0, top_k=None, top_p=None, rng=None, crop=True
+    model,
+    tokens,
+    max_new_tokens,
+    temperature=1.0,
+    top_k=None,
+    top_p=None,
+    rng=None,
+    crop=True,
+    stop=None,
 ):
     """Yield the new tokens in pieces of at most :data:`CHUNK`, cropping the context past ``max_len``.
 
     ``tokens`` (1-D ints) is the whole prompt; the model reads its last
     ``max_len`` tokens. The tokens are those of ``model.generate(tokens,
-    max_new_tokens, ..., crop=crop)`` (one KV cache, the same draws).
+    max_new_tokens, ..., crop=crop)`` (one KV cache, the same draws), up to
+    and without the first ``stop`` token, if one is given.
     """
     from .models.gpt import check_generation, stream_tokens
 
@@ -159,6 +182,8 @@ def continue_text(
     for nxt in stream_tokens(
         model, seq, max_new_tokens, temperature, top_k, top_p, rng, True, float64, crop
     ):
+        if stop is not None and int(nxt[0]) == stop:
+            break
         piece.append(int(nxt[0]))
         if len(piece) == CHUNK:
             yield np.array(piece)
@@ -173,6 +198,12 @@ def main(argv=None, stdout=None, stderr=None):
     stderr = sys.stderr if stderr is None else stderr
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.model == "minilm":
+        parser.error("--model minilm is a sentence encoder: it embeds text but writes none")
+    if args.chat and args.model != "smollm2":
+        parser.error(f"--chat: {args.model} has no chat template (smollm2 has one)")
+    if args.chat and args.draft is not None:
+        parser.error("--chat and --draft: speculative decoding writes plain continuations")
     if args.model == "shakespeare" and not args.prompt:
         parser.error(
             "--prompt is empty: the shakespeare model needs at least one character "
@@ -190,7 +221,8 @@ def main(argv=None, stdout=None, stderr=None):
 
 def _write(parser, args, model, tokenizer, stdout, stderr):
     try:
-        prompt_ids = np.asarray(tokenizer.encode(args.prompt), dtype=np.int64)
+        text = tokenizer.chat(args.prompt) if args.chat else args.prompt
+        prompt_ids = np.asarray(tokenizer.encode(text), dtype=np.int64)
     except ValueError as err:
         parser.error(f"--prompt: {err}")
     if len(prompt_ids) == 0:
@@ -217,6 +249,7 @@ def _write(parser, args, model, tokenizer, stdout, stderr):
         args.top_p,
         rng,
         args.crop,
+        tokenizer.eos_id if args.chat else None,
     )
     if args.draft is not None:  # the serving chapter's speculative decoding
         from .models.speculative import draft_pieces
@@ -228,7 +261,8 @@ def _write(parser, args, model, tokenizer, stdout, stderr):
         parser.error(f"--temperature: {err}")
     rest = [] if first is None else itertools.chain([first], pieces)
     try:
-        return write_flushed(stdout, _texts(tokenizer, args.prompt, prompt_ids, rest))
+        shown = args.prompt + "\n" if args.chat else args.prompt
+        return write_flushed(stdout, _texts(tokenizer, shown, prompt_ids, rest))
     except ValueError as err:  # a later step's logits overflowed the division
         stdout.write("\n")
         parser.error(f"--temperature: {err}")

@@ -1,4 +1,4 @@
-"""GGUF's Q8_0 and Q4_0 blocks: write them, read them, and small GGUF files that hold them.
+"""GGUF's Q8_0, Q4_0 and Q4_1 blocks: write them, read them, and small GGUF files that hold them.
 
 ggml stores a quantized row as consecutive *blocks* of 32 weights
 (``ggml-common.h``; the GGUF specification, ``docs/gguf.md`` in
@@ -9,9 +9,14 @@ https://github.com/ggml-org/ggml, lists the type ids), little-endian:
 - **Q4_0** (type 2), 18 bytes: ``float16 d``, then 16 bytes ``qs`` whose low
   nibble holds code ``j`` and high nibble code ``j + 16`` (``j < 16``); weight
   ``i`` is ``d * (q[i] - 8)``.
+- **Q4_1** (type 3), 20 bytes: ``float16 d``, ``float16 m``, then 16 bytes
+  ``qs`` laid out as Q4_0's; weight ``i`` is ``q[i] * d + m``, with
+  ``m`` the block's smallest weight and ``d = (max - min) / 15``. SmolLM2's
+  matrices are stored so (:func:`attention_lib.models.smollm2.load_smollm2`).
 
 The codes are those of :func:`attention_lib.quantize.quantize` with 8 or 4
-bits and groups of 32 (ggml's reference quantizer, bit for bit). Every size
+bits and groups of 32 (ggml's reference quantizer, bit for bit); Q4_1's
+are computed here as ggml's reference ``quantize_row_q4_1_ref`` does. Every size
 is checked before anything is allocated: a block type this module does not
 know, a row that is not a whole number of blocks, or data shorter than the
 shape needs raise :class:`~attention_lib.data.gguf.GGUFError` naming it.
@@ -36,7 +41,8 @@ __all__ = [
 ]
 
 #: ggml type id -> (name, weights per block, bytes per block, bits)
-BLOCKS = {8: ("Q8_0", 32, 34, 8), 2: ("Q4_0", 32, 18, 4)}
+BLOCKS = {8: ("Q8_0", 32, 34, 8), 2: ("Q4_0", 32, 18, 4), 3: ("Q4_1", 32, 20, 4)}
+Q4_1 = 3
 _BY_NAME = {name: t for t, (name, *_) in BLOCKS.items()}
 F32 = 0
 
@@ -80,8 +86,51 @@ def encode_blocks(w, ggml_type) -> np.ndarray:
     name, per_block, size, bits = BLOCKS[t]
     w = np.asarray(w)
     block_bytes(t, w.shape)  # whole blocks, checked first
+    if t == Q4_1:
+        return _encode_q4_1(w)
     qt = quantize(w.reshape(-1, w.shape[-1]), bits, per_block)
     return _pack(qt, t).reshape(-1)
+
+
+def _encode_q4_1(w) -> np.ndarray:
+    """Q4_1 blocks of ``w`` as ggml's ``quantize_row_q4_1_ref`` writes them, in float32:
+    ``d = (max - min) / 15``, ``q = min(15, trunc((x - min) / d + 1/2))``."""
+    x = np.asarray(w, dtype=np.float32).reshape(-1, 32)
+    if not np.isfinite(x).all():
+        raise ValueError("Q4_1 blocks need finite weights; these hold NaN or inf")
+    low = x.min(axis=1, keepdims=True)
+    d = (x.max(axis=1, keepdims=True) - low) / np.float32(15)
+    d16, m16 = d.astype(np.float16), low.astype(np.float16)
+    if not (np.isfinite(d16).all() and np.isfinite(m16).all()):
+        raise ValueError(
+            "Q4_1 keeps each block's scale and minimum in float16, whose largest value is "
+            "65504: these weights are too large for it"
+        )
+    with np.errstate(divide="ignore"):
+        inv = np.where(d == 0, np.float32(0), np.float32(1) / d)
+    q = np.minimum(np.trunc((x - low) * inv + np.float32(0.5)), 15).astype(np.uint8)
+    qs = q[:, :16] | (q[:, 16:] << np.uint8(4))
+    head = np.concatenate([d16.view(np.uint8), m16.view(np.uint8)], axis=1)
+    return np.concatenate([head, qs], axis=1).reshape(-1)
+
+
+def _decode_q4_1(blocks: np.ndarray, shape) -> np.ndarray:
+    """Float32 weights ``q d + m`` of Q4_1 ``blocks`` (n, 20), computed as ggml does."""
+    d = blocks[:, 0:2].copy().view("<f2").astype(np.float32)  # (n, 1)
+    m = blocks[:, 2:4].copy().view("<f2").astype(np.float32)
+    bad = ~(np.isfinite(d[:, 0]) & np.isfinite(m[:, 0]))
+    if bad.any():
+        raise GGUFError(
+            f"Q4_1 block {int(np.argmax(bad)):,} has a non-finite float16 "
+            "scale or minimum: damaged data"
+        )
+    qs = blocks[:, 4:]
+    out = np.empty((blocks.shape[0], 32), np.float32)
+    np.bitwise_and(qs, np.uint8(0x0F), out=out[:, :16], casting="unsafe")
+    np.right_shift(qs, np.uint8(4), out=out[:, 16:], casting="unsafe")
+    out *= d
+    out += m
+    return out.reshape(shape)
 
 
 def _pack(qt: QuantizedTensor, t: int) -> np.ndarray:
@@ -96,7 +145,7 @@ def _pack(qt: QuantizedTensor, t: int) -> np.ndarray:
 
 
 def decode_blocks(data, ggml_type, shape, as_codes: bool = False):
-    """Float32 weights of ``shape`` from Q8_0 or Q4_0 block bytes (or the codes and scales).
+    """Float32 weights of ``shape`` from Q8_0, Q4_0 or Q4_1 block bytes (or the codes and scales).
 
     Parameters
     ----------
@@ -106,7 +155,8 @@ def decode_blocks(data, ggml_type, shape, as_codes: bool = False):
     shape : tuple of int
         NumPy order; the last axis is a row of whole blocks.
     as_codes : bool, optional
-        Return the :class:`~attention_lib.quantize.QuantizedTensor` instead.
+        Return the :class:`~attention_lib.quantize.QuantizedTensor` instead
+        (Q8_0 and Q4_0 only).
     """
     t = _block_type(ggml_type)
     name, per_block, size, bits = BLOCKS[t]
@@ -120,6 +170,10 @@ def decode_blocks(data, ggml_type, shape, as_codes: bool = False):
             f"({need // size:,} blocks of {size}), but the data has {raw.size:,}: truncated"
         )
     blocks = raw[:need].reshape(-1, size)
+    if t == Q4_1:
+        if as_codes:
+            raise ValueError("Q4_1 blocks have a minimum as well as a scale: no QuantizedTensor")
+        return _decode_q4_1(blocks, tuple(shape))
     d = blocks[:, :2].copy().view("<f2").astype(np.float16)
     bad = ~np.isfinite(d[:, 0])
     if bad.any():  # as ggml's validation and the runtime's quant.mjs refuse it
@@ -143,7 +197,7 @@ def decode_blocks(data, ggml_type, shape, as_codes: bool = False):
 def read_quantized(f: GGUFFile, name: str) -> np.ndarray:
     """Tensor ``name`` of a GGUF file read by :func:`~attention_lib.data.gguf.read_gguf`, as float32.
 
-    F32/F16 tensors are read by ``f.tensor``; Q8_0 and Q4_0 ones are decoded
+    F32/F16 tensors are read by ``f.tensor``; Q8_0, Q4_0 and Q4_1 ones are decoded
     here; any other quantized type is refused by name.
     """
     info = f.tensor_infos.get(name)

