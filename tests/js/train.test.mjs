@@ -205,3 +205,24 @@ test("a model trained in JS exports to the runtime's format and generates", () =
   const rt = loaded.forward(loaded.tokenizer.encode("abca")).at(-1);
   assert.ok(relativeError(rt, logits.subarray(3 * 3, 4 * 3)) < 1e-4);
 });
+
+test("without clipping (the induction task's clip 0) a non-finite gradient is refused, weights kept", () => {
+  const cfg = { n_vocab: 5, d_model: 8, n_heads: 2, n_layers: 1, d_ff: 8, max_len: 4 };
+  const model = new TinyGPT(cfg);
+  const opt = new AdamW(model.params, { lr: 1e-2 });
+  const x = Int32Array.from([1, 2, 3, 4]), y = Int32Array.from([2, 3, 4, 0]);
+  const backward = model.backward.bind(model);
+  // a backward pass whose gradient overflows (the loss itself is finite)
+  model.backward = (d) => {
+    backward(d);
+    model.grads["head.W"][3] = Infinity;
+  };
+  const before = Object.fromEntries(Object.entries(model.params).map(([k, p]) => [k, Float32Array.from(p)]));
+  for (const clip of [0, 1]) {
+    assert.throws(() => trainStep(model, opt, x, y, 1, 4, { clip }), /gradient's norm is Infinity/, `clip ${clip}`);
+  }
+  for (const [k, p] of Object.entries(model.params)) assert.deepEqual(p, before[k], `${k} moved`);
+  model.backward = backward;
+  const { norm } = trainStep(model, opt, x, y, 1, 4, { clip: 0 });
+  assert.ok(Number.isFinite(norm) && norm > 0, `norm ${norm}`);
+});

@@ -323,12 +323,19 @@ export class TinyGPT {
   }
 }
 
+/** The gradients' global L2 norm (what clipGradNorm measures), without scaling them. */
+function gradNorm(grads) {
+  let sq = 0;
+  for (const g of Object.values(grads)) for (let i = 0; i < g.length; i++) sq += g[i] * g[i];
+  return Math.sqrt(sq);
+}
+
 /**
  * One training step on a batch, the library's train_step: forward, cross-entropy over the
  * targets (-1: not scored), backward, clip the gradients' norm to `clip`, AdamW at `lr`.
- * A loss or gradient norm that is not finite leaves the weights as they were and throws
- * a RangeError saying so (the widgets show it; they never draw a NaN).
- * Returns {loss, norm}.
+ * A loss or gradient norm that is not finite (clipping on or off) leaves the weights as
+ * they were and throws a RangeError saying so (the widgets show it; they never draw a NaN).
+ * Returns {loss, norm} (the norm before clipping).
  */
 export function trainStep(model, opt, tokens, targets, B, T, { clip = 1.0, lr = opt.lr } = {}) {
   const logits = model.forward(tokens, B, T);
@@ -336,8 +343,10 @@ export function trainStep(model, opt, tokens, targets, B, T, { clip = 1.0, lr = 
   const { loss } = crossEntropy(logits, targets, model.config.n_vocab, buf.dLogits);
   if (!Number.isFinite(loss)) throw new RangeError(`the loss is ${loss}: the model diverged (try a smaller learning rate)`);
   model.backward(buf.dLogits);
-  const norm = clip ? clipGradNorm(model.grads, clip) : NaN;
-  if (clip && !Number.isFinite(norm)) throw new RangeError(`the gradient's norm is ${norm}: the step was refused (try a smaller learning rate)`);
+  // the norm is checked with clipping off too (clip 0): AdamW turns an infinite gradient
+  // into NaN weights, which no later step could undo
+  const norm = clip ? clipGradNorm(model.grads, clip) : gradNorm(model.grads);
+  if (!Number.isFinite(norm)) throw new RangeError(`the gradient's norm is ${norm}: the step was refused (try a smaller learning rate)`);
   opt.lr = lr;
   opt.step(model.grads);
   return { loss, norm };
