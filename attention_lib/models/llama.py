@@ -28,6 +28,7 @@ heads, 512 tokens) from ``data/stories260k/``, with its tokenizer.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 
@@ -341,6 +342,70 @@ class Llama(Composite):
         """A parameter by its book name, e.g. ``"blocks.0.attn.W_Q"`` (the array itself)."""
         owner, key = self._owner(name)
         return owner.params[key]
+
+    @contextlib.contextmanager
+    def ablate(self, heads):
+        """Within the ``with`` block, the given query heads' outputs are zero.
+
+        A head is removed by zeroing its ``d_head`` rows of its block's
+        ``W_O`` (its share of the output projection), on a copy; the original
+        arrays are put back on leaving the block, even after an error. With
+        grouped-query attention only the query head goes: the key/value head
+        it shares with its group is untouched.
+
+        Parameters
+        ----------
+        heads : iterable of (int, int)
+            ``(layer, head)`` pairs, counted from 0; ``head`` is a query head.
+
+        Yields
+        ------
+        Llama
+            This model, with the heads removed.
+
+        Raises
+        ------
+        ValueError, TypeError
+            A pair that is not two integers, or a layer or head out of range,
+            before any weight is changed.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from attention_lib.models.llama import Llama
+        >>> model = Llama(n_vocab=10, d_model=16, n_layers=2, n_heads=4, n_kv_heads=2,
+        ...               d_ff=24, max_len=12, rng=np.random.default_rng(0))
+        >>> ids = np.array([[1, 2, 3]])
+        >>> with model.ablate([(1, 0), (1, 3)]):
+        ...     changed = model.forward(ids)
+        >>> bool(np.abs(changed - model.forward(ids)).max() > 0)
+        True
+        """
+        n_layers, H = len(self.blocks), self.config["n_heads"]
+        d = self.config["d_model"] // H
+        pairs = []
+        for pair in heads:
+            if isinstance(pair, (str, bytes)) or np.ndim(pair) != 1 or len(pair) != 2:
+                raise ValueError(f"heads must be (layer, head) pairs, got {pair!r}")
+            layer, head = as_int(pair[0], "layer"), as_int(pair[1], "head")
+            if layer >= n_layers or head >= H:
+                raise ValueError(
+                    f"(layer, head) = {(layer, head)} is outside this model's "
+                    f"{n_layers} layers of {H} heads (both counted from 0)"
+                )
+            pairs.append((layer, head))
+        saved = {}
+        try:
+            for layer, head in pairs:
+                p = self.blocks[layer].attn.params
+                if layer not in saved:
+                    saved[layer] = p["W_O"]
+                    p["W_O"] = p["W_O"].copy()
+                p["W_O"][head * d : (head + 1) * d] = 0
+            yield self
+        finally:
+            for layer, W in saved.items():
+                self.blocks[layer].attn.params["W_O"] = W
 
     def _owner(self, name: str) -> tuple:
         """The layer holding parameter ``name`` and the parameter's key in its ``params``."""
