@@ -104,3 +104,21 @@ test("bad input: a message, never a crash or a NaN loss", () => {
   assert.ok(of("progress").every((p) => Number.isFinite(p.loss) && Number.isFinite(p.heldOut)));
   assert.equal(checkText("ab".repeat(1000), "tiny"), null);
 });
+
+test("start: steps, every, heldOutWindows and seed that are not whole numbers are refused by name", () => {
+  for (const task of ["text", "induction"]) {
+    for (const [key, value] of [["steps", NaN], ["steps", 0], ["steps", -1], ["steps", 2.5], ["steps", "7"],
+      ["every", 0], ["every", NaN], ["heldOutWindows", 0], ["heldOutWindows", NaN], ["seed", -1], ["seed", "x"]]) {
+      const { session, run, of, out } = harness();
+      session.handle({ type: "start", task, text: TEXT, preset: "tiny", [key]: value });
+      run(20); // nothing may be left spinning without steps or without reports
+      const errors = of("error");
+      assert.equal(errors.length, 1, `${task}: no error for ${key} = ${String(value)}`);
+      const shown = typeof value === "string" ? JSON.stringify(value) : String(value);
+      assert.ok(errors[0].message.startsWith(`${key} must be an integer >= `) &&
+        errors[0].message.endsWith(`, got ${shown}`), errors[0].message);
+      assert.equal(session.state, "idle", `${task}, ${key} = ${String(value)}`);
+      assert.deepEqual(out.filter((m) => m.type === "ready" || m.type === "progress"), []);
+    }
+  }
+});

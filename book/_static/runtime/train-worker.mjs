@@ -183,6 +183,14 @@ export function createSession(post, schedule = (f) => setTimeout(f, 0)) {
         case "start":
           if (state === "running" || state === "paused") throw new Error("Training is already running: stop it first.");
           if (msg.lr !== undefined && checkLearningRate(msg.lr)) throw new RangeError(checkLearningRate(msg.lr));
+          // a NaN steps or every would leave the slices spinning without a step or a report,
+          // heldOutWindows 0 would report a NaN loss: whole numbers only, checked by name
+          for (const [key, least] of [["steps", 1], ["every", 1], ["heldOutWindows", 1], ["seed", 0]]) {
+            const value = msg[key];
+            if (value !== undefined && !(Number.isInteger(value) && value >= least)) {
+              throw new RangeError(`${key} must be an integer >= ${least}, got ${typeof value === "string" ? JSON.stringify(value) : String(value)}`);
+            }
+          }
           if (msg.task === "induction") startInduction(msg);
           else if (msg.task === "text") startText(msg);
           else throw new RangeError(`unknown task ${msg.task}`);
