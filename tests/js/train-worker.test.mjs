@@ -122,3 +122,21 @@ test("start: steps, every, heldOutWindows and seed that are not whole numbers ar
     }
   }
 });
+
+test("generate: n, temperature and seed are checked by the names the message uses", () => {
+  const { session, run, of } = harness();
+  session.handle({ type: "start", task: "text", text: TEXT, preset: "tiny", steps: 5, every: 5 });
+  run();
+  for (const [key, value, pattern] of [["n", NaN, /^n must be an integer from 1 to 2000, got NaN/],
+    ["n", "7", /^n must be an integer from 1 to 2000, got "7"/], ["n", 2.5, /^n must be an integer/],
+    ["n", 0, /^n must be an integer/], ["temperature", -1, /^temperature must be a number >= 0, got -1/],
+    ["temperature", "hot", /^temperature must be a number >= 0, got "hot"/], ["seed", 1.5, /^seed must be an integer >= 0/]]) {
+    const before = of("error").length;
+    session.handle({ type: "generate", prompt: "the ", n: 5, [key]: value });
+    assert.equal(of("error").length, before + 1, `no error for ${key} = ${String(value)}`);
+    assert.match(of("error").at(-1).message, pattern);
+  }
+  assert.equal(of("generated").length, 0);
+  session.handle({ type: "generate", prompt: "the ", n: 5, temperature: 0 });
+  assert.equal(Array.from(of("generated")[0].text).length, 9);
+});

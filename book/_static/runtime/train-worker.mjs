@@ -215,14 +215,18 @@ export function createSession(post, schedule = (f) => setTimeout(f, 0)) {
           break;
         case "generate": {
           if (!job || !job.tokenizer) throw new Error("Train a model first.");
+          const { n = 200, temperature = 0.8, seed = 1 } = msg;
+          const shown = (v) => (typeof v === "string" ? JSON.stringify(v) : String(v));
+          if (!(Number.isInteger(n) && n >= 1 && n <= 2000)) throw new RangeError(`n must be an integer from 1 to 2000, got ${shown(n)}`);
+          if (!(Number.isFinite(temperature) && temperature >= 0)) throw new RangeError(`temperature must be a number >= 0, got ${shown(temperature)}`);
+          if (!(Number.isInteger(seed) && seed >= 0)) throw new RangeError(`seed must be an integer >= 0, got ${shown(seed)}`);
           const { manifest, weights } = job.model.toRuntime("generate", { type: "chars", chars: job.chars.join("") });
           const runtime = loadModel(manifest, weights);
           const prompt = typeof msg.prompt === "string" ? msg.prompt : "";
           const unknown = job.tokenizer.unknown(prompt);
           if (unknown.length) throw new RangeError(`The prompt has characters the text never had: ${unknown.slice(0, 5).join(" ")}`);
           const ids = prompt ? job.tokenizer.encode(prompt) : [0];
-          const n = Math.min(Math.max(1, msg.n ?? 200), 2000);
-          const out = runtime.generate(ids, n, { temperature: msg.temperature ?? 0.8, seed: msg.seed ?? 1 });
+          const out = runtime.generate(ids, n, { temperature, seed });
           post({ type: "generated", prompt, text: prompt + job.tokenizer.decode(out) });
           break;
         }
