@@ -373,3 +373,16 @@ def test_a_leading_byte_order_mark_is_stripped_as_the_runtime_strips_it(translat
     assert translate_sentences(model, tok, ["\ufeffI am cold.", "I am cold."]) == (
         translate_sentences(model, tok, ["I am cold."]) * 2
     )
+
+
+# -- leftovers: a float32 TinyGPT with sinusoidal positions stays float32 ----------------------
+
+
+def test_a_float32_sinusoidal_tinygpt_gives_float32_logits():
+    model = gpt("sinusoidal", dtype=np.float32)  # the parameters cast, as TinyGPT.load does
+    tokens = np.random.default_rng(6).integers(0, 11, (2, 10))
+    logits = model.forward(tokens)
+    assert logits.dtype == np.float32
+    reference = gpt("sinusoidal", dtype=np.float64).forward(tokens)
+    np.testing.assert_allclose(logits, reference, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(fast_logits(model, tokens, 4), logits[:, 3:], atol=2e-5)
