@@ -133,3 +133,24 @@ def write_flushed(stdout, pieces, prog=None, stderr=None):
             stderr.write(f"{where}: cannot write the output to {name}: {err.strerror or err}\n")
         return EXIT_WRITE_FAILED
     return 0
+
+
+def out_dir(parser, path, flag="--out"):
+    """The output folder ``path`` as a ``Path``, created (with its parents) and writable.
+
+    A folder that cannot be made (under a file, no permission) or written ends
+    the command through ``parser.error`` (one line, exit status 2), naming
+    ``flag``: called before any work, so that a typo costs nothing.
+    """
+    from pathlib import Path
+
+    out = Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        parser.error(f"{flag} {out} is a file: pass a folder")
+    except OSError as err:
+        parser.error(f"{flag} {out}: cannot create it ({err.strerror or err})")
+    if not os.access(out, os.W_OK | os.X_OK):
+        parser.error(f"{flag} {out} is not writable")
+    return out

@@ -5,7 +5,6 @@ Every command-line test calls the module's ``main(argv)`` in this process with
 the work replaced by one that fails the test: the error must come first.
 """
 
-import json
 import re
 import struct
 
@@ -40,9 +39,7 @@ def test_quantize_refuses_weights_whose_float16_scale_overflows(bits, group_size
 
 
 @pytest.mark.parametrize("bits, tiny", [(8, 1e-7), (8, 1e-6), (4, 1e-7), (4, 3e-7)])
-def test_quantize_refuses_a_group_whose_scale_underflows_to_zero_or_loses_its_precision(
-    bits, tiny
-):
+def test_quantize_refuses_a_group_whose_scale_underflows_to_zero_or_loses_its_precision(bits, tiny):
     # the scale rounds to float16 0 (read back as zeros) or to a subnormal far off
     w = np.ones((2, 64), np.float32)
     w[1, 32:] = tiny
@@ -225,3 +222,205 @@ def test_read_gguf_still_reads_an_empty_tensor_of_reasonable_dimensions(tmp_path
     path = tmp_path / "empty.gguf"
     path.write_bytes(head)
     assert read_gguf(path).tensor("t").shape == (3, 0)
+
+
+# --- the training and measuring command lines: bad arguments refused before any work ----------
+
+
+def _refused(capsys, main, argv, *words):
+    """``main(argv)`` exits with status 2 and a one-line message holding ``words``."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "Traceback" not in err and all(w in err for w in words), err
+    return err
+
+
+@pytest.fixture
+def long_context(monkeypatch):
+    from attention_lib.train import long_context
+
+    monkeypatch.setattr(long_context, "train", _work_started)
+    return long_context
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["--steps", "0"], "--steps"),
+        (["--steps", "-1"], "--steps"),
+        (["--context", "0"], "--context"),
+        (["--context", "4096"], "--context"),
+        (["--block-size", "0"], "--block-size"),
+        (["--threads", "0"], "--threads"),
+    ],
+)
+def test_long_context_refuses_bad_numbers_before_training(
+    long_context, capsys, tmp_path, argv, flag
+):
+    _refused(
+        capsys, long_context.main, ["--positions", "rotary", "--out", str(tmp_path), *argv], flag
+    )
+    assert not list(tmp_path.iterdir())
+
+
+def test_long_context_starts_training_with_good_numbers(long_context, tmp_path):
+    argv = ["--positions", "rotary", "--steps", "1", "--context", "1024", "--block-size", "64"]
+    with pytest.raises(WorkStarted):
+        long_context.main([*argv, "--out", str(tmp_path)])
+
+
+def test_long_context_and_serving_refuse_an_out_folder_under_a_file(
+    long_context, capsys, monkeypatch, tmp_path
+):
+    from attention_lib.train import serving
+
+    monkeypatch.setattr(serving, "run", _work_started)
+    (tmp_path / "file").write_text("not a folder")
+    out = str(tmp_path / "file" / "x")
+    _refused(capsys, long_context.main, ["--positions", "rotary", "--out", out], "--out", out)
+    _refused(capsys, serving.main, ["--out", out], "--out", out)
+
+
+@pytest.mark.parametrize("order", ["0", "100", "11"])
+def test_ngram_draft_refuses_an_order_before_labelling(capsys, monkeypatch, tmp_path, order):
+    from attention_lib.train import ngram_draft
+
+    monkeypatch.setattr(ngram_draft, "load_pretrained", _work_started)
+    monkeypatch.setattr(ngram_draft, "distill_labels", _work_started)
+    _refused(capsys, ngram_draft.main, ["--order", order, "--out", str(tmp_path)], "--order")
+    with pytest.raises(WorkStarted):  # the longest order its 64-bit keys hold is fine
+        ngram_draft.main(["--order", "10", "--out", str(tmp_path)])
+
+
+@pytest.fixture
+def evaluate(monkeypatch, tmp_path):
+    from attention_lib.train import evaluate_long_context as evaluate
+
+    monkeypatch.setattr(evaluate, "checkpoint_dir", lambda: tmp_path)
+    for part in ("memory", "extrapolation", "stream"):
+        monkeypatch.setattr(evaluate, part, _work_started)
+    (tmp_path / "rotary_128.npz").write_bytes(b"")
+    (tmp_path / "rotary_ntk_finetuned_1024.npz").write_bytes(b"")
+    return evaluate
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["extrapolation"],
+        ["extrapolation", "--scheme", "nonsense"],
+        ["extrapolation", "--scheme", "../longctx/rotary"],
+        ["stream"],
+        ["stream", "--scheme", "rotary_ntk_finetuned_1024"],
+        ["memory", "--scheme", "nonsense"],
+    ],
+)
+def test_evaluate_long_context_refuses_a_missing_or_unknown_scheme(
+    evaluate, capsys, tmp_path, argv
+):
+    _refused(capsys, evaluate.main, argv, "--scheme")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "rotary_128.npz",
+        "rotary_ntk_finetuned_1024.npz",
+    ]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["memory"],
+        ["extrapolation", "--scheme", "rotary"],
+        ["extrapolation", "--scheme", "rotary_ntk_finetuned_1024"],
+        ["stream", "--scheme", "rotary"],
+    ],
+)
+def test_evaluate_long_context_measures_a_known_scheme(evaluate, argv):
+    with pytest.raises(WorkStarted):
+        evaluate.main(argv)
+
+
+def test_the_committed_schemes_are_known():
+    from attention_lib.train.evaluate_long_context import schemes
+
+    assert {"rotary", "learned", "none", "rotary_ntk_finetuned_1024"} <= set(
+        schemes("extrapolation")
+    )
+    assert "rotary_ntk_finetuned_1024" not in schemes("stream")
+
+
+# --- 20: damaged draft manifests ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, manifest, text",
+    [
+        ("ngram", "ngram_draft.json", '{"file": "ngram_draft.npz", "sha'),
+        ("ngram", "ngram_draft.json", "[]"),
+        ("ngram", "ngram_draft.json", '{"file": "ngram_draft.npz"}'),
+        ("one-layer", "manifest.json", "[]"),
+        ("one-layer", "manifest.json", '{"runs": {}}'),
+        ("one-layer", "manifest.json", '{"runs": {"draft": []}}'),
+        ("one-layer", "manifest.json", '{"runs": {"draft": {"file": "draft.npz"}}}'),
+        ("one-layer", "manifest.json", '{"runs": {"draft": {"sha256": 3}}}'),
+    ],
+)
+def test_load_draft_names_a_damaged_manifest(monkeypatch, tmp_path, name, manifest, text):
+    from attention_lib import DataFileError
+    from attention_lib.models import kv_variants
+    from attention_lib.models.speculative import load_draft
+
+    monkeypatch.setattr(kv_variants, "serving_dir", lambda: tmp_path)
+    for f in ("draft.npz", "ngram_draft.npz"):
+        (tmp_path / f).write_bytes(b"weights")
+    (tmp_path / manifest).write_text(text)
+    with pytest.raises(DataFileError, match=re.escape(str(tmp_path / manifest))):
+        load_draft(name, 65)
+
+
+# --- 23: seq2seq's default folder ---------------------------------------------------------------
+
+
+def test_seq2seq_evaluates_the_librarys_checkpoints_from_any_folder(monkeypatch, tmp_path):
+    from attention_lib.train import seq2seq
+
+    class Loaded(Exception):
+        pass
+
+    def load_checkpoints(directory):
+        raise Loaded(directory)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(seq2seq, "load_checkpoints", load_checkpoints)
+    with pytest.raises(Loaded) as got:
+        seq2seq.main(["--evaluate-only"])
+    from pathlib import Path
+
+    assert Path(got.value.args[0]) == seq2seq.checkpoint_dir()
+
+
+# --- align --iterations: an upper bound ---------------------------------------------------------
+
+
+def test_align_refuses_more_em_iterations_than_its_limit(capsys, monkeypatch, tmp_path):
+    from attention_lib.align import cli
+
+    monkeypatch.setattr(cli, "EMAligner", _work_started)
+    (tmp_path / "en").write_text("the cat\n")
+    (tmp_path / "fr").write_text("le chat\n")
+    argv = ["--src", str(tmp_path / "en"), "--tgt", str(tmp_path / "fr"), "--method", "em"]
+    _refused(capsys, cli.main, [*argv, "--iterations", "1001"], "--iterations", "1000")
+    with pytest.raises(WorkStarted):
+        cli.main([*argv, "--iterations", str(cli.MAX_ITERATIONS)])
+
+
+def test_max_order_is_the_longest_order_build_tables_takes():
+    from attention_lib.models.ngram_draft import build_tables, max_order
+
+    ids = np.zeros(4, np.int64)
+    for n_vocab in (2, 3, 65, 1000, 2**20):
+        k = max_order(n_vocab)
+        assert n_vocab**k < 2**62 <= n_vocab ** (k + 1)
+        with pytest.raises(ValueError, match="overflows"):  # checked before the ids are read
+            build_tables(ids, ids, k + 1, n_vocab)

@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 
-from .._cli import int_at_least, read_text, write_flushed
+from .._cli import int_in, read_text, write_flushed
 from ..data.paths import DataFileError
 from .attention import DEFAULT_METHOD, DEFAULT_PRIOR, METHODS, Aligner
 from .em_aligner import DEFAULT_ITERATIONS, DEFAULT_TENSION, EMAligner
@@ -26,6 +26,12 @@ CLI_METHODS = METHODS + ("em",)
 #: over); 4 million is about 2,000 words a side, far beyond any sentence, and
 #: keeps one line to a few hundred MB. Longer lines are refused up front.
 MAX_WORD_PAIRS = 4_000_000
+
+#: Most EM iterations ``--iterations`` accepts. IBM Model 1's likelihood has
+#: converged long before (the tuned default is a handful, and tune_em searches
+#: 0 to EM_MAX_ITERATIONS); each iteration passes over the whole corpus, so a
+#: larger number is a typo that would run for hours, refused up front.
+MAX_ITERATIONS = 1000
 
 
 def _read_lines(parser, path, flag, stdin):
@@ -94,10 +100,11 @@ def main(argv=None, stdin=None, stdout=None):
     )
     parser.add_argument(
         "--iterations",
-        type=int_at_least(1),
+        type=int_in(1, MAX_ITERATIONS),
         default=None,
         metavar="N",
-        help=f"EM iterations, --method em only (default {DEFAULT_ITERATIONS})",
+        help=f"EM iterations, --method em only (default {DEFAULT_ITERATIONS}, "
+        f"at most {MAX_ITERATIONS})",
     )
     args = parser.parse_args(argv)
     em = args.method == "em"

@@ -19,7 +19,7 @@ import numpy as np
 
 from .._checks import as_int
 
-__all__ = ["NgramDraft", "build_tables", "distill_labels"]
+__all__ = ["NgramDraft", "build_tables", "distill_labels", "max_order"]
 
 
 def _keys(ids: np.ndarray, n: int, n_vocab: int) -> np.ndarray:
@@ -29,6 +29,25 @@ def _keys(ids: np.ndarray, n: int, n_vocab: int) -> np.ndarray:
     for j in range(n):
         key = key * n_vocab + ids[j : T - n + 1 + j]
     return key
+
+
+def max_order(n_vocab: int) -> int:
+    """The longest context :func:`build_tables` takes over ``n_vocab`` tokens.
+
+    A context of ``n`` tokens is one integer key below ``n_vocab ** n``, which
+    must stay below ``2**62``.
+
+    Examples
+    --------
+    >>> max_order(65)          # Tiny Shakespeare's characters
+    10
+    """
+    if n_vocab < 2:
+        raise ValueError(f"n_vocab must be at least 2, got {n_vocab}")
+    order = int(62 * np.log(2) / np.log(n_vocab)) + 1
+    while order * np.log(n_vocab) >= 62 * np.log(2):  # build_tables' own test, exactly
+        order -= 1
+    return order
 
 
 def build_tables(ids, labels, order: int, n_vocab: int) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -377,6 +377,41 @@ DRAFTS = {
 SPEC_K = 4
 
 
+def _draft_sha256(manifest, ngram: bool) -> str:
+    """The draft's sha256 from ``manifest``: its top level (n-gram) or ``runs.draft``.
+
+    A damaged manifest (not JSON, not an object, no entry, no sha256) raises
+    :class:`~attention_lib.DataFileError` naming it.
+    """
+    import json
+
+    from ..data.paths import DataFileError
+
+    try:
+        data = json.loads(manifest.read_text(encoding="utf8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise DataFileError(
+            f"{manifest} is not valid JSON ({err}); restore it with git checkout"
+        ) from None
+    where = "its top level"
+    if not ngram:
+        where = '"runs" -> "draft"'
+        runs = data.get("runs") if isinstance(data, dict) else None
+        data = runs.get("draft") if isinstance(runs, dict) else None
+    if not isinstance(data, dict):
+        raise DataFileError(
+            f"{manifest} has no draft entry at {where} (a JSON object with the draft's "
+            "sha256); restore it with git checkout"
+        )
+    digest = data.get("sha256")
+    if not isinstance(digest, str) or len(digest) != 64 or set(digest) - set("0123456789abcdef"):
+        raise DataFileError(
+            f'{manifest}: the draft\'s "sha256" must be 64 hex digits, got {digest!r}; '
+            "restore it with git checkout"
+        )
+    return digest
+
+
 def load_draft(name: str, n_vocab: int | None = None):
     """A draft model of :data:`DRAFTS`, its sha256 checked against its manifest.
 
@@ -385,8 +420,6 @@ def load_draft(name: str, n_vocab: int | None = None):
     (:mod:`attention_lib.models.ngram_draft`, built by :mod:`attention_lib.train.ngram_draft`;
     manifest ``ngram_draft.json``).
     """
-    import json
-
     from ..data.paths import DataFileError, sha256
     from .kv_variants import load_variant
     from .kv_variants import serving_dir
@@ -405,9 +438,7 @@ def load_draft(name: str, n_vocab: int | None = None):
             f"{path} is missing: it is committed with the repository, or made by "
             f"python -m attention_lib.train.{maker}"
         )
-    entry = json.loads(manifest.read_text(encoding="utf8"))
-    entry = entry if ngram else entry["runs"]["draft"]
-    if sha256(path) != entry["sha256"]:
+    if sha256(path) != _draft_sha256(manifest, ngram):
         raise DataFileError(f"{path} does not match the sha256 in {manifest}")
     if ngram:
         from .ngram_draft import NgramDraft

@@ -69,6 +69,21 @@ def memory():
     }
 
 
+def schemes(part: str) -> list[str]:
+    """The ``--scheme`` values ``part`` measures: the checkpoints :func:`checkpoint_dir` holds.
+
+    ``stream`` reads ``<S>_128.npz``, a model trained on 128 characters;
+    ``extrapolation`` those and the fine-tuned ``<S>.npz`` (names with
+    ``finetuned``).
+    """
+    folder = checkpoint_dir()
+    stems = sorted(p.stem for p in folder.glob("*.npz")) if folder.is_dir() else []
+    at_128 = [s.removesuffix("_128") for s in stems if s.endswith("_128")]
+    if part == "stream":
+        return at_128
+    return sorted(set(at_128) | {s for s in stems if "finetuned" in s})
+
+
 def _checkpoint(scheme):
     """``<scheme>_128.npz``, or ``<scheme>.npz`` for a fine-tuned model."""
     path = checkpoint_dir() / f"{scheme}_128.npz"
@@ -149,8 +164,23 @@ def stream(scheme):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("part", choices=("memory", "extrapolation", "stream"))
-    parser.add_argument("--scheme", default=None)
+    parser.add_argument(
+        "--scheme",
+        default=None,
+        help="the model (positions) to measure, for extrapolation and stream: "
+        "a checkpoint of checkpoint_dir()",
+    )
     args = parser.parse_args(argv)
+    if args.part == "memory" and args.scheme is not None:
+        parser.error("--scheme is for extrapolation and stream: memory measures one layer")
+    if args.part != "memory":
+        known = schemes(args.part)
+        if args.scheme not in known:
+            got = "none" if args.scheme is None else repr(args.scheme)
+            parser.error(
+                f"{args.part} needs --scheme, one of {', '.join(known) or '(none)'} "
+                f"(the checkpoints in {checkpoint_dir()}); got {got}"
+            )
     t0, loads = time.perf_counter(), [os.getloadavg()[0]]
     with threadpool_limits(limits=1, user_api="blas"):
         if args.part == "memory":

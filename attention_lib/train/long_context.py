@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from .._cli import int_at_least, int_in, out_dir
 from ..data.paths import data_dir, sha256, write_atomic
 from ..nn import Adam
 from ..models.gpt import TinyGPT
@@ -172,10 +173,18 @@ def train(cfg, log=sys.stdout, start=None):
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--positions", choices=_POSITIONS, required=True)
-    parser.add_argument("--context", type=int, default=128)
-    parser.add_argument("--block-size", type=int, default=None, help="tiled attention")
+    parser.add_argument(
+        "--context",
+        type=int_in(1, CONFIG["chars_per_step"]),
+        default=128,
+        help=f"characters a window (default 128; at most chars_per_step, "
+        f"{CONFIG['chars_per_step']:,}: a step holds whole windows)",
+    )
+    parser.add_argument("--block-size", type=int_at_least(1), default=None, help="tiled attention")
     parser.add_argument("--out", default=None, help="output directory")
-    parser.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")
+    parser.add_argument(
+        "--threads", type=int_at_least(1), default=1, help="BLAS threads (default 1)"
+    )
     parser.add_argument(
         "--finetune",
         choices=("linear", "ntk"),
@@ -183,7 +192,9 @@ def main(argv: list[str] | None = None) -> dict:
         help="fine-tune the rotary 128-character model at --context with RoPE scaled by "
         "context / 128 this way, for --steps steps",
     )
-    parser.add_argument("--steps", type=int, default=None, help="steps (default: CONFIG's)")
+    parser.add_argument(
+        "--steps", type=int_at_least(1), default=None, help="steps (default: CONFIG's)"
+    )
     parser.add_argument(
         "--size",
         choices=sorted(SIZES),
@@ -196,21 +207,22 @@ def main(argv: list[str] | None = None) -> dict:
         cfg["block_size"] = args.block_size
     if args.steps is not None:
         cfg["steps"] = args.steps
-    out = checkpoint_dir() if args.out is None else Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    if args.finetune and args.positions != "rotary":
+        parser.error("--finetune needs --positions rotary")
+    if args.finetune and args.size != "small":
+        parser.error("--size is for runs from scratch, not --finetune")
+    out = out_dir(parser, checkpoint_dir() if args.out is None else args.out)
     name = f"{args.positions}_{args.context}"
     start = None
     if args.finetune:
-        if args.positions != "rotary":
-            parser.error("--finetune needs --positions rotary")
         start = out / "rotary_128.npz"
+        if not start.is_file():
+            parser.error(f"--finetune starts from {start}, which is missing: train it first")
         factor = args.context / 128
         cfg.update(rope_scaling={"type": args.finetune, "factor": factor}, warmup=10)
         cfg.update(lr=1e-3, finetuned_from="rotary_128.npz", eval_every=25)
         name = f"rotary_{args.finetune}_finetuned_{args.context}"
     if args.size != "small":
-        if args.finetune:
-            parser.error("--size is for runs from scratch, not --finetune")
         name += f"_{args.size}"
     with threadpool_limits(limits=args.threads, user_api="blas"):
         model, chars, val_ids, curve, wall, loads = train(cfg, start=start)

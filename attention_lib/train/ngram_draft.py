@@ -12,13 +12,13 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from .._cli import int_at_least, out_dir
 from ..data.paths import sha256, write_atomic
-from ..models.ngram_draft import NgramDraft, build_tables, distill_labels
+from ..models.ngram_draft import NgramDraft, build_tables, distill_labels, max_order
 from ..models.pretrained import load_pretrained
 from ..models.kv_variants import serving_dir
 from .serving import _cpu
@@ -40,11 +40,21 @@ def agreement(draft: NgramDraft, target, ids, window=128, rows=32) -> float:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(serving_dir()), help="output directory")
-    parser.add_argument("--order", type=int, default=6, help="longest context, in characters")
+    parser.add_argument(
+        "--order",
+        type=int_at_least(1),
+        default=6,
+        help="longest context, in characters (default 6; at most what 64-bit keys over "
+        "the text's characters hold: max_order in attention_lib.models.ngram_draft)",
+    )
     args = parser.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     chars, train_ids, val_ids = load_text()
+    if args.order > max_order(len(chars)):  # before minutes of labelling
+        parser.error(
+            f"--order {args.order}: the longest context whose key fits 64 bits over "
+            f"{len(chars)} characters is {max_order(len(chars))}"
+        )
+    out = out_dir(parser, args.out)
     target, _ = load_pretrained("shakespeare")
     target.train(False)
     load0, t0 = os.getloadavg()[0], time.perf_counter()

@@ -196,6 +196,8 @@ def _parse(parser, argv):
     mistake costs nothing: it exits with status 2 and a one-line message.
     """
     args = parser.parse_args(argv)
+    if args.out is None:  # the library's data folder, wherever the command runs
+        args.out = str(checkpoint_dir())
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         parser.error(f"--out {out} is a file: pass a directory")
@@ -246,8 +248,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=_PROG, description=__doc__.splitlines()[0])
     parser.add_argument(
         "--out",
-        default="data/checkpoints/seq2seq",
-        help="output directory (its manifest.json is merged, not replaced)",
+        default=None,
+        help="output directory (its manifest.json is merged, not replaced; default "
+        "the library's data/checkpoints/seq2seq, wherever the command runs)",
     )
     parser.add_argument(
         "--runs",

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from .._cli import int_at_least, out_dir
 from ..data.paths import sha256, write_atomic
 from ..nn import Adam, softmax_cross_entropy
 from ..models.kv_variants import (
@@ -173,10 +174,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(serving_dir()), help="output directory")
     parser.add_argument("--only", nargs="*", choices=list(RUNS), help="runs to (re)make")
-    parser.add_argument("--threads", type=int, default=2, help="BLAS threads (default 2)")
+    parser.add_argument(
+        "--threads", type=int_at_least(1), default=2, help="BLAS threads (default 2)"
+    )
     args = parser.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = out_dir(parser, args.out)
     mpath = out / "manifest.json"
     manifest = json.loads(mpath.read_text()) if mpath.exists() else {}
     manifest.update(
