@@ -386,3 +386,39 @@ def test_a_float32_sinusoidal_tinygpt_gives_float32_logits():
     reference = gpt("sinusoidal", dtype=np.float64).forward(tokens)
     np.testing.assert_allclose(logits, reference, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(fast_logits(model, tokens, 4), logits[:, 3:], atol=2e-5)
+
+
+# -- leftovers: Linear's (B, T, E) @ (E, F) is one 2-D product ---------------------------------
+
+
+class RecordingMatrix(np.ndarray):
+    """A weight that records the shapes of the matrix products it takes part in."""
+
+    products: list = []
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if ufunc is np.matmul:
+            RecordingMatrix.products.append([np.shape(a) for a in inputs])
+        inputs = [a.view(np.ndarray) if isinstance(a, RecordingMatrix) else a for a in inputs]
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_linear_on_a_batch_of_sequences_is_one_2d_product_with_the_same_values(dtype):
+    from attention_lib.nn import Linear
+
+    rng = np.random.default_rng(7)
+    layer = Linear(24, 40, rng)
+    layer.params = {k: a.astype(dtype) for k, a in layer.params.items()}
+    x = rng.normal(size=(5, 9, 24)).astype(dtype)
+    want = np.stack([x[b] @ layer.params["W"] + layer.params["b"] for b in range(5)])
+    RecordingMatrix.products = []
+    W = layer.params["W"]
+    layer.params["W"] = W.view(RecordingMatrix)
+    y = np.asarray(layer.forward(x))
+    layer.params["W"] = W
+    assert RecordingMatrix.products == [[(45, 24), (24, 40)]]
+    assert y.shape == (5, 9, 40) and y.dtype == dtype
+    np.testing.assert_allclose(y, want, rtol=1e-6 if dtype == np.float32 else 1e-13)
+    np.testing.assert_array_equal(layer.forward(x.reshape(45, 24)).reshape(5, 9, 40), y)
+    assert layer.forward(np.ones((0, 3, 24), dtype)).shape == (0, 3, 40)

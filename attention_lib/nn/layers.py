@@ -67,7 +67,11 @@ class Linear:
                 f"x has {got} but the layer expects {n_in}: x must have shape (..., {n_in})"
             )
         self.x = x
-        y = x @ self.params["W"]
+        W = self.params["W"]
+        if x.ndim > 2:  # (B, T, E): one (B T, E) product, not a stack of B (T, E) ones
+            y = (x.reshape(-1, n_in) @ W).reshape(x.shape[:-1] + W.shape[1:])
+        else:
+            y = x @ W
         return y + self.params["b"] if "b" in self.params else y
 
     def backward(self, grad: np.ndarray) -> np.ndarray:
