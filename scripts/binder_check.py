@@ -9,23 +9,26 @@ folder as the working directory. This script does the same without Binder:
    root, so a package the chapters import but requirements.txt forgets makes
    this check fail;
 2. register that environment's Python as the only ``python3`` kernel;
-3. execute every notebook listed in ``_toc.yml`` with nbclient (running inside
-   the fresh environment), with the notebook's folder as working directory,
-   and fail on the first cell that raises;
-4. compare each executed notebook's outputs with the committed ones, as nbval
-   does (scripts/notebook_outputs.py), with OpenBLAS forced onto another CPU
-   kernel family than the nbval stage's (``--kernel-family``, default
-   Sandybridge; scripts/cpu_families.py): an output that depends on the CPU
-   fails here even on the machine that executed the notebook.
+3. run ``pytest --nbval`` on every notebook listed in ``_toc.yml``: nbval starts
+   that kernel with the notebook's folder as working directory, executes every
+   cell and compares its outputs with the committed ones (its rules and the
+   notebooks' ``nbval-ignore-output``/``nbval-skip`` tags and ``# NBVAL_...``
+   comments), with OpenBLAS forced onto another CPU kernel family than this
+   machine's own (``--kernel-family``, default Sandybridge;
+   scripts/cpu_families.py): an output that depends on the CPU fails here even
+   on the machine that executed the notebook. A cell that raises, or prints
+   other outputs, fails the check with nbval's report. pytest and nbval run
+   from the test environment (:func:`nbval_runner`), not the one under test,
+   so nothing they install can make up for a package requirements.txt lacks.
 
-The executed copies go to the temporary folder: the committed notebooks are
-never touched. Prints the time of each step and of each notebook.
+nbval never writes to the notebooks: the committed ones are never touched.
+Prints the time of each step and of each notebook.
 
 Usage::
 
     python3 scripts/binder_check.py            # fresh venv, every notebook in _toc.yml
     python3 scripts/binder_check.py --keep     # keep the temporary folder, print its path
-    python3 scripts/binder_check.py --kernel-family native --no-compare
+    python3 scripts/binder_check.py --kernel-family native --no-compare  # errors only
     python3 scripts/binder_check.py book/05_masks.ipynb   # one chapter
 """
 
@@ -39,32 +42,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from xml.etree import ElementTree
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cpu_families  # noqa: E402
-from notebook_outputs import differences  # noqa: E402
-
-# Runs inside the fresh environment: execute one notebook with nbclient.
-RUN_NOTEBOOK = r"""
-import sys, time, nbformat
-from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
-src, dst, cwd, timeout = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-nb = nbformat.read(src, as_version=4)
-client = NotebookClient(nb, kernel_name="python3", timeout=timeout, allow_errors=False,
-                        resources={"metadata": {"path": cwd}})
-t0 = time.perf_counter()
-try:
-    client.execute()
-except CellExecutionError as exc:
-    nbformat.write(nb, dst)
-    print(str(exc)[-3000:], file=sys.stderr)
-    sys.exit(1)
-nbformat.write(nb, dst)
-print(f"{time.perf_counter() - t0:.1f}")
-"""
-
 
 # Runs inside the environment: the versions the chapters will run on.
 VERSIONS = r"""
@@ -81,36 +63,114 @@ print(f"versions: Python {platform.python_version()}, " + ", ".join(found))
 """
 
 
-def execute(python, notebook, executed, cwd, env, timeout):
-    """Run one notebook with RUN_NOTEBOOK in ``cwd``.
+#: ``pytest --nbval`` as every pass runs it: no cache folder, none of the project's
+#: pytest options (pyproject.toml's doctest settings), the kernel named explicitly.
+NBVAL = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "--nbval"]
 
-    Returns ``(seconds, None)`` when every cell ran, or ``(None, error)`` with the
-    failing cell and its error, without colour codes or kernel chatter.
+
+def nbval_runner(*candidates, check="binder check"):
+    """The first Python of ``candidates`` (or this one, or the project's .venv) with nbval.
+
+    pytest and nbval run outside the environment under test, so that nothing
+    they install (pytest, coverage, ...) can make up for a package the
+    chapters need and the environment lacks; the kernel they start is the
+    environment's own (:func:`check_kernel`).
     """
+    tried = []
+    for python in [*candidates, sys.executable, REPO / ".venv" / "bin" / "python"]:
+        if python is None or str(python) in tried or not Path(python).exists():
+            continue
+        tried.append(str(python))
+        probe = subprocess.run(
+            [str(python), "-c", "import nbval, pytest"], capture_output=True, env=clean_env()
+        )
+        if probe.returncode == 0:
+            return str(python)
+    raise SystemExit(
+        f"{check}: no Python with pytest and nbval (tried {', '.join(tried)}): "
+        "install requirements-test.txt (`source scripts/_venv.sh; ensure_venv "
+        "requirements-test.txt`)"
+    )
+
+
+# Runs in the runner: where Jupyter finds the python3 kernel in this environment.
+KERNEL_ARGV = r"""
+from jupyter_client.kernelspec import KernelSpecManager
+print(KernelSpecManager().get_kernel_spec("python3").argv[0])
+"""
+
+
+def check_kernel(runner, env, python, check):
+    """Stop unless the ``python3`` kernel nbval will start is ``python``'s."""
+    found = run([runner, "-c", KERNEL_ARGV], check, env=env).stdout.strip()
+    if Path(found) != Path(python):
+        raise SystemExit(
+            f"{check}: nbval would start the python3 kernel {found}, not {python}: "
+            "the notebooks would not run in the environment under test"
+        )
+
+
+def run_nbval(runner, notebooks, env, timeout, check, rootdir, compare=True):
+    """Execute and compare ``notebooks`` with ``pytest --nbval``; print nbval's report.
+
+    Each notebook runs in the ``python3`` kernel that ``env``'s Jupyter path names,
+    with its own folder as working directory (nbval's), under ``env``'s CPU
+    kernels and threads. ``compare=False`` runs ``--nbval-lax``: every cell is
+    executed and any error fails, but outputs are not compared.
+
+    Returns ``(seconds, failures)``: the seconds of each notebook, and for each
+    failing notebook the failing cells' kinds: ``"differ"`` (nbval's "Cell
+    outputs differ") or ``"error"`` (a cell raised, timed out, or the kernel died).
+    """
+    xml = Path(tempfile.mkdtemp(prefix="nbval-")) / "nbval.xml"
+    cmd = [runner, *NBVAL, "--nbval-kernel-name", "python3"]
+    cmd += ["--nbval-cell-timeout", str(timeout), f"--junitxml={xml}", "--rootdir", str(rootdir)]
+    if not compare:
+        cmd[cmd.index("--nbval")] = "--nbval-lax"
+    t0 = time.monotonic()
     result = subprocess.run(
-        [str(python), "-c", RUN_NOTEBOOK, str(notebook), str(executed), str(cwd), str(timeout)],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=max(600, 2 * timeout),
+        [*cmd, *map(str, notebooks)], cwd=rootdir, env=env, capture_output=True, text=True
     )
-    if result.returncode == 0:
-        return float(result.stdout.strip().splitlines()[-1]), None
-    error = re.sub(r"\x1b\[[0-9;]*m", "", result.stderr)
-    return None, "\n".join(
-        line for line in error.strip().splitlines() if "[IPKernelApp] WARNING" not in line
-    )
+    seconds, failures = {}, {}
+    try:
+        cases = ElementTree.parse(xml).getroot().iter("testcase")
+    except (OSError, ElementTree.ParseError):
+        cases = []
+    for case in cases:
+        # nbval's items are "<notebook>::Cell N"; junit's classname is the notebook's path
+        # with dots, so match on the file name.
+        name = case.get("classname", "")
+        nb = next((n for n in notebooks if name.endswith(Path(n).stem + ".ipynb")), None)
+        if nb is None:
+            continue
+        seconds[nb] = seconds.get(nb, 0.0) + float(case.get("time", 0))
+        for fail in [*case.iter("failure"), *case.iter("error")]:
+            text = (fail.get("message") or "") + (fail.text or "")
+            kind = "differ" if "Cell outputs differ" in text else "error"
+            failures.setdefault(nb, []).append((case.get("name"), kind))
+    shutil.rmtree(xml.parent, ignore_errors=True)
+    if result.returncode not in (0, 1) or (result.returncode == 1 and not failures):
+        # pytest itself failed (usage error, collection error, internal error)
+        sys.stdout.write(result.stdout[-8000:])
+        sys.stderr.write(result.stderr[-3000:])
+        raise SystemExit(f"{check}: pytest --nbval failed (exit code {result.returncode})")
+    if failures:
+        # nbval's own report: which cell, what it printed, what was committed
+        print(re.sub(r"\x1b\[[0-9;]*m", "", result.stdout).rstrip())
+    print(f"{check}: pytest --nbval on {len(notebooks)} notebook(s): {time.monotonic() - t0:.0f} s")
+    return seconds, failures
 
 
-def report(rel, seconds, error, failed, where=""):
-    """Print one notebook's outcome from :func:`execute`; add it to ``failed`` if it failed."""
-    if error is None:
+def report(rel, seconds, failures, failed, where=""):
+    """Print one notebook's outcome from :func:`run_nbval`; add it to ``failed`` if it failed."""
+    if not failures:
         print(f"{str(rel):36s} ok   {seconds:5.1f} s")
         return
     failed.append(str(rel))
-    print(f"{str(rel):36s} FAILED{where}:")
-    print("    " + error.replace("\n", "\n    "))
+    cells = ", ".join(
+        f"{cell} ({'outputs differ' if kind == 'differ' else 'error'})" for cell, kind in failures
+    )
+    print(f"{str(rel):36s} FAILED{where}: {cells}")
 
 
 def add_kernel_options(parser, family, narrow, threads=None):
@@ -137,10 +197,18 @@ def add_kernel_options(parser, family, narrow, threads=None):
         f"{threads or 'inherited'})",
     )
     parser.add_argument(
+        "--mplbackend",
+        metavar="NAME",
+        help="MPLBACKEND for the kernel (the test command: agg, as on many CI machines "
+        "and servers, where a chapter that does not set %%matplotlib inline itself "
+        "draws nothing and nbval fails; default: unset, as for a reader)",
+    )
+    parser.add_argument(
         "--no-compare",
         dest="compare",
         action="store_false",
-        help="only execute; do not compare outputs with the committed ones",
+        help="only execute (nbval --nbval-lax: a cell that raises still fails); "
+        "do not compare outputs with the committed ones",
     )
 
 
@@ -150,28 +218,16 @@ def kernel_env(python, env, args, check):
     env = cpu_families.family_env(python, family, args.narrow_numpy, base=env)
     if args.blas_threads:
         env["OPENBLAS_NUM_THREADS"] = str(args.blas_threads)
+    if args.mplbackend:
+        env["MPLBACKEND"] = args.mplbackend
     threads = env.get("OPENBLAS_NUM_THREADS") or f"BLAS default ({os.cpu_count()} CPUs)"
     print(
         f"{check}: CPU kernels for this pass: {cpu_families.describe(python, env)}; "
-        f"BLAS threads: {threads}"
+        f"BLAS threads: {threads}" + (f"; MPLBACKEND={args.mplbackend}" if args.mplbackend else "")
     )
     if args.compare:
-        print(f"{check}: outputs are compared with the committed ones (nbval's rules)")
+        print(f"{check}: pytest --nbval compares the outputs with the committed ones")
     return env
-
-
-def compare_outputs(notebook, executed, seconds, error, skip_cells=()):
-    """Turn output differences into an error for :func:`report` (``error`` wins)."""
-    if error is not None or seconds is None:
-        return seconds, error
-    problems = differences(notebook, executed, skip_cells)
-    if not problems:
-        return seconds, None
-    return None, (
-        "outputs differ from the committed ones under this pass's CPU kernels "
-        "(an output that depends on the CPU: round it, or compare with a "
-        "tolerance; see README, 'Outputs on every CPU'):\n" + "\n".join(problems)
-    )
 
 
 def add_share_option(parser):
@@ -323,7 +379,13 @@ def main(argv=None):
         "--venv",
         type=Path,
         help="use this environment if it exists (made by the caller, e.g. "
-        "scripts/check-newest.sh) instead of a fresh one",
+        "scripts/check-newest.sh, or by --prepare) instead of a fresh one",
+    )
+    parser.add_argument(
+        "--prepare",
+        action="store_true",
+        help="only build the fresh environment into --venv, and stop (the test command "
+        "builds it in the background while other stages run)",
     )
     parser.add_argument(
         "--differences",
@@ -335,6 +397,8 @@ def main(argv=None):
     add_kernel_options(parser, "Sandybridge", narrow=False)
     add_share_option(parser)
     args = parser.parse_args(argv)
+    if args.prepare and not args.venv:
+        parser.error("--prepare needs --venv DIR: where to build the environment")
 
     started = time.monotonic()
     runtime = (REPO / "runtime.txt").read_text().strip() if (REPO / "runtime.txt").exists() else ""
@@ -390,28 +454,17 @@ def main(argv=None):
                 f"fresh environment from {args.requirements} alone: {time.monotonic() - t0:.0f} s"
             )
         print(run([str(python), "-c", VERSIONS], env=env).stdout.strip())
-        # Binder's image always has a Jupyter server and kernel; add them only if
-        # requirements.txt does not bring them, so this check never blames it for those.
+        # Binder's image always has a Jupyter kernel; add ipykernel only if
+        # requirements.txt does not bring it, so this check never blames it for that.
         probe = subprocess.run(
-            [str(python), "-c", "import nbclient, nbformat, ipykernel"],
-            env=env,
-            capture_output=True,
+            [str(python), "-c", "import ipykernel"], env=env, capture_output=True
         )
         if probe.returncode != 0:
-            print("adding nbclient and ipykernel (Binder's base image provides them)")
-            run(
-                [
-                    str(python),
-                    "-m",
-                    "pip",
-                    "install",
-                    "--quiet",
-                    "nbclient",
-                    "nbformat",
-                    "ipykernel",
-                ],
-                env=env,
-            )
+            print("adding ipykernel (Binder's base image provides it)")
+            run([str(python), "-m", "pip", "install", "--quiet", "ipykernel"], env=env)
+        if args.prepare:
+            print(f"binder check: environment ready in {venv}")
+            return
 
         # The fresh environment's Python is the only kernel the notebooks can get
         # (JUPYTER_PATH comes first in Jupyter's search path).
@@ -428,26 +481,29 @@ def main(argv=None):
         )
 
         env = kernel_env(python, env, args, "binder check")
-        out_dir = tmp / "executed"
-        out_dir.mkdir()
+        runner = nbval_runner(python if args.venv else None)
+        check_kernel(runner, env, python, "binder check")
+        seconds, failures = run_nbval(
+            runner, notebooks, env, args.timeout, "binder check", REPO, args.compare
+        )
         failed, changed = [], []
         for nb in notebooks:
             rel = nb.relative_to(REPO)
-            outcome = execute(python, nb, out_dir / nb.name, nb.parent, env, args.timeout)
-            if args.compare and args.differences == "report" and outcome[1] is None:
-                problems = differences(nb, out_dir / nb.name)
-                changed.extend(f"{rel}: {p}" for p in problems)
-            elif args.compare:
-                outcome = compare_outputs(nb, out_dir / nb.name, *outcome)
-            report(rel, *outcome, failed, where=f" (cwd {nb.parent.relative_to(REPO) or '.'})")
+            mine = failures.get(nb, [])
+            if args.differences == "report" and all(kind == "differ" for _, kind in mine):
+                changed.extend(f"{rel}: {cell}" for cell, _ in mine)
+                mine = []
+            where = f" (cwd {nb.parent.relative_to(REPO) or '.'})"
+            report(rel, seconds.get(nb, 0.0), mine, failed, where=where)
         check_imports(python, env, others, REPO / "book", "binder check")
         print(
             f"binder check: {len(notebooks)} notebooks, {time.monotonic() - started:.0f} s in all"
         )
         if changed:
             print(
-                f"\n{len(changed)} output(s) differ from the committed ones (reported, not "
-                "failed: review them, see README 'Newest releases'):"
+                f"\n{len(changed)} cell(s) print other outputs than the committed ones "
+                "(nbval's report above; reported, not failed: review them, see "
+                "CONTRIBUTING.md 'Newest releases'):"
             )
             print("    " + "\n    ".join(c.replace("\n", "\n    ") for c in changed))
         elif args.compare and args.differences == "report":

@@ -7,8 +7,7 @@ repository and install it. This script reproduces that offline:
 
 1. a virtual environment (no system or user site-packages) with the
    reader-side packages Colab's image has, at requirements.txt's versions
-   (NumPy, SciPy, Matplotlib, ipykernel, Altair for the interactive charts;
-   plus nbclient to run the notebooks),
+   (NumPy, SciPy, Matplotlib, ipykernel, Altair for the interactive charts),
    and *without* attention_lib or myst-nb, which the set-up cell installs. It
    is kept in ``.venv/colab-check`` and rebuilt when requirements.txt changes
    (``--fresh`` rebuilds it anyway); attention_lib is uninstalled from it before
@@ -22,13 +21,16 @@ repository and install it. This script reproduces that offline:
    kernel's PYTHONPATH;
 4. each notebook in ``_toc.yml`` is copied alone to a scratch folder (Colab's
    ``/content``, outside the repository: a chapter that reads ``../data``
-   fails here, as it fails for a reader who downloads it) and executed there
-   with nbclient; any cell error fails;
-5. its outputs are compared with the committed ones, as nbval does
-   (scripts/notebook_outputs.py), except the set-up cell's own, with OpenBLAS
-   forced onto its oldest x86-64 kernels (Prescott), on one thread, and
-   NumPy's SIMD narrowed to its baseline (scripts/cpu_families.py): a third
-   CPU on which every printed output must hold.
+   fails here, as it fails for a reader who downloads it), and ``pytest
+   --nbval`` runs the copies there: nbval starts the environment's kernel in
+   that folder, executes every cell (any error fails) and compares its outputs
+   with the committed ones, with OpenBLAS forced onto its oldest x86-64
+   kernels (Prescott), on one thread, and NumPy's SIMD narrowed to its
+   baseline (scripts/cpu_families.py): a third CPU on which every printed
+   output must hold. The set-up cell's output on Colab is git's and pip's, so
+   the copy tags it ``nbval-ignore-output`` (it still runs, and must not raise).
+   pytest and nbval run from the test environment, not the reader-side one
+   (scripts/binder_check.py, ``nbval_runner``).
 
 Chapters share one clone and one environment, as cells run in one Colab
 runtime would; the first chapter's set-up cell clones and installs, the
@@ -60,8 +62,6 @@ from binder_check import (
     add_share_option,
     check_imports,
     clean_env,
-    compare_outputs,
-    execute,  # noqa: E402
     kernel_env,
     report,
     share,
@@ -74,11 +74,9 @@ MARKER = '"google.colab" in sys.modules'
 
 REPO = Path(__file__).resolve().parents[1]
 ENV_DIR = REPO / ".venv" / "colab-check"
-# In Colab's image (pinned as requirements.txt pins them); nbclient runs the
-# notebooks here, as Colab's own front end does there. Altair is preinstalled
+# In Colab's image (pinned as requirements.txt pins them). Altair is preinstalled
 # in Colab too, and the chapters with interactive charts import it.
 COLAB_HAS = {"numpy", "scipy", "matplotlib", "ipykernel", "altair"}
-EXTRA = ["nbclient", "nbformat"]
 
 FAKE_COLAB = '''"""Stand-in for Colab's google.colab (scripts/colab_check.py)."""
 '''
@@ -91,7 +89,7 @@ def run(cmd, **kwargs):
 
 
 def reader_requirements():
-    """The lines of requirements.txt for packages Colab's image has, + nbclient."""
+    """The lines of requirements.txt for packages Colab's image has."""
     lines = []
     for line in (REPO / "requirements.txt").read_text().splitlines():
         line = line.split("#", 1)[0].strip()
@@ -99,7 +97,7 @@ def reader_requirements():
         if name in COLAB_HAS:
             lines.append(line)
     missing = COLAB_HAS - {re.split(r"[<>=!~\[; ]", l, maxsplit=1)[0].lower() for l in lines}
-    return lines + sorted(missing) + EXTRA
+    return lines + sorted(missing)
 
 
 def ensure_environment(python_for_venv, fresh):
@@ -174,14 +172,19 @@ def snapshot_repository(dest):
     run(git + ["commit", "--quiet", "--message", "snapshot for the colab check"], cwd=dest)
 
 
-def setup_cells(notebook):
-    """Indices of the Colab set-up cell (its output on Colab is git's and pip's)."""
-    cells = json.loads(Path(notebook).read_text(encoding="utf-8"))["cells"]
-    return {
-        i
-        for i, c in enumerate(cells)
-        if c["cell_type"] == "code" and MARKER in "".join(c["source"])
-    }
+def lone_copy(notebook, dest):
+    """Copy ``notebook`` to ``dest``, its Colab set-up cell tagged ``nbval-ignore-output``.
+
+    On Colab that cell's output is git's and pip's; the committed one is empty.
+    The cell still runs in the check, and an error in it still fails.
+    """
+    nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code" and MARKER in "".join(cell["source"]):
+            tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+            if "nbval-ignore-output" not in tags:
+                tags.append("nbval-ignore-output")
+    Path(dest).write_text(json.dumps(nb, indent=1, ensure_ascii=False), encoding="utf-8")
 
 
 def main(argv=None):
@@ -201,6 +204,12 @@ def main(argv=None):
     parser.add_argument("--timeout", type=int, default=300, help="seconds allowed per cell")
     parser.add_argument("--fresh", action="store_true", help="rebuild the environment")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    parser.add_argument(
+        "--prepare",
+        action="store_true",
+        help="only build (or find) the reader-side environment, and stop (the test "
+        "command builds it in the background while other stages run)",
+    )
     add_kernel_options(parser, "Prescott", narrow=True, threads=1)
     add_share_option(parser)
     args = parser.parse_args(argv)
@@ -213,6 +222,8 @@ def main(argv=None):
         raise SystemExit(f"colab check: no notebooks listed in {args.toc}")
     notebooks, others = share(notebooks, args.share)
     python, env = ensure_environment(args.python, args.fresh)
+    if args.prepare:
+        return
 
     tmp = Path(tempfile.mkdtemp(prefix="colab-check-"))
     try:
@@ -256,16 +267,25 @@ def main(argv=None):
             BOOK_CLONE_DIR=str(content / "attention-from-scratch"),
         )
         run_env = kernel_env(python, run_env, args, "colab check")
+        runner = binder_check.nbval_runner(check="colab check")
+        binder_check.check_kernel(runner, run_env, python, "colab check")
+        alone = {}
+        for nb in notebooks:
+            alone[nb] = content / nb.name  # a lone notebook, outside the repo
+            lone_copy(nb, alone[nb])
+        seconds, failures = binder_check.run_nbval(
+            runner,
+            list(alone.values()),
+            run_env,
+            args.timeout,
+            "colab check",
+            content,
+            args.compare,
+        )
         failed = []
         for nb in notebooks:
             rel = nb.relative_to(REPO) if nb.is_relative_to(REPO) else nb
-            alone = content / nb.name  # a lone notebook, outside the repo
-            shutil.copy(nb, alone)
-            executed = tmp / f"executed-{nb.name}"
-            outcome = execute(python, alone, executed, content, run_env, args.timeout)
-            if args.compare:
-                outcome = compare_outputs(nb, executed, *outcome, skip_cells=setup_cells(nb))
-            report(rel, *outcome, failed)
+            report(rel, seconds.get(alone[nb], 0.0), failures.get(alone[nb], []), failed)
         # The set-up cell of the notebooks above installed the library from the clone.
         check_imports(python, run_env, others, content, "colab check")
         print(f"colab check: {len(notebooks)} notebooks, {time.monotonic() - started:.0f} s in all")
