@@ -12,7 +12,7 @@
 #
 # Fails when a test fails or a chapter raises. A chapter whose printed output
 # merely differs from the committed one is reported, not failed: a new release
-# may legitimately print a digit differently (README, "Newest releases", says
+# may legitimately print a digit differently (CONTRIBUTING.md, "Newest releases", says
 # how to re-execute the chapters and review the difference).
 set -euo pipefail
 cd "$(dirname "$0")/.."
