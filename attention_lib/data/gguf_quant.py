@@ -100,7 +100,8 @@ def _encode_q4_1(w) -> np.ndarray:
         raise ValueError("Q4_1 blocks need finite weights; these hold NaN or inf")
     low = x.min(axis=1, keepdims=True)
     d = (x.max(axis=1, keepdims=True) - low) / np.float32(15)
-    d16, m16 = d.astype(np.float16), low.astype(np.float16)
+    with np.errstate(over="ignore"):  # an overflow is refused just below
+        d16, m16 = d.astype(np.float16), low.astype(np.float16)
     if not (np.isfinite(d16).all() and np.isfinite(m16).all()):
         raise ValueError(
             "Q4_1 keeps each block's scale and minimum in float16, whose largest value is "

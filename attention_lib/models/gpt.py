@@ -428,7 +428,10 @@ def stream_tokens(
     if use_cache:
         from .kv_cache import decoder_for  # the fast path, when the model has one
 
-        decoder = decoder_for(model, B)
+        # the cache holds at most the context, and never more than this text needs
+        # (rounded up to 256 positions, so that similar calls share one build)
+        capacity = min(W, -(-(min(seq.shape[1], W) + n_new) // 256) * 256)
+        decoder = decoder_for(model, B, capacity)
     else:
         decoder = None
     state = {"cache": None, "window": None}
