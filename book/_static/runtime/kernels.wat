@@ -600,4 +600,137 @@
             (br $s_loop)))
         (local.set $g (i32.add (local.get $g) (i32.const 1)))
         (br $g_loop))))
+
+  ;; ---------------------------------------------------------------------------------
+  ;; GGUF's quantized matrices, read in place (SmolLM2: Q4_1 matrices, a Q8_0 embedding).
+  ;; A row of the matrix (cols numbers, one output unit) is cols / 32 blocks, one after the
+  ;; other, the rows one after the other; a block's two scales are float16 numbers, turned
+  ;; into float32 by a table of all 65,536 of them at `half` (simd.mjs writes it once).
+  ;;   Q4_1, 20 bytes: d (f16), m (f16), 16 bytes qs; weight j = (qs[j] & 15) d + m and
+  ;;         weight j + 16 = (qs[j] >> 4) d + m (low nibbles first, then high nibbles);
+  ;;   Q8_0, 34 bytes: d (f16), 32 int8 q; weight j = q[j] d.
+  ;; out[r] = row r . x. Per block, the codes' dot product with x's 32 numbers is formed
+  ;; first (codes are small integers: exact in float32) and scaled once: for Q4_1,
+  ;; d (q . x) + m (sum of x), the sums of x's blocks computed once per call into xsum.
+  ;; The same sum as dequantize-then-dot, in another order: equal within float32 rounding
+  ;; (tests/js/quant-gguf.test.mjs; quant.mjs's matvecGGML, in double, is the reference).
+
+  ;; The float16 at byte address `at`, as float32 (the table at `tab`).
+  (func $half (param $tab i32) (param $at i32) (result f32)
+    (f32.load (i32.add (local.get $tab) (i32.shl (i32.load16_u (local.get $at)) (i32.const 2)))))
+
+  ;; 16 signed 8-bit codes times the 16 floats at x: four lanes of sums.
+  (func $dot16s (param $q v128) (param $x i32) (result v128)
+    (local $lo v128) (local $hi v128)
+    (local.set $lo (i16x8.extend_low_i8x16_s (local.get $q)))
+    (local.set $hi (i16x8.extend_high_i8x16_s (local.get $q)))
+    (f32x4.add
+      (f32x4.add
+        (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extend_low_i16x8_s (local.get $lo))) (v128.load (local.get $x)))
+        (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extend_high_i16x8_s (local.get $lo))) (v128.load offset=16 (local.get $x))))
+      (f32x4.add
+        (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extend_low_i16x8_s (local.get $hi))) (v128.load offset=32 (local.get $x)))
+        (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extend_high_i16x8_s (local.get $hi))) (v128.load offset=48 (local.get $x))))))
+
+  ;; xsum[b] = the sum of x's block b (32 floats), for b < nb.
+  (func $block_sums (param $x i32) (param $nb i32) (param $xsum i32)
+    (local $b i32) (local $v v128)
+    (block $done
+      (loop $each
+        (br_if $done (i32.ge_u (local.get $b) (local.get $nb)))
+        (local.set $v (f32x4.add
+          (f32x4.add (f32x4.add (v128.load (local.get $x)) (v128.load offset=16 (local.get $x)))
+                     (f32x4.add (v128.load offset=32 (local.get $x)) (v128.load offset=48 (local.get $x))))
+          (f32x4.add (f32x4.add (v128.load offset=64 (local.get $x)) (v128.load offset=80 (local.get $x)))
+                     (f32x4.add (v128.load offset=96 (local.get $x)) (v128.load offset=112 (local.get $x))))))
+        (f32.store (i32.add (local.get $xsum) (i32.shl (local.get $b) (i32.const 2))) (call $hsum (local.get $v)))
+        (local.set $x (i32.add (local.get $x) (i32.const 128)))
+        (local.set $b (i32.add (local.get $b) (i32.const 1)))
+        (br $each))))
+
+  ;; out (rows floats) = W x, W a Q4_1 matrix at w (rows of cols numbers, cols a multiple
+  ;; of 32), x (cols floats) at x; xsum: room for cols / 32 floats; half: the f16 table.
+  (func (export "matvec_q4_1") (param $w i32) (param $rows i32) (param $cols i32) (param $x i32)
+                               (param $xsum i32) (param $half i32) (param $out i32)
+    (local $nb i32) (local $r i32) (local $b i32) (local $xb i32) (local $q v128)
+    (local $acc v128) (local $macc f32) (local $mask v128) (local $lo v128) (local $hi v128) (local $s v128)
+    (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))
+    (call $block_sums (local.get $x) (local.get $nb) (local.get $xsum))
+    (local.set $mask (i8x16.splat (i32.const 15)))
+    (block $rows_done
+      (loop $row
+        (br_if $rows_done (i32.ge_u (local.get $r) (local.get $rows)))
+        (local.set $acc (v128.const f32x4 0 0 0 0))
+        (local.set $macc (f32.const 0))
+        (local.set $b (i32.const 0))
+        (local.set $xb (local.get $x))
+        (block $blocks_done
+          (loop $block
+            (br_if $blocks_done (i32.ge_u (local.get $b) (local.get $nb)))
+            (local.set $q (v128.load offset=4 (local.get $w)))
+            ;; the low nibbles (numbers 0..15 of the block) as four u16x8 halves: lo, hi
+            (local.set $lo (i16x8.extend_low_i8x16_u (v128.and (local.get $q) (local.get $mask))))
+            (local.set $hi (i16x8.extend_high_i8x16_u (v128.and (local.get $q) (local.get $mask))))
+            (local.set $s (f32x4.add
+              (f32x4.add
+                (f32x4.mul (f32x4.convert_i32x4_u (i32x4.extend_low_i16x8_u (local.get $lo))) (v128.load (local.get $xb)))
+                (f32x4.mul (f32x4.convert_i32x4_u (i32x4.extend_high_i16x8_u (local.get $lo))) (v128.load offset=16 (local.get $xb))))
+              (f32x4.add
+                (f32x4.mul (f32x4.convert_i32x4_u (i32x4.extend_low_i16x8_u (local.get $hi))) (v128.load offset=32 (local.get $xb)))
+                (f32x4.mul (f32x4.convert_i32x4_u (i32x4.extend_high_i16x8_u (local.get $hi))) (v128.load offset=48 (local.get $xb))))))
+            ;; the high nibbles (numbers 16..31)
+            (local.set $lo (i16x8.extend_low_i8x16_u (i8x16.shr_u (local.get $q) (i32.const 4))))
+            (local.set $hi (i16x8.extend_high_i8x16_u (i8x16.shr_u (local.get $q) (i32.const 4))))
+            (local.set $s (f32x4.add (local.get $s) (f32x4.add
+              (f32x4.add
+                (f32x4.mul (f32x4.convert_i32x4_u (i32x4.extend_low_i16x8_u (local.get $lo))) (v128.load offset=64 (local.get $xb)))
+                (f32x4.mul (f32x4.convert_i32x4_u (i32x4.extend_high_i16x8_u (local.get $lo))) (v128.load offset=80 (local.get $xb))))
+              (f32x4.add
+                (f32x4.mul (f32x4.convert_i32x4_u (i32x4.extend_low_i16x8_u (local.get $hi))) (v128.load offset=96 (local.get $xb)))
+                (f32x4.mul (f32x4.convert_i32x4_u (i32x4.extend_high_i16x8_u (local.get $hi))) (v128.load offset=112 (local.get $xb)))))))
+            ;; acc += d (codes . x), in four lanes
+            (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul
+              (f32x4.splat (f32.load (i32.add (local.get $half) (i32.shl (i32.load16_u (local.get $w)) (i32.const 2)))))
+              (local.get $s))))
+            ;; + m (the sum of x's block)
+            (local.set $macc (f32.add (local.get $macc) (f32.mul
+              (f32.load (i32.add (local.get $half) (i32.shl (i32.load16_u offset=2 (local.get $w)) (i32.const 2))))
+              (f32.load (i32.add (local.get $xsum) (i32.shl (local.get $b) (i32.const 2)))))))
+            (local.set $w (i32.add (local.get $w) (i32.const 20)))
+            (local.set $xb (i32.add (local.get $xb) (i32.const 128)))
+            (local.set $b (i32.add (local.get $b) (i32.const 1)))
+            (br $block)))
+        (f32.store (i32.add (local.get $out) (i32.shl (local.get $r) (i32.const 2)))
+          (f32.add (call $hsum (local.get $acc)) (local.get $macc)))
+        (local.set $r (i32.add (local.get $r) (i32.const 1)))
+        (br $row))))
+
+  ;; out (rows floats) = W x, W a Q8_0 matrix at w (rows of cols numbers, cols a multiple
+  ;; of 32), x (cols floats) at x; half: the f16 table.
+  (func (export "matvec_q8_0") (param $w i32) (param $rows i32) (param $cols i32) (param $x i32)
+                               (param $half i32) (param $out i32)
+    (local $nb i32) (local $r i32) (local $b i32) (local $xb i32) (local $acc v128)
+    (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))
+    (block $rows_done
+      (loop $row
+        (br_if $rows_done (i32.ge_u (local.get $r) (local.get $rows)))
+        (local.set $acc (v128.const f32x4 0 0 0 0))
+        (local.set $b (i32.const 0))
+        (local.set $xb (local.get $x))
+        (block $blocks_done
+          (loop $block
+            (br_if $blocks_done (i32.ge_u (local.get $b) (local.get $nb)))
+            (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul
+              (f32x4.splat (call $half (local.get $half) (local.get $w)))
+              (f32x4.add
+                (call $dot16s (v128.load offset=2 (local.get $w)) (local.get $xb))
+                (call $dot16s (v128.load offset=18 (local.get $w)) (i32.add (local.get $xb) (i32.const 64)))))))
+            (local.set $w (i32.add (local.get $w) (i32.const 34)))
+            (local.set $xb (i32.add (local.get $xb) (i32.const 128)))
+            (local.set $b (i32.add (local.get $b) (i32.const 1)))
+            (br $block)))
+        (f32.store (i32.add (local.get $out) (i32.shl (local.get $r) (i32.const 2)))
+          (call $hsum (local.get $acc)))
+        (local.set $r (i32.add (local.get $r) (i32.const 1)))
+        (br $row))))
 )

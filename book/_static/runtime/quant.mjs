@@ -99,3 +99,104 @@ export function dequantize(view, name, t) {
   }
   return out;
 }
+
+// ---------------------------------------------------------------------------
+// GGUF's blocks, read in place (SmolLM2's file: Q4_1 matrices, a Q8_0 embedding)
+// ---------------------------------------------------------------------------
+//
+// A GGUF matrix of `rows` rows of `cols` numbers is rows * cols / 32 blocks, row after row:
+//
+//   Q4_1, 20 bytes: float16 d, float16 m, 16 bytes qs; weight j = (qs[j] & 15) d + m and
+//         weight j + 16 = (qs[j] >> 4) d + m, in float32;
+//   Q8_0, 34 bytes: float16 d, 32 int8 q; weight j = q[j] d, in float32;
+//   Q4_0, 18 bytes: float16 d, 16 bytes qs; weight j = ((qs[j] & 15) - 8) d, j + 16 from >> 4.
+//
+// dequantizeGGML gives the float32 weights, as the library's attention_lib.data.gguf_quant
+// (and llama.cpp's reference code) computes them; matvecGGML is the product W x from those
+// same weights, each dot product summed in double: the scalar path and the reference of
+// kernels.wat's matvec_q4_1 and matvec_q8_0 (tests/js/quant-gguf.test.mjs).
+
+/** Bytes per block of 32 numbers, by ggml type name. */
+export const GGML_BLOCK_BYTES = { Q4_0: 18, Q4_1: 20, Q8_0: 34 };
+
+let HALVES = null;
+/** All 65,536 float16 values as float32, indexed by their bits (built once). */
+export function halfTable() {
+  if (!HALVES) {
+    HALVES = new Float32Array(65536);
+    for (let h = 0; h < 65536; h++) HALVES[h] = half(h);
+  }
+  return HALVES;
+}
+
+function checkGGML(type, bytes, offset, rows, cols) {
+  const size = GGML_BLOCK_BYTES[type];
+  if (!size) throw new Error(`ggml type ${type} is not a block type the runtime reads (Q4_0, Q4_1, Q8_0)`);
+  if (!(Number.isInteger(cols) && cols > 0 && cols % 32 === 0)) throw new Error(`a ${type} row must be a positive multiple of 32 numbers, got ${cols}`);
+  if (!(Number.isInteger(rows) && rows > 0)) throw new Error(`rows must be a positive integer, got ${rows}`);
+  const end = offset + (rows * cols / 32) * size;
+  if (!(Number.isInteger(offset) && offset >= 0 && end <= bytes.length)) {
+    throw new Error(`a ${type} matrix of ${rows} x ${cols} at byte ${offset} ends at byte ${end}, past the ${bytes.length} bytes given`);
+  }
+  return size;
+}
+
+/**
+ * The float32 weights of row r of a GGUF block matrix (bytes: a Uint8Array; the matrix at
+ * byte `offset`), written into out (cols floats). An embedding lookup reads one row so.
+ */
+export function ggmlRow(bytes, offset, type, rows, cols, r, out = new Float32Array(cols)) {
+  const size = checkGGML(type, bytes, offset, rows, cols);
+  const H = halfTable();
+  let at = offset + r * (cols / 32) * size;
+  for (let c0 = 0; c0 < cols; c0 += 32, at += size) {
+    const d = H[bytes[at] | (bytes[at + 1] << 8)];
+    if (type === "Q8_0") {
+      for (let j = 0; j < 32; j++) out[c0 + j] = Math.fround(d * ((bytes[at + 2 + j] << 24) >> 24));
+    } else if (type === "Q4_1") {
+      const m = H[bytes[at + 2] | (bytes[at + 3] << 8)];
+      for (let j = 0; j < 16; j++) {
+        const q = bytes[at + 4 + j];
+        out[c0 + j] = Math.fround(Math.fround((q & 15) * d) + m);
+        out[c0 + j + 16] = Math.fround(Math.fround((q >> 4) * d) + m);
+      }
+    } else {
+      for (let j = 0; j < 16; j++) {
+        const q = bytes[at + 2 + j];
+        out[c0 + j] = Math.fround(((q & 15) - 8) * d);
+        out[c0 + j + 16] = Math.fround(((q >> 4) - 8) * d);
+      }
+    }
+  }
+  return out;
+}
+
+/** The float32 weights (rows x cols, row-major) of a GGUF block matrix. */
+export function dequantizeGGML(bytes, offset, type, rows, cols) {
+  checkGGML(type, bytes, offset, rows, cols);
+  const out = new Float32Array(rows * cols);
+  for (let r = 0; r < rows; r++) ggmlRow(bytes, offset, type, rows, cols, r, out.subarray(r * cols, (r + 1) * cols));
+  return out;
+}
+
+/**
+ * out (rows floats) = W x for a GGUF block matrix W (rows x cols) and x (cols floats): each
+ * output the dot product of row r's float32 weights (as dequantizeGGML gives them) with x,
+ * summed in double. The scalar path (no WebAssembly SIMD) and the kernels' reference.
+ */
+export function matvecGGML(bytes, offset, type, rows, cols, x, out = new Float32Array(rows)) {
+  checkGGML(type, bytes, offset, rows, cols);
+  const w = new Float32Array(cols);
+  for (let r = 0; r < rows; r++) {
+    ggmlRow(bytes, offset, type, rows, cols, r, w);
+    let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (let j = 0; j < cols; j += 4) {
+      s0 += w[j] * x[j];
+      s1 += w[j + 1] * x[j + 1];
+      s2 += w[j + 2] * x[j + 2];
+      s3 += w[j + 3] * x[j + 3];
+    }
+    out[r] = s0 + s1 + (s2 + s3);
+  }
+  return out;
+}

@@ -15,6 +15,7 @@
 // setScalar(true) forces the scalar path everywhere (the tests run both paths; a reader
 // can compare the speeds); SIMD_SUPPORTED says whether this engine validates SIMD.
 import { KERNELS_WASM_BASE64 } from "./kernels-wasm.mjs";
+import { halfTable } from "./quant.mjs";
 
 /** The smallest module using a v128 instruction: (func (result v128) (v128.const i32x4 0 0 0 0)). */
 const PROBE = new Uint8Array([
@@ -255,6 +256,46 @@ export class Kernels {
     copyOut(f, ya >> 2, y, n);
     copyOut(f, ca >> 2, cdf, n);
     copyOut(f, pa >> 2, pdf, n);
+  }
+
+  /**
+   * `bytes` (a Uint8Array: a GGUF file's quantized blocks) copied into the arena, for good:
+   * their byte address. Their Uint8Array view would be detached by a growth of the memory,
+   * so none is kept: the kernels read them by address (matvecGGML).
+   */
+  allocBytes(bytes) {
+    const n = (bytes.length + ALIGN - 1) & -ALIGN;
+    this.reserve(n);
+    const offset = this.top;
+    this.top += n;
+    new Uint8Array(this.memory.buffer, offset, bytes.length).set(bytes);
+    return offset;
+  }
+
+  /** The byte address of the float16 -> float32 table (65,536 floats) in the arena, made once. */
+  halfAddress() {
+    if (this.half === undefined) {
+      const { offset, view } = this.alloc(65536);
+      view.set(halfTable());
+      this.half = offset;
+    }
+    return this.half;
+  }
+
+  /**
+   * out (rows floats) = W x for a GGUF block matrix W (type "Q4_1" or "Q8_0", rows x cols)
+   * kept in this memory at byte address w (allocBytes), x (cols floats) anywhere:
+   * kernels.wat's matvec_q4_1 and matvec_q8_0. quant.mjs's matvecGGML is the reference.
+   */
+  matvecGGML(type, w, rows, cols, x, out) {
+    const half = this.halfAddress();
+    const [xs, sums, res] = this.scratch([cols, cols / 32, rows]);
+    copyIn(xs.view, 0, x, cols);
+    if (type === "Q4_1") this.exports.matvec_q4_1(w, rows, cols, xs.at, sums.at, half, res.at);
+    else if (type === "Q8_0") this.exports.matvec_q8_0(w, rows, cols, xs.at, half, res.at);
+    else throw new Error(`matvecGGML reads Q4_1 and Q8_0 blocks, not ${type}`);
+    copyOut(res.view, 0, out, rows);
+    return out;
   }
 
   /**
