@@ -619,19 +619,6 @@
   (func $half (param $tab i32) (param $at i32) (result f32)
     (f32.load (i32.add (local.get $tab) (i32.shl (i32.load16_u (local.get $at)) (i32.const 2)))))
 
-  ;; 16 signed 8-bit codes times the 16 floats at x: four lanes of sums.
-  (func $dot16s (param $q v128) (param $x i32) (result v128)
-    (local $lo v128) (local $hi v128)
-    (local.set $lo (i16x8.extend_low_i8x16_s (local.get $q)))
-    (local.set $hi (i16x8.extend_high_i8x16_s (local.get $q)))
-    (f32x4.add
-      (f32x4.add
-        (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extend_low_i16x8_s (local.get $lo))) (v128.load (local.get $x)))
-        (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extend_high_i16x8_s (local.get $lo))) (v128.load offset=16 (local.get $x))))
-      (f32x4.add
-        (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extend_low_i16x8_s (local.get $hi))) (v128.load offset=32 (local.get $x)))
-        (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extend_high_i16x8_s (local.get $hi))) (v128.load offset=48 (local.get $x))))))
-
   ;; xsum[b] = the sum of x's block b (32 floats), for b < nb.
   (func $block_sums (param $x i32) (param $nb i32) (param $xsum i32)
     (local $b i32) (local $v v128)
@@ -673,21 +660,21 @@
             (local.set $hi (i16x8.extend_high_i8x16_u (v128.and (local.get $q) (local.get $mask))))
             (local.set $s (f32x4.add
               (f32x4.add
-                (f32x4.mul (f32x4.convert_i32x4_u (i32x4.extend_low_i16x8_u (local.get $lo))) (v128.load (local.get $xb)))
-                (f32x4.mul (f32x4.convert_i32x4_u (i32x4.extend_high_i16x8_u (local.get $lo))) (v128.load offset=16 (local.get $xb))))
+                (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extend_low_i16x8_u (local.get $lo))) (v128.load (local.get $xb)))
+                (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extend_high_i16x8_u (local.get $lo))) (v128.load offset=16 (local.get $xb))))
               (f32x4.add
-                (f32x4.mul (f32x4.convert_i32x4_u (i32x4.extend_low_i16x8_u (local.get $hi))) (v128.load offset=32 (local.get $xb)))
-                (f32x4.mul (f32x4.convert_i32x4_u (i32x4.extend_high_i16x8_u (local.get $hi))) (v128.load offset=48 (local.get $xb))))))
+                (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extend_low_i16x8_u (local.get $hi))) (v128.load offset=32 (local.get $xb)))
+                (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extend_high_i16x8_u (local.get $hi))) (v128.load offset=48 (local.get $xb))))))
             ;; the high nibbles (numbers 16..31)
             (local.set $lo (i16x8.extend_low_i8x16_u (i8x16.shr_u (local.get $q) (i32.const 4))))
             (local.set $hi (i16x8.extend_high_i8x16_u (i8x16.shr_u (local.get $q) (i32.const 4))))
             (local.set $s (f32x4.add (local.get $s) (f32x4.add
               (f32x4.add
-                (f32x4.mul (f32x4.convert_i32x4_u (i32x4.extend_low_i16x8_u (local.get $lo))) (v128.load offset=64 (local.get $xb)))
-                (f32x4.mul (f32x4.convert_i32x4_u (i32x4.extend_high_i16x8_u (local.get $lo))) (v128.load offset=80 (local.get $xb))))
+                (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extend_low_i16x8_u (local.get $lo))) (v128.load offset=64 (local.get $xb)))
+                (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extend_high_i16x8_u (local.get $lo))) (v128.load offset=80 (local.get $xb))))
               (f32x4.add
-                (f32x4.mul (f32x4.convert_i32x4_u (i32x4.extend_low_i16x8_u (local.get $hi))) (v128.load offset=96 (local.get $xb)))
-                (f32x4.mul (f32x4.convert_i32x4_u (i32x4.extend_high_i16x8_u (local.get $hi))) (v128.load offset=112 (local.get $xb)))))))
+                (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extend_low_i16x8_u (local.get $hi))) (v128.load offset=96 (local.get $xb)))
+                (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extend_high_i16x8_u (local.get $hi))) (v128.load offset=112 (local.get $xb)))))))
             ;; acc += d (codes . x), in four lanes
             (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul
               (f32x4.splat (f32.load (i32.add (local.get $half) (i32.shl (i32.load16_u (local.get $w)) (i32.const 2)))))
@@ -710,6 +697,7 @@
   (func (export "matvec_q8_0") (param $w i32) (param $rows i32) (param $cols i32) (param $x i32)
                                (param $half i32) (param $out i32)
     (local $nb i32) (local $r i32) (local $b i32) (local $xb i32) (local $acc v128)
+    (local $lo v128) (local $hi v128) (local $s v128)
     (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))
     (block $rows_done
       (loop $row
@@ -720,11 +708,27 @@
         (block $blocks_done
           (loop $block
             (br_if $blocks_done (i32.ge_u (local.get $b) (local.get $nb)))
-            (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul
-              (f32x4.splat (call $half (local.get $half) (local.get $w)))
+            ;; codes 0..15, then 16..31 (int8, widened to int32 and converted)
+            (local.set $lo (i16x8.extend_low_i8x16_s (v128.load offset=2 (local.get $w))))
+            (local.set $hi (i16x8.extend_high_i8x16_s (v128.load offset=2 (local.get $w))))
+            (local.set $s (f32x4.add
               (f32x4.add
-                (call $dot16s (v128.load offset=2 (local.get $w)) (local.get $xb))
-                (call $dot16s (v128.load offset=18 (local.get $w)) (i32.add (local.get $xb) (i32.const 64)))))))
+                (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extend_low_i16x8_s (local.get $lo))) (v128.load offset=0 (local.get $xb)))
+                (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extend_high_i16x8_s (local.get $lo))) (v128.load offset=16 (local.get $xb))))
+              (f32x4.add
+                (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extend_low_i16x8_s (local.get $hi))) (v128.load offset=32 (local.get $xb)))
+                (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extend_high_i16x8_s (local.get $hi))) (v128.load offset=48 (local.get $xb))))))
+            (local.set $lo (i16x8.extend_low_i8x16_s (v128.load offset=18 (local.get $w))))
+            (local.set $hi (i16x8.extend_high_i8x16_s (v128.load offset=18 (local.get $w))))
+            (local.set $s (f32x4.add (local.get $s) (f32x4.add
+              (f32x4.add
+                (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extend_low_i16x8_s (local.get $lo))) (v128.load offset=64 (local.get $xb)))
+                (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extend_high_i16x8_s (local.get $lo))) (v128.load offset=80 (local.get $xb))))
+              (f32x4.add
+                (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extend_low_i16x8_s (local.get $hi))) (v128.load offset=96 (local.get $xb)))
+                (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extend_high_i16x8_s (local.get $hi))) (v128.load offset=112 (local.get $xb)))))))
+            (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul
+              (f32x4.splat (call $half (local.get $half) (local.get $w))) (local.get $s))))
             (local.set $w (i32.add (local.get $w) (i32.const 34)))
             (local.set $xb (i32.add (local.get $xb) (i32.const 128)))
             (local.set $b (i32.add (local.get $b) (i32.const 1)))

@@ -345,7 +345,7 @@ function layerNorm(x, gamma, beta, eps, out) {
 }
 
 /** RMSNorm (Llama): x / sqrt(mean(x^2) + eps) * weight; no centring, no shift. */
-function rmsNorm(x, weight, eps, out) {
+export function rmsNorm(x, weight, eps, out) {
   const d = x.length;
   let ms = 0;
   for (let i = 0; i < d; i++) ms += x[i] * x[i];
@@ -373,7 +373,7 @@ function gelu(x) {
 }
 
 /** SiLU (swish), SwiGLU's gate: x sigmoid(x). */
-function silu(v) {
+export function silu(v) {
   return v / (1 + Math.exp(-v));
 }
 
@@ -407,7 +407,7 @@ function sinusoid(p, d, base = 10000) {
  * original weights); "half": feature i pairs with i + hd/2 (GPT-NeoX, Hugging Face's Llama).
  * Pair i turns by the angle p * base^(-2i/hd) in both layouts.
  */
-function rotate(x, start, hd, p, layout, base) {
+export function rotate(x, start, hd, p, layout, base) {
   const half = hd / 2;
   const { cos, sin } = rotaryRow(hd, base, p);
   for (let i = 0; i < half; i++) {
@@ -451,7 +451,7 @@ function rotaryRow(hd, base, p) {
  * The keys and values one attention layer has seen: rows of nKv * hd floats,
  * appended one position at a time (chapter 12's KV cache, in a flat array).
  */
-class KVCache {
+export class KVCache {
   constructor(maxLen, width, capacity = Math.min(maxLen, 16)) {
     this.k = new Float32Array(capacity * width);
     this.v = new Float32Array(capacity * width);
@@ -494,7 +494,7 @@ class KVCache {
  * Returns the context (nHeads * hd) and, when `weightsOut` is given, pushes into it
  * each head's weights over the S positions (nHeads rows of S).
  */
-function attend(q, cache, nHeads, nKv, hd, context, weightsOut, S = cache.length) {
+export function attend(q, cache, nHeads, nKv, hd, context, weightsOut, S = cache.length) {
   // WebAssembly SIMD (simd.mjs: scores and weighted sum in kernels.wat, this softmax between)
   const kernels = hd % 4 === 0 ? sharedKernels() : null;
   if (kernels) {
@@ -641,7 +641,7 @@ function checkOptions({ temperature = 1, topK = 0, topP = 1, seed = 0 } = {}) {
  * layers.i.attn.wq/wk/wv/wo (+ bq, bk, bv, bo); layers.i.norm2.*; layers.i.ffn.w1/b1,
  * w2/b2, w3; norm_f.weight/.bias; head.weight (d, V), head.bias.
  */
-class DecoderLM {
+export class DecoderLM {
   constructor(config, tensors, tokenizer) {
     const c = config;
     const V = configInt(c, "n_vocab");
