@@ -42,7 +42,7 @@ from ..positions import sinusoidal_positions
 from ..softmax import log_softmax
 from .checkpoint import CheckpointError, check_shapes, read_config
 from .decoding import beam_search
-from .kv_cache import TransformerDecoder
+from .kv_cache import TransformerDecoder, _replaced_forward
 
 PAD, BOS, EOS = 0, 1, 2
 
@@ -455,7 +455,11 @@ class Transformer(Composite):
         With ``cache=True`` each decoder layer keeps its self-attention keys and
         values (one row appended per step) and computes the cross-attention
         keys and values once; ``cache=False`` reruns the decoder over the whole
-        prefix at every step (the same tokens, slower).
+        prefix at every step (the same tokens, slower). The fast decoder
+        (:class:`~attention_lib.models.kv_cache.TransformerDecoder`) redoes the
+        layers' arithmetic; when a layer has a ``forward`` of its own (a hook of
+        :mod:`attention_lib.interp`), the layers' own steps run instead, with
+        their :class:`~attention_lib.nn.KVCache`.
         """
         src = np.asarray(src)
         B = src.shape[0]
@@ -464,13 +468,18 @@ class Transformer(Composite):
         if B == 0:  # an empty batch: no sentences
             return []
         n_steps = int(limits.max(initial=0))
-        if cache:  # the fast path: one-token steps, cross-attention keys computed once
+        fast = cache and _replaced_forward(self) is None  # a layer's own forward must run
+        if fast:  # one-token steps, cross-attention keys computed once
             decoder = TransformerDecoder(self, memory, mask, 1, max(n_steps, 1))
+        elif cache:
+            caches = self._caches()
         y = np.full(B, BOS)
         out, done = [y], limits <= 0
         for t in range(n_steps):
-            if cache:
+            if fast:
                 logp = decoder.logits(out[-1], t)  # argmax as of the log-probabilities
+            elif cache:
+                logp = self._step(out[-1], t, memory, mask, caches)
             else:
                 logits = self.decode(np.stack(out, axis=1), memory, mask)[:, -1]
                 logp = logits
@@ -510,6 +519,12 @@ class Transformer(Composite):
         """
         if int(beam) < 1:
             raise ValueError(f"beam must be at least 1, got {beam}")
+        replaced = _replaced_forward(self)
+        if replaced is not None:
+            raise ValueError(
+                f"beam_search runs the fast decoder, which would skip the forward set on "
+                f"{type(replaced).__name__} (a hook): use greedy(), which runs it"
+            )
         src, K = np.asarray(src), int(beam)
         B = src.shape[0]
         limits = self._max_out(lengths, max_len)
