@@ -145,6 +145,20 @@ test("the SIMD kernels equal the scalar product and dequantize-then-dot, within 
   assert.deepEqual(new Uint8Array(k.memory.buffer, w, bytes.length), bytes);
 });
 
+test("matmul_q4_1 (a prompt's rows at once) gives each row matvec_q4_1's floats, bit for bit", () => {
+  const k = new Kernels();
+  for (const [n, rows, cols] of [[2, 3, 64], [5, 17, 96], [7, 8, 576], [3, 5, 1536]]) {
+    const { bytes } = makeMatrix("Q4_1", rows, cols);
+    const w = k.allocBytes(bytes);
+    const X = Float32Array.from({ length: n * cols }, () => rng() - 0.5);
+    const batch = k.matmulGGML("Q4_1", w, rows, cols, X, n, new Float32Array(n * rows));
+    for (let i = 0; i < n; i++) {
+      const alone = k.matvecGGML("Q4_1", w, rows, cols, X.subarray(i * cols, (i + 1) * cols), new Float32Array(rows));
+      assert.deepEqual(batch.subarray(i * rows, (i + 1) * rows), alone, `${n} x ${rows} x ${cols}, row ${i}`);
+    }
+  }
+});
+
 test("a wrong kernel is caught: the nibble order swapped, or the minimum m dropped", async (t) => {
   if (!existsSync(`${root}node_modules/wabt`)) {
     t.skip("wabt is not installed: run npm ci at the repository's root");
@@ -155,8 +169,9 @@ test("a wrong kernel is caught: the nibble order swapped, or the minimum m dropp
   const low = "(v128.and (local.get $q) (local.get $mask))";
   const high = "(i8x16.shr_u (local.get $q) (i32.const 4))";
   const plusM = "(local.set $macc (f32.add (local.get $macc) (f32.mul";
-  assert.equal(source.split(low).length, 3, "kernels.wat unpacks the low nibbles as the test expects");
-  assert.equal(source.split(high).length, 3);
+  // matvec_q4_1 and matmul_q4_1 unpack alike (each twice); matvec_q4_1 adds the m terms so
+  assert.equal(source.split(low).length, 5, "kernels.wat unpacks the low nibbles as the test expects");
+  assert.equal(source.split(high).length, 5);
   assert.equal(source.split(plusM).length, 2);
   const mutants = {
     "nibble order swapped": source.replaceAll(low, "@LOW@").replaceAll(high, low).replaceAll("@LOW@", high),

@@ -737,4 +737,104 @@
           (call $hsum (local.get $acc)))
         (local.set $r (i32.add (local.get $r) (i32.const 1)))
         (br $row))))
+
+  ;; OUT (n rows of `rows` floats) = X W^T for n rows of X (n rows of cols floats, at x): a
+  ;; prompt's tokens at once. Each block's 32 codes are unpacked once, into eight f32x4
+  ;; (c0..c7), and serve every row of X; each row's sums are formed exactly as matvec_q4_1
+  ;; forms them (a four-lane accumulator over the blocks in order, kept at acc + 16 i, and the
+  ;; m terms at macc + 4 i), so a row gets the same floats alone or in a batch.
+  ;; xsum: room for n * cols / 32 floats; acc: 16 n bytes; macc: 4 n bytes.
+  (func (export "matmul_q4_1") (param $w i32) (param $rows i32) (param $cols i32) (param $x i32)
+                               (param $n i32) (param $xsum i32) (param $acc i32) (param $macc i32)
+                               (param $half i32) (param $out i32)
+    (local $nb i32) (local $r i32) (local $b i32) (local $i i32) (local $xb i32) (local $q v128)
+    (local $mask v128) (local $lo v128) (local $hi v128) (local $s v128) (local $d v128) (local $m f32)
+    (local $c0 v128) (local $c1 v128) (local $c2 v128) (local $c3 v128)
+    (local $c4 v128) (local $c5 v128) (local $c6 v128) (local $c7 v128)
+    (local $rowB i32) (local $xs i32) (local $a i32)
+    (local.set $nb (i32.shr_u (local.get $cols) (i32.const 5)))
+    (local.set $rowB (i32.shl (local.get $cols) (i32.const 2)))
+    (local.set $i (i32.const 0))
+    (block $sums_done
+      (loop $sums
+        (br_if $sums_done (i32.ge_u (local.get $i) (local.get $n)))
+        (call $block_sums (i32.add (local.get $x) (i32.mul (local.get $i) (local.get $rowB))) (local.get $nb)
+          (i32.add (local.get $xsum) (i32.shl (i32.mul (local.get $i) (local.get $nb)) (i32.const 2))))
+        (local.set $i (i32.add (local.get $i) (i32.const 1)))
+        (br $sums)))
+    (local.set $mask (i8x16.splat (i32.const 15)))
+    (block $rows_done
+      (loop $row
+        (br_if $rows_done (i32.ge_u (local.get $r) (local.get $rows)))
+        ;; the n accumulators = 0
+        (local.set $i (i32.const 0))
+        (block $z_done
+          (loop $z
+            (br_if $z_done (i32.ge_u (local.get $i) (local.get $n)))
+            (v128.store (i32.add (local.get $acc) (i32.shl (local.get $i) (i32.const 4))) (v128.const f32x4 0 0 0 0))
+            (f32.store (i32.add (local.get $macc) (i32.shl (local.get $i) (i32.const 2))) (f32.const 0))
+            (local.set $i (i32.add (local.get $i) (i32.const 1)))
+            (br $z)))
+        (local.set $b (i32.const 0))
+        (block $blocks_done
+          (loop $block
+            (br_if $blocks_done (i32.ge_u (local.get $b) (local.get $nb)))
+            (local.set $q (v128.load offset=4 (local.get $w)))
+            (local.set $lo (i16x8.extend_low_i8x16_u (v128.and (local.get $q) (local.get $mask))))
+            (local.set $hi (i16x8.extend_high_i8x16_u (v128.and (local.get $q) (local.get $mask))))
+            (local.set $c0 (f32x4.convert_i32x4_s (i32x4.extend_low_i16x8_u (local.get $lo))))
+            (local.set $c1 (f32x4.convert_i32x4_s (i32x4.extend_high_i16x8_u (local.get $lo))))
+            (local.set $c2 (f32x4.convert_i32x4_s (i32x4.extend_low_i16x8_u (local.get $hi))))
+            (local.set $c3 (f32x4.convert_i32x4_s (i32x4.extend_high_i16x8_u (local.get $hi))))
+            (local.set $lo (i16x8.extend_low_i8x16_u (i8x16.shr_u (local.get $q) (i32.const 4))))
+            (local.set $hi (i16x8.extend_high_i8x16_u (i8x16.shr_u (local.get $q) (i32.const 4))))
+            (local.set $c4 (f32x4.convert_i32x4_s (i32x4.extend_low_i16x8_u (local.get $lo))))
+            (local.set $c5 (f32x4.convert_i32x4_s (i32x4.extend_high_i16x8_u (local.get $lo))))
+            (local.set $c6 (f32x4.convert_i32x4_s (i32x4.extend_low_i16x8_u (local.get $hi))))
+            (local.set $c7 (f32x4.convert_i32x4_s (i32x4.extend_high_i16x8_u (local.get $hi))))
+            (local.set $d (f32x4.splat (call $half (local.get $half) (local.get $w))))
+            (local.set $m (call $half (local.get $half) (i32.add (local.get $w) (i32.const 2))))
+            ;; every row i of X: its block b at xb, its accumulators at a and macc + 4 i
+            (local.set $xb (i32.add (local.get $x) (i32.shl (local.get $b) (i32.const 7))))
+            (local.set $xs (i32.add (local.get $xsum) (i32.shl (local.get $b) (i32.const 2))))
+            (local.set $a (local.get $acc))
+            (local.set $i (i32.const 0))
+            (block $x_done
+              (loop $each_x
+                (br_if $x_done (i32.ge_u (local.get $i) (local.get $n)))
+                (local.set $s (f32x4.add
+                  (f32x4.add
+                    (f32x4.add (f32x4.mul (local.get $c0) (v128.load (local.get $xb)))
+                               (f32x4.mul (local.get $c1) (v128.load offset=16 (local.get $xb))))
+                    (f32x4.add (f32x4.mul (local.get $c2) (v128.load offset=32 (local.get $xb)))
+                               (f32x4.mul (local.get $c3) (v128.load offset=48 (local.get $xb)))))
+                  (f32x4.add
+                    (f32x4.add (f32x4.mul (local.get $c4) (v128.load offset=64 (local.get $xb)))
+                               (f32x4.mul (local.get $c5) (v128.load offset=80 (local.get $xb))))
+                    (f32x4.add (f32x4.mul (local.get $c6) (v128.load offset=96 (local.get $xb)))
+                               (f32x4.mul (local.get $c7) (v128.load offset=112 (local.get $xb)))))))
+                (v128.store (local.get $a) (f32x4.add (v128.load (local.get $a)) (f32x4.mul (local.get $d) (local.get $s))))
+                (f32.store (i32.add (local.get $macc) (i32.shl (local.get $i) (i32.const 2)))
+                  (f32.add (f32.load (i32.add (local.get $macc) (i32.shl (local.get $i) (i32.const 2))))
+                    (f32.mul (local.get $m) (f32.load (local.get $xs)))))
+                (local.set $xb (i32.add (local.get $xb) (local.get $rowB)))
+                (local.set $xs (i32.add (local.get $xs) (i32.shl (local.get $nb) (i32.const 2))))
+                (local.set $a (i32.add (local.get $a) (i32.const 16)))
+                (local.set $i (i32.add (local.get $i) (i32.const 1)))
+                (br $each_x)))
+            (local.set $w (i32.add (local.get $w) (i32.const 20)))
+            (local.set $b (i32.add (local.get $b) (i32.const 1)))
+            (br $block)))
+        ;; out[i][r] = hsum(acc i) + macc i
+        (local.set $i (i32.const 0))
+        (block $o_done
+          (loop $o
+            (br_if $o_done (i32.ge_u (local.get $i) (local.get $n)))
+            (f32.store (i32.add (local.get $out) (i32.shl (i32.add (i32.mul (local.get $i) (local.get $rows)) (local.get $r)) (i32.const 2)))
+              (f32.add (call $hsum (v128.load (i32.add (local.get $acc) (i32.shl (local.get $i) (i32.const 4)))))
+                (f32.load (i32.add (local.get $macc) (i32.shl (local.get $i) (i32.const 2))))))
+            (local.set $i (i32.add (local.get $i) (i32.const 1)))
+            (br $o)))
+        (local.set $r (i32.add (local.get $r) (i32.const 1)))
+        (br $row))))
 )

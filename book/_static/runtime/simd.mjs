@@ -299,6 +299,25 @@ export class Kernels {
   }
 
   /**
+   * OUT (n rows of `rows`) = X W^T for n rows X (n rows of cols floats) and a GGUF block
+   * matrix W at byte address w: for Q4_1, kernels.wat's matmul_q4_1 (each block unpacked
+   * once for all n rows; every row's result the same floats as matvecGGML gives it alone);
+   * otherwise matvecGGML row by row.
+   */
+  matmulGGML(type, w, rows, cols, X, n, out) {
+    if (type !== "Q4_1" || n === 1) {
+      for (let i = 0; i < n; i++) this.matvecGGML(type, w, rows, cols, X.subarray(i * cols, (i + 1) * cols), out.subarray(i * rows, (i + 1) * rows));
+      return out;
+    }
+    const half = this.halfAddress();
+    const [xs, sums, acc, macc, res] = this.scratch([n * cols, (n * cols) / 32, 4 * n, n, n * rows]);
+    copyIn(xs.view, 0, X, n * cols);
+    this.exports.matmul_q4_1(w, rows, cols, xs.at, n, sums.at, acc.at, macc.at, half, res.at);
+    copyOut(res.view, 0, out, n * rows);
+    return out;
+  }
+
+  /**
    * out (n, nOut) = X (n, nIn) W + b, W given as WT (nOut, nIn): transformer.mjs's
    * linearRows. Every output is one dot product (dot_rows), b (optional) added after.
    */

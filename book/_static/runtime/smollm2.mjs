@@ -155,9 +155,14 @@ export class SmolLM2 {
     return matvecGGML(bytes, this.bytes ? m.offset : m.at, m.type, m.rows, m.cols, x, out);
   }
 
-  /** out (n rows) = X (n rows of nIn) W^T for the matrix `name`, one row at a time. */
+  /**
+   * out (n rows) = X (n rows of nIn) W^T for the matrix `name`: a prompt's rows at once
+   * (each block unpacked once for all of them: simd.mjs's matmulGGML), or one row at a time.
+   */
   linearRows(X, n, nIn, name, out) {
-    const nOut = this.mats[name].rows;
+    const m = this.mats[name];
+    if (n > 1 && this.kernels && simdActive()) return this.kernels.matmulGGML(m.type, m.at, m.rows, m.cols, X, n, out);
+    const nOut = m.rows;
     for (let r = 0; r < n; r++) this.matvec(name, row(X, r, nIn), row(out, r, nOut));
     return out;
   }
