@@ -167,12 +167,8 @@ def test_transformer_cross_attention_head_zeroed_by_hook_and_by_weights():
     assert np.abs(hooked - plain).max() > 1e-3
 
 
-@pytest.mark.parametrize(
-    "kind, weight, scale_rows", [("q", "W_Q", False), ("k", "W_K", False), ("v", "W_V", False)]
-)
-def test_scaling_one_query_head_or_one_key_value_group_equals_scaling_its_weights(
-    kind, weight, scale_rows
-):
+@pytest.mark.parametrize("kind, weight", [("q", "W_Q"), ("k", "W_K"), ("v", "W_V")])
+def test_scaling_one_query_head_or_one_key_value_group_equals_scaling_its_weights(kind, weight):
     model = tiny_llama()
     d, idx = 4, 1  # query head 1, or key/value group 1 (query heads 3, 4, 5)
 
