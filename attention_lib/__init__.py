@@ -25,6 +25,8 @@ the functional maths (data is read by models and presentation):
   vectors, Tatoeba, GGUF, Llama's tokenizer) and the checksummed ``data/`` folder;
 - :mod:`attention_lib.presentation`: static plots, interactive charts, tables,
   widgets and ``glue`` (numbers for the prose, with or without Jupyter Book);
+- :mod:`attention_lib.interp`: what heads do, tested causally: hooks on every
+  model, head ablation, activation and path patching, the logit lens;
 - :mod:`attention_lib.align`: word alignment from attention and by IBM Model 1,
   its scores and command line; ``python -m attention_lib.generate`` and
   ``python -m attention_lib.translate`` run the book's trained models.
@@ -53,7 +55,7 @@ __getattr__, __dir__ = lazy_names(
         "models.bottleneck": ("BottleneckResult", "bottleneck_experiment"),
         "presentation": ("format_table", "glue", "print_table", "widget_html"),
     },
-    ("align", "data", "models", "nn", "presentation"),
+    ("align", "data", "interp", "models", "nn", "presentation"),
 )
 
 __version__ = "1.0.0"

@@ -135,6 +135,18 @@ def test_minilm_pattern_is_recorded_although_its_forward_asks_for_no_weights():
     np.testing.assert_allclose(acts["blocks.1.attn.pattern"], expected[1], atol=1e-6)
 
 
+def test_minilm_feed_forward_output_is_seen_per_sequence_and_replaced_as_its_weights():
+    model = tiny_minilm()  # its blocks run the feed-forward layer on (B T, d) rows
+    with Hooks(
+        model, record=["blocks.1.mlp_out"], replace={"blocks.0.mlp_out": np.zeros((2, 7, 12))}
+    ) as h:
+        hooked = model.forward(IDS)
+    assert h["blocks.1.mlp_out"].shape == (2, 7, 12)
+    fc2 = model.blocks[0].ffn.fc2.params
+    fc2["W"][:], fc2["b"][:] = 0, 0
+    np.testing.assert_allclose(hooked, model.forward(IDS), atol=1e-6)
+
+
 # -- replacing and adding: against models whose weights were changed -----------
 
 

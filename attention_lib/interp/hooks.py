@@ -10,7 +10,7 @@ name                           shape                   what it is
 =============================  ======================  =====================================
 ``{block}.resid_pre``          (B, T, d_model)         the block's input: the residual stream
 ``{block}.resid_post``         (B, T, d_model)         the block's output
-``{block}.mlp_out``            as the layer gives it   the feed-forward layer's output
+``{block}.mlp_out``            (B, T, d_model)         the feed-forward layer's output
 ``{attn}.q``                   (B, H, T, d_head)       queries, before rotary positions
 ``{attn}.k``, ``{attn}.v``     (B, H_kv, S, d_head)    keys (before rotary) and values
 ``{attn}.pattern``             (B, H, T, S)            the attention weights
@@ -383,11 +383,13 @@ class Hooks:
         try:
             lay = self.layout
             for prefix, block in lay.blocks.items():
-                if {f"{prefix}.resid_pre", f"{prefix}.resid_post"} & self.hooked:
-                    self._set(block, "forward", self._block_forward(prefix, block.forward))
-                if prefix in lay.ffns and f"{prefix}.mlp_out" in self.hooked:
+                points = {f"{prefix}.{p}" for p in BLOCK_POINTS} & self.hooked
+                if points:  # (the block's rows tell the feed-forward hook its (B, T))
+                    rows = {}
+                    self._set(block, "forward", self._block_forward(prefix, block.forward, rows))
+                if prefix in lay.ffns and f"{prefix}.mlp_out" in points:
                     ffn = lay.ffns[prefix]
-                    self._set(ffn, "forward", self._ffn_forward(prefix, ffn.forward))
+                    self._set(ffn, "forward", self._ffn_forward(prefix, ffn.forward, rows))
             for name, att in lay.attns.items():
                 if any(f"{name}.{p}" in self.hooked for p in ATTN_POINTS):
                     state = {}
@@ -410,16 +412,26 @@ class Hooks:
                 setattr(obj, attr, old)
 
     # -- the wrappers --------------------------------------------------------
-    def _block_forward(self, prefix, forward):
+    def _block_forward(self, prefix, forward, rows):
         def hooked_block_forward(x, *args, **kwargs):
             x = self.apply(f"{prefix}.resid_pre", x)
-            return self.apply(f"{prefix}.resid_post", forward(x, *args, **kwargs))
+            rows["shape"] = np.shape(x)
+            try:
+                out = forward(x, *args, **kwargs)
+            finally:
+                rows.clear()
+            return self.apply(f"{prefix}.resid_post", out)
 
         return hooked_block_forward
 
-    def _ffn_forward(self, prefix, forward):
+    def _ffn_forward(self, prefix, forward, rows):
         def hooked_ffn_forward(x, *args, **kwargs):
-            return self.apply(f"{prefix}.mlp_out", forward(x, *args, **kwargs))
+            y = forward(x, *args, **kwargs)
+            shape = rows.get("shape")
+            if shape is not None and len(shape) == 3 and y.shape == (shape[0] * shape[1], shape[2]):
+                # MiniLM's block runs the layer on (B T, d) rows: the hook sees (B, T, d)
+                return self.apply(f"{prefix}.mlp_out", y.reshape(shape)).reshape(y.shape)
+            return self.apply(f"{prefix}.mlp_out", y)
 
         return hooked_ffn_forward
 
