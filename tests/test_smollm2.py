@@ -128,8 +128,9 @@ def test_file_tensors_dequantize_as_gguf_does(path):
     for t in reader.tensors:
         if t.name not in ("token_embd.weight", "blk.7.attn_q.weight", "blk.29.ffn_down.weight"):
             continue
-        want = gguf.quants.dequantize(t.data, t.tensor_type)
-        got = read_quantized(f, t.name)
+        rows = slice(0, 2048)  # gguf's Python dequantizer takes seconds for all 49,152
+        want = gguf.quants.dequantize(t.data[rows], t.tensor_type)
+        got = read_quantized(f, t.name)[rows]
         kinds.add(f.tensor_infos[t.name].type_name)
         np.testing.assert_array_equal(got, want.reshape(got.shape))
     assert kinds == {"Q8_0", "Q4_1"}
