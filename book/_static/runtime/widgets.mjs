@@ -516,6 +516,7 @@ function mountTranslator(root, name) {
 const OWN_MODULES = new Map([
   ["encoder", { module: "./widget-encoder.mjs", mount: "mountEncoder" }],
   ["window", { module: "./widget-window.mjs", mount: "mountWindow" }],
+  ["smollm2", { module: "./widget-smollm2.mjs", mount: "mountSmolLM2" }],
 ]);
 
 /** Turn every widget placeholder on the page into its app (once). */
