@@ -31,7 +31,9 @@ The package holds one idea per module:
 - :mod:`attention_lib.nn.recurrent`: the GRU (PyTorch's equations), stepped or over a sequence;
 - :mod:`attention_lib.nn.additive`: learned additive (Bahdanau) attention, one decoder step at a time;
 - :mod:`attention_lib.nn.utils`: ``clip_grad_norm``;
-- :mod:`attention_lib.nn.losses`: softmax cross-entropy;
+- :mod:`attention_lib.nn.losses`: softmax cross-entropy and the contrastive loss
+  with in-batch negatives;
+- :mod:`attention_lib.nn.lora`: LoRA, low-rank adapters on frozen weights;
 - :mod:`attention_lib.nn.optim`: Adam.
 
 Imports flow one way: the functional maths (``softmax``, ``masks``,
@@ -50,7 +52,8 @@ __getattr__, __dir__ = lazy_names(
         "block": ("FeedForward", "TransformerBlock"),
         "dropout": ("Dropout",),
         "layers": ("Embedding", "Linear"),
-        "losses": ("softmax_cross_entropy",),
+        "lora": ("LoRALinear",),
+        "losses": ("multiple_negatives_ranking_loss", "softmax_cross_entropy"),
         "multi_head_attention": (
             "Attention",
             "KVCache",
@@ -80,6 +83,7 @@ __all__ = [
     "RollingKVCache",
     "LayerNorm",
     "Linear",
+    "LoRALinear",
     "MultiHeadAttention",
     "RMSNorm",
     "SelfAttention",
@@ -87,5 +91,6 @@ __all__ = [
     "SwiGLU",
     "TransformerBlock",
     "clip_grad_norm",
+    "multiple_negatives_ranking_loss",
     "softmax_cross_entropy",
 ]
