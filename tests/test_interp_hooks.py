@@ -12,7 +12,17 @@ import pytest
 
 from attention_lib import TinyGPT
 from attention_lib.data.paths import data_dir
-from attention_lib.interp import Hooks, activation_names, layout, run_with_hooks
+from attention_lib.interp import (
+    Hooks,
+    activation_names,
+    layout,
+    logit_diff,
+    patch_heads,
+    patch_residual,
+    path_patch,
+    record_all,
+    run_with_hooks,
+)
 from attention_lib.models.kv_cache import decoder_for
 from attention_lib.models.llama import Llama
 from attention_lib.models.minilm import MiniLM
@@ -266,6 +276,41 @@ def test_transformer_greedy_runs_the_hooks_and_beam_search_refuses_them():
     d = model.decoder[1].cross_attn.d_head
     model.decoder[1].cross_attn.params["W_O"][d : 2 * d] = 0  # the same head, by its weights
     assert model.greedy(src, lengths, max_len=8) == hooked
+
+
+# -- the translator: its source side patched, paths through the memory ----------
+
+
+def test_transformer_source_side_patching_and_paths_through_the_memory():
+    model = tiny_transformer()
+    tgt = np.array([[1, 4, 5, 6], [1, 7, 8, 2]])
+    clean = (IDS, np.array([7, 7]), tgt)
+    corrupted = (np.where(IDS == 5, 9, IDS), np.array([7, 7]), tgt)
+    metric = logit_diff([4, 7], [5, 8])
+    # the source stream entering encoder block 1, at the changed position 1, from the clean run
+    scores = patch_residual(model, clean, corrupted, metric, blocks=["encoder.0", "encoder.1"])
+    _, acts = record_all(model, clean, ["encoder.1.resid_pre"])
+
+    def put(x):
+        x = x.copy()
+        x[:, 1] = acts["encoder.1.resid_pre"][:, 1]
+        return x
+
+    with Hooks(model, replace={"encoder.1.resid_pre": put}):
+        assert scores[1, 1] == pytest.approx(metric(model.forward(*corrupted)), abs=1e-9)
+    # every part of the source side as senders: the memory is the clean one, so a path into
+    # a cross-attention group's keys is activation patching of those keys
+    senders = ["encoder.0.resid_pre", "encoder.0.mlp_out", "encoder.1.mlp_out"]
+    senders += [(f"encoder.{i}.self_attn", h) for i in range(2) for h in range(4)]
+    path = path_patch(model, clean, corrupted, metric, senders, [("decoder.1.cross_attn", 2, "k")])
+    keys = patch_heads(model, clean, corrupted, metric, what="k", layers=["decoder.1.cross_attn"])
+    assert path == pytest.approx(keys[0, 2], abs=1e-9)
+    assert keys[0, 2] != pytest.approx(metric(model.forward(*corrupted)), abs=1e-6)
+    with pytest.raises(ValueError, match="decoder.1.cross_attn has 4 key/value heads"):
+        path_patch(model, clean, corrupted, metric, senders, [("decoder.1.cross_attn", 4, "v")])
+    with pytest.raises(KeyError, match="'encoder.2.resid_pre' is not an activation of Transformer"):
+        patch_residual(model, clean, corrupted, metric, blocks=["encoder.2"])
+    assert not installed(model)
 
 
 # -- bad input: one line, and nothing left installed ---------------------------

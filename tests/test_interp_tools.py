@@ -18,6 +18,7 @@ from attention_lib.interp import (
     head_logit_attribution,
     logit_diff,
     logit_lens,
+    offset_attention,
     patch_heads,
     patch_residual,
     path_patch,
@@ -285,6 +286,7 @@ def test_ablating_the_top_induction_head_hurts_a_repeat_more_than_random_heads(s
     base, acts = record_all(model, ids, names)
     q = np.arange(n + 1, 2 * n + 1)  # the second copy: attend to the token after the first
     scores = np.stack([acts[p][:, :, q, q - n + 1].mean(axis=(0, 2)) for p in names])
+    np.testing.assert_allclose(offset_attention(model, ids, n - 1, start=n + 1), scores, atol=1e-6)
     top = tuple(int(i) for i in np.unravel_index(scores.argmax(), scores.shape))
     assert top == (4, 0)
     with ablate_heads(model, [top]):

@@ -6,13 +6,15 @@ and the tools built on it: head ablation (:func:`ablate_heads`), activation
 patching (:func:`patch_residual`, :func:`patch_heads`) scored by a
 :func:`logit_diff`, path patching (:func:`path_patch`), the logit lens
 (:func:`logit_lens`) and direct logit attribution per head
-(:func:`head_logit_attribution`).
+(:func:`head_logit_attribution`), and heads found by where they look
+(:func:`offset_attention`: previous-token and induction heads).
 """
 
 from .ablation import ABLATIONS, ablate_heads
 from .hooks import Hooks, Layout, activation_names, layout, run, run_with_hooks
 from .lens import head_logit_attribution, logit_lens
 from .patching import logit_diff, patch_heads, patch_residual, path_patch, record_all
+from .patterns import offset_attention
 
 __all__ = [
     "ABLATIONS",
@@ -24,6 +26,7 @@ __all__ = [
     "layout",
     "logit_diff",
     "logit_lens",
+    "offset_attention",
     "patch_heads",
     "patch_residual",
     "path_patch",

@@ -82,6 +82,15 @@ def _aligned(clean, corrupted):
         )
 
 
+def _checked(lay, names):
+    known = set(lay.names())
+    for n in names:
+        if n not in known:
+            raise KeyError(
+                f"{n!r} is not an activation of {type(lay.model).__name__}; it has {lay.summary()}"
+            )
+
+
 def record_all(model, inputs, names=None) -> tuple[object, dict[str, np.ndarray]]:
     """``(output, {name: activation})`` of one forward pass, recording ``names`` (default all)."""
     names = layout(model).names() if names is None else list(names)
@@ -107,7 +116,13 @@ def _put(source, index):
 
 
 def patch_residual(
-    model, clean, corrupted, metric, where: str = "resid_pre", positions: bool = True
+    model,
+    clean,
+    corrupted,
+    metric,
+    where: str = "resid_pre",
+    positions: bool = True,
+    blocks: list[str] | None = None,
 ) -> np.ndarray:
     """Activation patching of the residual stream, block by block (and position by position).
 
@@ -120,12 +135,15 @@ def patch_residual(
     where : {"resid_pre", "resid_post", "mlp_out"}, optional
     positions : bool, optional
         One score per position (default) or per block only (every position patched).
+    blocks : list of str, optional
+        The blocks swept (default :attr:`Layout.stream`, the blocks that reach
+        the output; ``["encoder.0", ...]`` for the translator's source side).
 
     Returns
     -------
     ndarray, shape (n_blocks, T) or (n_blocks,)
         The metric of the corrupted run with that activation taken from the
-        clean run, over the blocks of :attr:`Layout.stream`.
+        clean run.
 
     Examples
     --------
@@ -144,10 +162,12 @@ def patch_residual(
     if where not in ("resid_pre", "resid_post", "mlp_out"):
         raise ValueError(f"where must be 'resid_pre', 'resid_post' or 'mlp_out', got {where!r}")
     lay = layout(model)
+    blocks = lay.stream if blocks is None else list(blocks)
+    names = [f"{p}.{where}" for p in blocks]
+    _checked(lay, names)
     _aligned(clean, corrupted)
-    names = [f"{p}.{where}" for p in lay.stream]
     _, src = record_all(model, clean, names)
-    T = src[names[0]].shape[1] if src[names[0]].ndim == 3 else 1
+    T = src[names[0]].shape[1]
     out = np.empty((len(names), T) if positions else (len(names),))
     for i, n in enumerate(names):
         for t in range(T) if positions else [None]:
@@ -159,7 +179,13 @@ def patch_residual(
 
 
 def patch_heads(
-    model, clean, corrupted, metric, what: str = "z", positions: bool = False
+    model,
+    clean,
+    corrupted,
+    metric,
+    what: str = "z",
+    positions: bool = False,
+    layers: list[str] | None = None,
 ) -> np.ndarray:
     """Activation patching of each head: its output (or its queries, keys, values, weights).
 
@@ -173,11 +199,14 @@ def patch_heads(
         with grouped-query attention one patch changes a whole group.
     positions : bool, optional
         Patch each (query) position on its own (default False: all at once).
+    layers : list of str, optional
+        The attention layers swept (default :attr:`Layout.heads`, those of
+        the blocks that reach the output).
 
     Returns
     -------
     ndarray, shape (n_layers, n_heads) or (n_layers, n_heads, T)
-        Over the attention layers of :attr:`Layout.heads`.
+        A layer with fewer heads than the most has NaN in the rest.
 
     Examples
     --------
@@ -193,11 +222,12 @@ def patch_heads(
     if what not in _KINDS:
         raise ValueError(f"what must be one of {_KINDS}, got {what!r}")
     lay = layout(model)
+    layers = lay.heads if layers is None else [lay.attn_of(a) for a in layers]
     _aligned(clean, corrupted)
-    names = [f"{a}.{what}" for a in lay.heads]
+    names = [f"{a}.{what}" for a in layers]
     _, src = record_all(model, clean, names)
     counts = [
-        lay.attns[a].n_kv_heads if what in ("k", "v") else lay.attns[a].n_heads for a in lay.heads
+        lay.attns[a].n_kv_heads if what in ("k", "v") else lay.attns[a].n_heads for a in layers
     ]
     T = src[names[0]].shape[2]
     out = np.empty((len(names), max(counts)) + ((T,) if positions else ()))
@@ -254,13 +284,7 @@ def path_patch(model, clean, corrupted, metric, senders, receivers) -> float:
     _aligned(clean, corrupted)
     head_senders = checked_heads(lay, [s for s in senders if not isinstance(s, str)])
     name_senders = [s for s in senders if isinstance(s, str)]
-    known = set(lay.names())
-    for s in name_senders:
-        if s not in known:
-            raise KeyError(
-                f"sender {s!r} is not an activation of {type(model).__name__}; "
-                f"it has {lay.summary()}"
-            )
+    _checked(lay, name_senders)
     targets = []
     for spec in receivers:
         if isinstance(spec, (str, bytes)) or np.ndim(spec) != 1 or len(spec) != 3:
