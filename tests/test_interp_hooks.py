@@ -260,6 +260,25 @@ def test_generate_runs_the_hooks_at_every_step_and_the_fast_decoder_steps_aside(
     assert decoder_for(model, 1, 32) is not None and not installed(model)
 
 
+def test_tinygpt_generate_runs_the_hooks_and_a_replaced_pattern_reads_the_cached_values():
+    model = tiny_gpt()
+    for block in model.blocks:
+        block.attn.params["W_O"] *= 4
+    prompt, rng = np.array([1, 5, 7]), np.random.default_rng
+
+    def uniform(P):  # every visible key the same weight: causal, whatever the cache holds
+        B, H, T, S = P.shape
+        allowed = np.arange(S) <= np.arange(S - T, S)[:, None]
+        return np.broadcast_to(allowed / allowed.sum(-1, keepdims=True), P.shape)
+
+    with Hooks(model, replace={"blocks.1.attn.pattern": uniform}):
+        cached = model.generate(prompt, 10, temperature=1, rng=rng(1))
+        uncached = model.generate(prompt, 10, temperature=1, rng=rng(1), use_cache=False)
+    np.testing.assert_array_equal(cached, uncached)
+    assert not np.array_equal(cached, model.generate(prompt, 10, temperature=1, rng=rng(1)))
+    assert not installed(model) and decoder_for(model, 1, 24) is not None
+
+
 def test_transformer_greedy_runs_the_hooks_and_beam_search_refuses_them():
     # chapter 11's trained translator: removing a cross-attention head changes its output
     model = Transformer.load(data_dir() / "checkpoints" / "translation" / "transformer.npz")
