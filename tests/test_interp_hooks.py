@@ -15,6 +15,7 @@ from attention_lib.data.paths import data_dir
 from attention_lib.interp import (
     Hooks,
     activation_names,
+    head_logit_attribution,
     layout,
     logit_diff,
     patch_heads,
@@ -330,6 +331,29 @@ def test_transformer_source_side_patching_and_paths_through_the_memory():
     with pytest.raises(KeyError, match="'encoder.2.resid_pre' is not an activation of Transformer"):
         patch_residual(model, clean, corrupted, metric, blocks=["encoder.2"])
     assert not installed(model)
+
+
+def test_transformer_head_attribution_and_the_rest_make_the_logits():
+    model = tiny_transformer()  # LayerNorm at the end: each part centred, beta added once
+    tgt = np.array([[1, 4, 5, 6], [1, 7, 8, 2]])
+    args, tokens = (IDS, [7, 5], tgt), [3, 4, 9]
+    dla = head_logit_attribution(model, args, tokens, position=2)
+    assert dla.shape == (4, 4, 2, 3)  # decoder.0.self_attn, .cross_attn, decoder.1's two
+    names = [f"{a}.z" for a in layout(model).heads]
+    logits, acts = record_all(model, args, names + ["decoder.1.resid_post"])
+    rest = acts["decoder.1.resid_post"][:, 2].copy()
+    for a, n in zip(layout(model).heads, names):
+        z = acts[n][:, :, 2]  # (B, H, d_head)
+        rest -= z.reshape(2, -1) @ layout(model).attns[a].params["W_O"]
+    ln, E = model.dec_ln, model.emb.params["E"]
+    final = acts["decoder.1.resid_post"][:, 2]
+    c = final - final.mean(-1, keepdims=True)
+    inv = 1 / np.sqrt((c * c).mean(-1, keepdims=True) + ln.eps)
+    U = E.T[:, tokens] * ln.params["gamma"][:, None]
+    rest_part = ((rest - rest.mean(-1, keepdims=True)) * inv) @ U + ln.params["beta"] @ E.T[
+        :, tokens
+    ]
+    np.testing.assert_allclose(dla.sum(axis=(0, 1)) + rest_part, logits[:, 2, tokens], atol=1e-9)
 
 
 # -- bad input: one line, and nothing left installed ---------------------------
