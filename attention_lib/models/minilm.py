@@ -327,7 +327,13 @@ class BertBlock(Composite):
 
     The attention is bidirectional (every position sees every real position
     of its sentence) and has biases; the feed-forward uses the exact (erf) GELU.
-    Inference only: the model is loaded, not trained, so there is no backward.
+
+    The backward runs the two halves in reverse: with ``x1 = LN1(x + a)`` and
+    ``y = LN2(x1 + f)``, ``g1 = LN2'(g)`` reaches ``x1`` both directly and
+    through the feed-forward (``g1 + FFN'(g1)``), then ``g0 = LN1'(...)``
+    reaches ``x`` directly and through the attention (``g0 + Attn'(g0)``).
+    It needs a forward with ``need_weights=True`` (the attention keeps its
+    weights for the backward only then).
     """
 
     def __init__(self, d_model, n_heads, d_ff, rng=None, eps=1e-12):
@@ -358,6 +364,13 @@ class BertBlock(Composite):
         x = self.attn_norm.forward(x + a)
         f = self.ffn.forward(x.reshape(-1, x.shape[-1])).reshape(x.shape)  # one 2-D product
         return self.ffn_norm.forward(x + f)
+
+    def backward(self, grad):
+        """Fill every layer's ``grads`` from ``d loss / d output`` (B, T, d); return ``d loss / d x``."""
+        g = self.ffn_norm.backward(grad)
+        g = g + self.ffn.backward(g.reshape(-1, g.shape[-1])).reshape(g.shape)
+        g = self.attn_norm.backward(g)
+        return g + self.attn.backward(g)
 
 
 class MiniLM(Composite):
@@ -517,16 +530,105 @@ class MiniLM(Composite):
             x = block.forward(x, attn_mask, need_weights)
         return x
 
-    def embed(self, ids: ArrayLike, mask: ArrayLike | None = None, normalize=True) -> np.ndarray:
-        """Mean of the last layer's rows over the real tokens, L2-normalised: (B, d_model)."""
+    def embed(
+        self,
+        ids: ArrayLike,
+        mask: ArrayLike | None = None,
+        normalize=True,
+        need_weights=False,
+    ) -> np.ndarray:
+        """Mean of the last layer's rows over the real tokens, L2-normalised: (B, d_model).
+
+        ``need_weights=True`` keeps what :meth:`embed_backward` needs (each
+        block's attention weights, as :meth:`forward`).
+        """
         ids, mask = self._check_ids(ids, mask)
-        h = self.forward(ids, mask)
-        m = mask[..., None].astype(np.float32)
-        pooled = (h * m).sum(axis=1) / np.maximum(m.sum(axis=1), np.float32(1e-9))
+        h = self.forward(ids, mask, need_weights)
+        m = mask[..., None].astype(h.dtype)
+        count = np.maximum(m.sum(axis=1), h.dtype.type(1e-9))
+        pooled = (h * m).sum(axis=1) / count
+        self._pooled = (m, count, None, None)
         if normalize:
             norm = np.sqrt((pooled * pooled).sum(axis=1, keepdims=True))
-            pooled = pooled / np.maximum(norm, np.float32(1e-12))
+            pooled = pooled / np.maximum(norm, h.dtype.type(1e-12))
+            self._pooled = (m, count, pooled, norm)
         return pooled
+
+    def backward(self, grad: np.ndarray) -> None:
+        """Fill every layer's ``grads`` from ``d loss / d forward's output`` (B, T, d_model).
+
+        The last :meth:`forward` (or :meth:`embed`) must have had
+        ``need_weights=True``. The embeddings' gradients: the token table's
+        rows of the ids, the first ``T`` positions' rows, segment 0's row;
+        the pooler, unused, gets a zero gradient.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from attention_lib.models.minilm import MiniLM
+        >>> m = MiniLM(n_vocab=20, d_model=8, n_layers=2, n_heads=2, d_ff=16, max_len=10,
+        ...            rng=np.random.default_rng(0))
+        >>> h = m.forward(np.array([[1, 5, 7, 2]]), need_weights=True)
+        >>> m.backward(np.ones_like(h))
+        >>> m.grads["blocks.0.attn.W_Q"].shape, sorted(m.grads) == sorted(m.params)
+        ((8, 8), True)
+        """
+        if any(b.attn._saved is None for b in self.blocks):
+            raise RuntimeError(
+                "MiniLM.backward() needs a forward() (or embed()) with need_weights=True "
+                "first: without it the attention keeps nothing for the backward"
+            )
+        B, T = self.tok.tokens.shape
+        grad = np.asarray(grad)
+        if grad.shape != (B, T, self.config["d_model"]):
+            raise ValueError(
+                f"grad must have the shape of forward's output {(B, T, self.config['d_model'])}, "
+                f"got {grad.shape}"
+            )
+        for block in reversed(self.blocks):
+            grad = block.backward(grad)
+        grad = self.emb_norm.backward(grad)
+        self.tok.backward(grad)
+        self.pos.grads["E"] = np.zeros_like(self.pos.params["E"])
+        self.pos.grads["E"][:T] = grad.sum(axis=0)
+        self.seg.grads["E"] = np.zeros_like(self.seg.params["E"])
+        self.seg.grads["E"][0] = grad.sum(axis=(0, 1))
+        self.pooler.grads = {k: np.zeros_like(a) for k, a in self.pooler.params.items()}
+
+    def embed_backward(self, grad: np.ndarray) -> None:
+        """Fill every layer's ``grads`` from ``d loss / d embed's output`` (B, d_model).
+
+        The pooling in reverse: through the normalisation ``e = p / |p|``,
+        ``dp = (g - e (e . g)) / |p|``, then the mean spreads ``dp / n`` over
+        each sentence's ``n`` real rows (none to padding); then
+        :meth:`backward`. The last :meth:`embed` must have had
+        ``need_weights=True``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from attention_lib.models.minilm import MiniLM
+        >>> m = MiniLM(n_vocab=20, d_model=8, n_layers=1, n_heads=2, d_ff=16, max_len=10,
+        ...            rng=np.random.default_rng(0))
+        >>> ids = np.array([[1, 5, 7, 2], [1, 6, 2, 0]])
+        >>> e = m.embed(ids, ids > 0, need_weights=True)
+        >>> m.embed_backward(np.ones_like(e))
+        >>> float(np.abs(m.grads["tok.E"][0]).max())  # [PAD] (id 0) is never looked at
+        0.0
+        """
+        saved = getattr(self, "_pooled", None)
+        if saved is None or self.tok.tokens is None:
+            raise RuntimeError("MiniLM.embed_backward() needs embed(..., need_weights=True) first")
+        m, count, e, norm = saved
+        grad = np.asarray(grad)
+        if grad.shape != (m.shape[0], self.config["d_model"]):
+            raise ValueError(
+                f"grad must have the shape of embed's output "
+                f"{(m.shape[0], self.config['d_model'])}, got {grad.shape}"
+            )
+        if e is not None:
+            grad = (grad - e * (e * grad).sum(axis=1, keepdims=True)) / np.maximum(norm, 1e-12)
+        self.backward((grad / count)[:, None, :] * m)
 
     def _require_tokenizer(self):
         if self.tokenizer is None:
