@@ -74,6 +74,42 @@ def test_zero_ablation_by_hook_equals_Llama_ablate(stories):
     assert not installed(model)
 
 
+@pytest.mark.parametrize(
+    "kind, weight, index, rows, readers",
+    [
+        ("z", "W_O", 5, True, [5]),  # one query head's output: its rows of W_O
+        ("q", "W_Q", 2, False, [2]),
+        ("k", "W_K", 1, False, [2, 3]),  # key/value group 1 serves query heads 2 and 3
+        ("v", "W_V", 3, False, [6, 7]),
+    ],
+)
+def test_one_head_or_group_changed_by_hook_equals_a_model_rebuilt_with_its_weights_changed(
+    stories, kind, weight, index, rows, readers
+):
+    model, ids, _, _ = stories
+
+    def scale(a):
+        a = a.copy()
+        a[:, index] *= -0.5
+        return a
+
+    record = ["blocks.3.attn.z", "blocks.3.attn.out"]
+    with Hooks(model, record=record, replace={f"blocks.3.attn.{kind}": scale}) as h:
+        hooked = model.forward(ids)
+    plain, acts = record_all(model, ids, record)
+    rebuilt, _ = load_pretrained("stories260k")
+    W = rebuilt.blocks[3].attn.params[weight]
+    if rows:
+        W[index * D : (index + 1) * D] *= -0.5
+    else:
+        W[:, index * D : (index + 1) * D] *= -0.5
+    np.testing.assert_allclose(hooked, rebuilt.forward(ids), rtol=1e-5, atol=1e-5)
+    assert np.abs(hooked - plain).max() > 1e-2
+    if kind != "z":  # exactly the query heads that read it changed their output
+        changed = np.abs(h["blocks.3.attn.z"] - acts["blocks.3.attn.z"]).max(axis=(0, 2, 3))
+        assert np.flatnonzero(changed > 1e-6).tolist() == readers
+
+
 def test_mean_ablation_equals_W_O_zeroed_plus_the_mean_output(stories):
     model, ids, corrupted, _ = stories
     reference = np.concatenate([ids, corrupted, ids[:, ::-1]])
