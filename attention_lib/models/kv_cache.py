@@ -529,7 +529,7 @@ def decoder_for(model, batch: int, capacity: int | None = None):
             and attn.rope_scaling is None
         )
 
-    if _replaced_forward(model) is not None:  # the forward a user set is the one to run
+    if replaced_forward(model) is not None:  # the forward a user set is the one to run
         return None
     blocks = getattr(model, "blocks", ())
     if not all(plain(b.attn) for b in blocks):
@@ -571,7 +571,7 @@ def decoder_for(model, batch: int, capacity: int | None = None):
 _SCALARS = (bool, int, float, complex, str, bytes, type(None), np.generic)
 
 
-def _replaced_forward(model):
+def replaced_forward(model):
     """The first layer of ``model`` whose ``forward`` is not the library's, or None.
 
     The fast decoders redo the arithmetic of the library's layers; a

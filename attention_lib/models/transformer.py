@@ -42,7 +42,7 @@ from ..positions import sinusoidal_positions
 from ..softmax import log_softmax
 from .checkpoint import CheckpointError, check_shapes, read_config
 from .decoding import beam_search
-from .kv_cache import TransformerDecoder, _replaced_forward
+from .kv_cache import TransformerDecoder, replaced_forward
 
 PAD, BOS, EOS = 0, 1, 2
 
@@ -468,7 +468,7 @@ class Transformer(Composite):
         if B == 0:  # an empty batch: no sentences
             return []
         n_steps = int(limits.max(initial=0))
-        fast = cache and _replaced_forward(self) is None  # a layer's own forward must run
+        fast = cache and replaced_forward(self) is None  # a layer's own forward must run
         if fast:  # one-token steps, cross-attention keys computed once
             decoder = TransformerDecoder(self, memory, mask, 1, max(n_steps, 1))
         elif cache:
@@ -519,7 +519,7 @@ class Transformer(Composite):
         """
         if int(beam) < 1:
             raise ValueError(f"beam must be at least 1, got {beam}")
-        replaced = _replaced_forward(self)
+        replaced = replaced_forward(self)
         if replaced is not None:
             raise ValueError(
                 f"beam_search runs the fast decoder, which would skip the forward set on "
