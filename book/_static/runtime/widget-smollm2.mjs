@@ -209,13 +209,20 @@ export function mountSmolLM2(root) {
   function draw() {
     if (!last || !last.attention) return blank(canvas, "No reply written yet");
     const l = Number(layer.value) || 0;
-    const window = Math.min(32, last.tokens.length);
-    const labels = last.tokens.slice(-window).map((t) => model.tokenizer.decode([t]).replaceAll("\n", "↵").replaceAll(" ", "␣"));
-    const rows = last.attention[l].map((w) => Array.from(w.subarray(w.length - window)));
-    const rowLabels = rows.map((_, i) => `head ${i}`);
-    const text = `Layer ${l}: where each head (a row) looked from the newest token, over the last ${window} tokens (columns)`;
+    // the first token (where many heads park their weight: a sink) and the newest ones, as
+    // many as fit the width
+    const S = last.tokens.length;
+    const fit = Math.max(8, Math.min(32, Math.floor(((canvas.parentElement.clientWidth || 320) - 62) / 16)));
+    const cols = S <= fit ? [...Array(S).keys()] : [0, ...Array.from({ length: fit - 1 }, (_, i) => S - fit + 1 + i)];
+    const piece = (t) => model.tokenizer.decode([t]).replaceAll("\n", "↵").replaceAll(" ", "␣");
+    const labels = cols.map((c) => (c === 0 && S > fit ? `${piece(last.tokens[0])}…` : piece(last.tokens[c])));
+    const rows = last.attention[l].map((w) => cols.map((c) => w[c]));
+    const rowLabels = rows.map((_, i) => (model.zeroHeads.has(`${l}:${i}`) ? `head ${i} ✕` : `head ${i}`));
+    const shown = S <= fit ? `all ${S} tokens` : `the first token and the last ${fit - 1}`;
+    const text = `Layer ${l}: where each head (a row) looked from the newest token, over ${shown} (columns)`;
     drawHeatmap(canvas, rows, rowLabels, labels, `${text}. ${describe(rows, rowLabels, labels)}.`);
-    heatText.textContent = `${text}. Colour: the weight, from 0 to 1.`;
+    const off = rowLabels.some((r) => r.endsWith("✕")) ? " ✕: a head switched off (its pattern is drawn; its output is zero)." : "";
+    heatText.textContent = `${text}. Colour: the weight, from 0 to 1.${off}`;
   }
   layer.addEventListener("change", draw);
 
