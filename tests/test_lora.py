@@ -408,3 +408,94 @@ def test_apply_refuses_a_model_without_blocks_and_merge_without_adapters():
     lora.merge(model)
     with pytest.raises(ValueError, match="merged already"):
         lora.merge(model)
+
+
+# -- save and load -----------------------------------------------------------------
+
+
+def trained_gpt(targets=("q", "v"), rank=2):
+    model = tiny_gpt()
+    rng = np.random.default_rng(9)
+    for a in lora.apply(model, targets, rank=rank, alpha=4):
+        a.params["lora_B"][:] = rng.normal(size=a.params["lora_B"].shape)
+    return model
+
+
+def test_save_and_load_round_trip(tmp_path):
+    model = trained_gpt()
+    path = tmp_path / "adapter.npz"
+    lora.save(model, path)
+    other = tiny_gpt()
+    adapters = lora.load(other, path)
+    assert [a.name for a in adapters] == [a.name for a in lora.adapters_of(model)]
+    assert np.array_equal(run(other), run(model))
+    again = trained_gpt()  # a model with the same adapters takes the values
+    for a in lora.adapters_of(again):
+        a.params["lora_A"][:] = 0
+    lora.load(again, path)
+    assert np.array_equal(run(again), run(model))
+
+
+def _damaged(path, tmp_path, change):
+    with np.load(path, allow_pickle=False) as f:
+        arrays = {k: f[k] for k in f.files}
+    change(arrays)
+    out = tmp_path / "damaged.npz"
+    np.savez(out, **arrays)
+    return out
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: TinyGPT(11, 16, 2, 2, 12, 8, np.random.default_rng(0)),
+         r"saved for another model: its blocks.0.attn.W_Q is \(8, 8\), this model's is \(16, 16\)"),
+        (lambda: TinyGPT(11, 8, 2, 3, 12, 8, np.random.default_rng(0)),
+         "saved for a TinyGPT of 2 blocks, but this model is a TinyGPT of 3 blocks"),
+        (tiny_llama, "saved for a TinyGPT of 2 blocks, but this model is a Llama"),
+        (lambda: trained_gpt(rank=4),
+         r"holds rank-2 adapters \(alpha 4.0\) on 4 weights, but the model's are rank 4"),
+        (lambda: trained_gpt(targets=("q",)), "rank-2 adapters .* on 4 weights, but .* on 2"),
+    ],
+)  # fmt: skip
+def test_load_refuses_an_adapter_saved_for_another_model_or_rank(tmp_path, make, message):
+    path = tmp_path / "adapter.npz"
+    lora.save(trained_gpt(), path)
+    model = make()
+    before = [a.params["lora_A"].copy() for a in lora.adapters_of(model)]
+    logits = run(model)
+    with pytest.raises(ValueError, match=message):
+        lora.load(model, path)
+    after = lora.adapters_of(model)
+    assert len(after) == len(before)  # no adapter added, none changed
+    assert all(np.array_equal(a.params["lora_A"], b) for a, b in zip(after, before))
+    assert np.array_equal(run(model), logits)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda a: a["blocks.1.attn.W_V.lora_B"].__setitem__((0, 0), np.nan), "holds NaN"),
+        (lambda a: a.__setitem__("blocks.1.attn.W_V.lora_B", np.zeros((3, 8))),
+         r"blocks.1.attn.W_V.lora_B is float64 \(3, 8\); rank 2 needs floats \(2, 8\)"),
+        (lambda a: a.pop("blocks.0.attn.W_Q.lora_A"), "blocks.0.attn.W_Q.lora_A is missing"),
+        (lambda a: a.__setitem__("extra", np.zeros(2)), r"unexpected arrays \['extra'\]"),
+        (lambda a: a.pop("config"), "not an adapter file written by lora.save"),
+    ],
+)  # fmt: skip
+def test_load_refuses_a_damaged_file_and_adds_no_adapter(tmp_path, change, message):
+    path = tmp_path / "adapter.npz"
+    lora.save(trained_gpt(), path)
+    model = tiny_gpt()
+    with pytest.raises(ValueError, match=message):
+        lora.load(model, _damaged(path, tmp_path, change))
+    _unchanged(model, tiny_gpt)
+
+
+def test_load_refuses_a_file_that_is_not_an_npz(tmp_path):
+    path = tmp_path / "adapter.npz"
+    path.write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match="not an adapter file written by lora.save"):
+        lora.load(tiny_gpt(), path)
+    with pytest.raises(ValueError, match="no LoRA adapters to save"):
+        lora.save(tiny_gpt(), path)

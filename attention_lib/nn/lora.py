@@ -17,7 +17,8 @@ Two ways in:
   hand that never forms ``dW``.
 - :func:`apply` adapts the projections of a whole model (TinyGPT, Llama and
   SmolLM2, MiniLM) and returns the adapters, the only thing the optimiser
-  is given.
+  is given; :func:`save` and :func:`load` write and read the adapters alone
+  (``A`` and ``B``: a few hundred kilobytes beside a model of megabytes).
 
 **Why apply is a parametrisation.** The attention layer keeps ``W_Q, W_K,
 W_V, W_O`` as parameters of one layer (multiplied side by side, one product
@@ -543,7 +544,18 @@ def unmerge(model) -> None:
     """Undo :func:`merge`: every weight back to ``W0`` (the original array), adapters active.
 
     Raises ``ValueError`` if the model has no adapters or they are not merged.
-    See :func:`merge` for an example.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attention_lib.models.gpt import TinyGPT
+    >>> from attention_lib.nn import lora
+    >>> model = TinyGPT(10, 8, 2, 1, 16, 6, np.random.default_rng(0))
+    >>> a = lora.apply(model, ("v",), rank=2)[0]
+    >>> lora.merge(model)
+    >>> lora.unmerge(model)
+    >>> model.blocks[0].attn.params["W_V"] is a.base, a.merged
+    (True, False)
     """
     adapters = adapters_of(model)
     if not adapters:
@@ -555,4 +567,179 @@ def unmerge(model) -> None:
         a.merged = False
 
 
-__all__ = ["LoRALinear", "LoRAWeight", "adapters_of", "apply", "merge", "targets_of", "unmerge"]
+#: What :func:`save` writes in its ``config`` (the format, for :func:`load`).
+FORMAT = "attention_lib.lora/1"
+
+
+def _describe(model, adapters):
+    """The config :func:`save` stores and :func:`load` compares: enough to refuse a misfit."""
+    names = {a.name: list(a.base.shape) for a in adapters}
+    return {
+        "format": FORMAT,
+        "model": type(model).__name__,
+        "n_blocks": len(model.blocks),
+        "rank": adapters[0].rank,
+        "alpha": adapters[0].alpha,
+        "weights": names,
+    }
+
+
+def save(model, path) -> None:
+    """Write the model's adapters (only ``A`` and ``B``) to ``path``, an ``.npz``.
+
+    Each adapter's ``lora_A`` and ``lora_B`` under ``"<weight>.lora_A"`` and
+    ``"<weight>.lora_B"``, and a JSON ``config`` (the model's class and
+    blocks, rank, alpha, every adapted weight and its shape), read back by
+    :func:`load`. Written beside ``path`` and renamed into place.
+
+    Raises
+    ------
+    ValueError
+        The model has no adapters.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile, os
+    >>> from attention_lib.models.gpt import TinyGPT
+    >>> from attention_lib.nn import lora
+    >>> model = TinyGPT(10, 8, 2, 1, 16, 6, np.random.default_rng(0))
+    >>> adapters = lora.apply(model, ("q", "v"), rank=2)
+    >>> path = os.path.join(tempfile.mkdtemp(), "adapter.npz")
+    >>> lora.save(model, path)
+    >>> sorted(np.load(path))[:2]
+    ['blocks.0.attn.W_Q.lora_A', 'blocks.0.attn.W_Q.lora_B']
+    """
+    import json
+
+    from ..data.paths import write_atomic
+
+    adapters = adapters_of(model)
+    if not adapters:
+        raise ValueError("the model has no LoRA adapters to save: lora.apply(model) first")
+    arrays = {f"{a.name}.{k}": v for a in adapters for k, v in a.params.items()}
+    arrays["config"] = np.array(json.dumps(_describe(model, adapters)))
+    write_atomic(path, lambda f: np.savez(f, **arrays), mode="wb")
+
+
+def load(model, path) -> list[LoRAWeight]:
+    """Read adapters written by :func:`save` into ``model``; return them.
+
+    A model without adapters gets them (:func:`apply` with the file's
+    targets, rank and alpha), then the file's values; a model with adapters
+    must have the same ones (weights, rank, alpha), and takes the values.
+
+    Raises
+    ------
+    ValueError
+        Naming the file: not an adapter file (not a ``.npz`` of arrays and a
+        JSON config), adapters saved for another model (its class, blocks,
+        or a weight's shape differ), for another rank or alpha or other
+        weights than the model's adapters, an array of the wrong shape or
+        with NaN or infinity. Every check runs before the model changes: no
+        half-applied adapter.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile, os
+    >>> from attention_lib.models.gpt import TinyGPT
+    >>> from attention_lib.nn import lora
+    >>> model = TinyGPT(10, 8, 2, 1, 16, 6, np.random.default_rng(0))
+    >>> lora.apply(model, ("q", "v"), rank=2)[0].params["lora_B"][:] = 1
+    >>> path = os.path.join(tempfile.mkdtemp(), "adapter.npz")
+    >>> lora.save(model, path)
+    >>> other = TinyGPT(10, 8, 2, 1, 16, 6, np.random.default_rng(0))
+    >>> t = np.array([[1, 2, 3]])
+    >>> bool(np.array_equal(lora.load(other, path)[0].params["lora_B"], np.ones((2, 8))))
+    True
+    >>> bool(np.array_equal(other.forward(t), model.forward(t)))
+    True
+    """
+    import json
+    import zipfile
+
+    where = str(path)
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            arrays = {k: f[k] for k in f.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
+        raise ValueError(f"{where}: not an adapter file written by lora.save ({err})") from None
+    config_text = arrays.pop("config", None)
+    try:
+        if config_text is None or config_text.shape != () or config_text.dtype.kind != "U":
+            raise ValueError("no config")
+        config = json.loads(str(config_text))
+        if not isinstance(config, dict) or config.get("format") != FORMAT:
+            raise ValueError("another format")
+        rank, alpha, weights = config["rank"], config["alpha"], dict(config["weights"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(
+            f"{where}: not an adapter file written by lora.save (its config: {err})"
+        ) from None
+    available = {n: layer.params[k].shape for e in targets_of(model).values() for n, layer, k in e}
+    model_name = type(model).__name__
+    if config.get("model") != model_name or config.get("n_blocks") != len(model.blocks):
+        raise ValueError(
+            f"{where}: the adapter was saved for a {config.get('model')} of "
+            f"{config.get('n_blocks')} blocks, but this model is a {model_name} of "
+            f"{len(model.blocks)} blocks"
+        )
+    for name, shape in weights.items():
+        if name not in available or list(available[name]) != list(shape):
+            have = "no such weight" if name not in available else f"{available[name]}"
+            raise ValueError(
+                f"{where}: the adapter was saved for another model: its {name} is "
+                f"{tuple(shape)}, this model's is {have}"
+            )
+    current = adapters_of(model)
+    if any(a.merged for a in current):
+        raise ValueError(f"{where}: the model's adapters are merged: lora.unmerge(model) first")
+    if current:
+        mine = {a.name for a in current}
+        if mine != set(weights) or current[0].rank != rank or current[0].alpha != alpha:
+            raise ValueError(
+                f"{where}: the file holds rank-{rank} adapters (alpha {alpha}) on "
+                f"{len(weights)} weights, but the model's are rank {current[0].rank} "
+                f"(alpha {current[0].alpha}) on {len(mine)}: load into a model without adapters"
+            )
+    expected = set()
+    for name, (n_in, n_out) in weights.items():
+        for k, want in (("lora_A", (n_in, rank)), ("lora_B", (rank, n_out))):
+            key = f"{name}.{k}"
+            expected.add(key)
+            got = arrays.get(key)
+            if got is None or got.shape != want or got.dtype.kind != "f":
+                what = "missing" if got is None else f"{got.dtype} {got.shape}"
+                raise ValueError(f"{where}: {key} is {what}; rank {rank} needs floats {want}")
+            if not np.isfinite(got).all():
+                raise ValueError(f"{where}: {key} holds NaN or infinity")
+    if set(arrays) != expected:
+        extra = sorted(set(arrays) - expected)
+        raise ValueError(f"{where}: unexpected arrays {extra[:3]}: not one model's adapters")
+    if not current:
+        target_of = {n: t for t, entries in targets_of(model).items() for n, _, _ in entries}
+        targets = tuple(dict.fromkeys(target_of[n] for n in weights))
+        covered = {n for n, t in target_of.items() if t in targets}
+        if covered != set(weights):
+            raise ValueError(
+                f"{where}: the adapters cover only some blocks of {', '.join(targets)}: "
+                "lora.load reads what lora.save writes"
+            )
+        current = apply(model, targets, rank, alpha)
+    for a in current:
+        for k in ("lora_A", "lora_B"):
+            a.params[k][...] = arrays[f"{a.name}.{k}"]
+    return current
+
+
+__all__ = [
+    "FORMAT",
+    "LoRALinear",
+    "LoRAWeight",
+    "adapters_of",
+    "apply",
+    "load",
+    "merge",
+    "save",
+    "targets_of",
+    "unmerge",
+]
