@@ -181,3 +181,40 @@ if (existsSync(`${dir}minilm/minilm.json`)) {
   writeFileSync(`${dir}minilm.fallback.svg`, figure);
   console.log(`minilm: ${dir}minilm.fallback.svg`);
 }
+
+// SmolLM2-135M-Instruct (the SmolLM2 chapter's chat widget): its greedy reply to a chat
+// message and where the heads of layer 18 looked from the reply's last token, over the first
+// token and the newest ones; read from the installed wheel's GGUF (SMOLLM2_GGUF, or
+// attention_lib.models.smollm2.gguf_path()).
+{
+  const { spawnSync } = await import("node:child_process");
+  const root = fileURLToPath(new URL("../", import.meta.url));
+  const gguf = process.env.SMOLLM2_GGUF || spawnSync(existsSync(`${root}.venv/bin/python`) ? `${root}.venv/bin/python` : "python3",
+    ["-c", "from attention_lib.models.smollm2 import gguf_path; print(gguf_path())"], { cwd: root, encoding: "utf8" }).stdout.trim();
+  if (gguf && existsSync(gguf)) {
+    const { loadSmolLM2 } = await import("../book/_static/runtime/smollm2.mjs");
+    const { createHash } = await import("node:crypto");
+    const file = readFileSync(gguf);
+    const model = loadSmolLM2(file, { digest: createHash("sha256").update(file).digest("hex") });
+    const tok = model.tokenizer;
+    const question = "What is the capital of France?";
+    const ids = tok.encode(tok.chat(question));
+    const out = [];
+    let last = null;
+    for (const s of model.steps(ids, 32, { temperature: 0, attention: true, stopAt: tok.eosId })) {
+      out.push(s.id);
+      last = { tokens: [...ids, ...out].slice(s.offset, s.position + 1), attention: s.attention };
+    }
+    const layer = 18;
+    const S = last.tokens.length;
+    const cols = [0, ...Array.from({ length: 15 }, (_, i) => S - 15 + i)];
+    const rows = last.attention[layer].map((w) => cols.map((c) => w[c]));
+    const labels = cols.map((c) => shown(tok.decode([last.tokens[c]])));
+    const reply = tok.decode(out.filter((i) => i !== tok.eosId));
+    const figure = svg("SmolLM2-135M-Instruct: a chat reply, and where the heads looked",
+      `You: ${question}\nSmolLM2: ${reply}`, rows, rows.map((_, i) => `head ${i}`), labels,
+      `Layer ${layer} (numbered from 0): where each head (a row) looked from the reply's last token, over the first token and the last 15 (columns); colour: the weight, 0 to 1. Greedy, in the runtime, from the model's 4-bit weights.`);
+    writeFileSync(`${dir}smollm2.fallback.svg`, figure);
+    console.log(`smollm2: ${dir}smollm2.fallback.svg`);
+  }
+}

@@ -29,6 +29,10 @@ WIDGETS = {
         "Chapter 17's character model writing without end through a sliding window, "
         "running in your browser",
     ),
+    "smollm2": (
+        "smollm2",
+        "SmolLM2-135M-Instruct, a chat model, running in your browser with its weights in 4 bits",
+    ),
 }
 
 _STATIC = Path(__file__).resolve().parents[2] / "book" / "_static"
@@ -59,8 +63,10 @@ def widget_html(model_name, prompt=None, static="../_static/"):
 
     Parameters
     ----------
-    model_name : {"shakespeare", "stories260k", "translator", "minilm", "shakespeare_window"}
-        Which model the widget runs.
+    model_name : {"shakespeare", "stories260k", "translator", "minilm", "shakespeare_window", \
+"smollm2"}
+        Which model the widget runs. ``"smollm2"`` (the SmolLM2 chapter's chat) loads the
+        GGUF that ``scripts/export_smollm2.py`` cuts into chunks at build time.
     prompt : str, optional
         The text the prompt box starts with (default: the widget's own).
     static : str, optional
@@ -88,7 +94,7 @@ def widget_html(model_name, prompt=None, static="../_static/"):
     >>> widget_html("gpt2")
     Traceback (most recent call last):
     ...
-    ValueError: model_name must be one of 'shakespeare', 'stories260k', 'translator', 'minilm', 'shakespeare_window', got 'gpt2'
+    ValueError: model_name must be one of 'shakespeare', 'stories260k', 'translator', 'minilm', 'shakespeare_window', 'smollm2', got 'gpt2'
     """
     if model_name not in WIDGETS:
         names = ", ".join(repr(n) for n in WIDGETS)
