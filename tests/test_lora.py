@@ -499,3 +499,30 @@ def test_load_refuses_a_file_that_is_not_an_npz(tmp_path):
         lora.load(tiny_gpt(), path)
     with pytest.raises(ValueError, match="no LoRA adapters to save"):
         lora.save(tiny_gpt(), path)
+
+
+def test_generate_sees_the_adapters_loaded_merged_or_unloaded(tmp_path):
+    """generate's fast decoders copy the weights from params: the adapters must be in them."""
+    from attention_lib.models.kv_cache import replaced_forward
+
+    model = trained_gpt(("q", "k", "v", "o", "fc1"))
+    prompt = np.array([1, 2, 3])
+    with_adapters = model.generate(prompt, 6, temperature=0)
+    assert not np.array_equal(with_adapters, tiny_gpt().generate(prompt, 6, temperature=0))
+    path = tmp_path / "adapter.npz"
+    lora.save(model, path)
+    loaded = tiny_gpt()
+    lora.load(loaded, path)
+    adapters = lora.adapters_of(loaded)
+    assert all(np.array_equal(a.layer.params[a.key], a.weight()) for a in adapters)  # no forward
+    assert np.array_equal(loaded.generate(prompt, 6, temperature=0), with_adapters)
+    lora.merge(loaded)
+    assert np.array_equal(loaded.generate(prompt, 6, temperature=0), with_adapters)
+    lora.unmerge(loaded)
+    logits = loaded.forward(prompt[None])
+    assert lora.merge_and_unload(loaded) is loaded and lora.adapters_of(loaded) == []
+    assert replaced_forward(loaded) is None  # the fast decoder runs again
+    np.testing.assert_allclose(loaded.forward(prompt[None]), logits, rtol=0, atol=0)
+    assert np.array_equal(loaded.generate(prompt, 6, temperature=0), with_adapters)
+    with pytest.raises(ValueError, match="no LoRA adapters"):
+        lora.merge_and_unload(loaded)

@@ -44,9 +44,12 @@ ignores; and the forward adds ``scaling A B`` (r n_in n_out multiply-adds,
 small beside a batch's products).
 
 The model's ``params`` hold the effective weights as of the last forward
-pass; after an optimiser step they are stale until the next forward. Call
-:func:`merge` before reading them directly (saving a checkpoint, the fast
-decoders of ``generate``), and :func:`unmerge` to train again.
+pass (or :func:`load`); after an optimiser step they are stale until the
+next forward. ``generate`` is not affected: its fast decoders step aside
+for a layer with a forward of its own, so it runs the model's forward.
+:func:`merge` folds the adapters for good (until :func:`unmerge`, before
+training again: the model's backward refuses to run while merged), and
+:func:`merge_and_unload` gives back a plain model (the fast decoders again).
 """
 
 from __future__ import annotations
@@ -567,6 +570,40 @@ def unmerge(model) -> None:
         a.merged = False
 
 
+def merge_and_unload(model):
+    """Fold every adapter into its weight for good and detach them: a plain model again.
+
+    PEFT's ``merge_and_unload``: ``W = W0 + scaling A B`` in the model's
+    ``params``, the layers' own forward and backward back (so ``generate``
+    uses its fast decoder), the adapters gone. Returns the model.
+
+    Raises ``ValueError`` if the model has no adapters.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attention_lib.models.gpt import TinyGPT
+    >>> from attention_lib.nn import lora
+    >>> model = TinyGPT(10, 8, 2, 1, 16, 6, np.random.default_rng(0))
+    >>> a = lora.apply(model, ("q",), rank=2)[0]
+    >>> a.params["lora_B"][:] = 1.0
+    >>> t = np.array([[1, 2, 3]])
+    >>> before = model.forward(t)
+    >>> lora.merge_and_unload(model) is model, lora.adapters_of(model)
+    (True, [])
+    >>> bool(np.array_equal(model.forward(t), before)), "forward" in vars(model.blocks[0].attn)
+    (True, False)
+    """
+    adapters = adapters_of(model)
+    if not adapters:
+        raise ValueError("the model has no LoRA adapters: lora.apply(model) first")
+    for a in adapters:
+        a.layer.params[a.key] = a.weight()
+    for layer in {id(a.layer): a.layer for a in adapters}.values():
+        del layer.forward, layer.backward, layer._lora
+    return model
+
+
 #: What :func:`save` writes in its ``config`` (the format, for :func:`load`).
 FORMAT = "attention_lib.lora/1"
 
@@ -728,6 +765,7 @@ def load(model, path) -> list[LoRAWeight]:
     for a in current:
         for k in ("lora_A", "lora_B"):
             a.params[k][...] = arrays[f"{a.name}.{k}"]
+        a.layer.params[a.key] = a.weight()  # for readers of params before any forward
     return current
 
 
@@ -739,6 +777,7 @@ __all__ = [
     "apply",
     "load",
     "merge",
+    "merge_and_unload",
     "save",
     "targets_of",
     "unmerge",
