@@ -366,7 +366,18 @@ class BertBlock(Composite):
         return self.ffn_norm.forward(x + f)
 
     def backward(self, grad):
-        """Fill every layer's ``grads`` from ``d loss / d output`` (B, T, d); return ``d loss / d x``."""
+        """Fill every layer's ``grads`` from ``d loss / d output`` (B, T, d); return ``d loss / d x``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from attention_lib.models.minilm import BertBlock
+        >>> block = BertBlock(8, 2, 16, np.random.default_rng(0))
+        >>> x = np.random.default_rng(1).normal(size=(2, 3, 8)).astype(np.float32)
+        >>> y = block.forward(x, need_weights=True)
+        >>> block.backward(np.ones_like(y)).shape, block.grads["ffn.fc1.W"].shape
+        ((2, 3, 8), (8, 16))
+        """
         g = self.ffn_norm.backward(grad)
         g = g + self.ffn.backward(g.reshape(-1, g.shape[-1])).reshape(g.shape)
         g = self.attn_norm.backward(g)

@@ -247,6 +247,21 @@ class LoRALinear:
         """Fold the update into the base: ``W <- W + scaling A B`` (see Notes of the class).
 
         Raises ``RuntimeError`` if already merged.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from attention_lib.nn import Linear, LoRALinear
+        >>> lora = LoRALinear(Linear(4, 3, np.random.default_rng(0)), rank=1, alpha=2)
+        >>> lora.params["lora_B"][:] = 0.5
+        >>> x = np.ones((2, 4))
+        >>> y, W = lora.forward(x), lora.base.params["W"]
+        >>> lora.merge()
+        >>> bool(np.allclose(lora.forward(x), y, rtol=1e-15, atol=1e-15))
+        True
+        >>> lora.unmerge()
+        >>> lora.base.params["W"] is W
+        True
         """
         if self.merged:
             raise RuntimeError("this LoRALinear is already merged: unmerge() first")
@@ -313,12 +328,35 @@ class LoRAWeight:
         )
 
     def weight(self) -> np.ndarray:
-        """``W0 + scaling A B``, a new array in ``W0``'s dtype."""
+        """``W0 + scaling A B``, a new array in ``W0``'s dtype.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from attention_lib.models.gpt import TinyGPT
+        >>> from attention_lib.nn import lora
+        >>> model = TinyGPT(10, 8, 2, 1, 16, 6, np.random.default_rng(0))
+        >>> a = lora.apply(model, ("v",), rank=2)[0]
+        >>> bool(np.array_equal(a.weight(), a.base)), a.weight() is a.base  # B = 0
+        (True, False)
+        """
         A, B = self.params["lora_A"], self.params["lora_B"]
         return self.base + (self.scaling * (A @ B)).astype(self.base.dtype, copy=False)
 
     def grads_from(self, dW: np.ndarray) -> None:
-        """``dA = scaling dW B^T`` and ``dB = scaling A^T dW`` from the layer's ``dW``."""
+        """``dA = scaling dW B^T`` and ``dB = scaling A^T dW`` from the layer's ``dW``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from attention_lib.models.gpt import TinyGPT
+        >>> from attention_lib.nn import lora
+        >>> model = TinyGPT(10, 8, 2, 1, 16, 6, np.random.default_rng(0))
+        >>> a = lora.apply(model, ("q",), rank=2, alpha=2)[0]
+        >>> a.grads_from(np.ones((8, 8)))
+        >>> a.grads["lora_B"].shape, float(np.abs(a.grads["lora_A"]).max())  # B = 0: dA = 0
+        ((2, 8), 0.0)
+        """
         A, B = self.params["lora_A"], self.params["lora_B"]
         self.grads["lora_A"] = self.scaling * (dW @ B.T)
         self.grads["lora_B"] = self.scaling * (A.T @ dW)
