@@ -11,6 +11,8 @@ and opens it at 1280 and at 390 px wide (no other request leaves the machine):
   (``attention_lib.models.smollm2``: its first 32 tokens, or up to ``<|im_end|>``); the
   attention map is drawn (a non-blank canvas);
 - a head switched off (18.6) and the reply regenerated: the widget says how many heads are off;
+- (at 1280 px) the repeated-text preset is continued by copying ("quiet harbour lemon"), and
+  no longer with the chapter's top induction heads switched off;
 - on the second width the page is opened afresh and the chunks come from Cache Storage (no
   chunk fetched again);
 - no console error, nothing scrolls sideways.
@@ -41,6 +43,7 @@ PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8">
 """
 QUESTION = "What is the capital of France?"
 TOKENS = 32
+COPY = "quiet harbour lemon"  # what the repeated-text preset's continuation copies
 
 
 def library_reply():
@@ -138,6 +141,31 @@ def check(chromium, shots, timeout):
                 )
                 if "1 head switched off" not in w.locator(".aft-status").first.inner_text():
                     fail("the widget does not say that a head is switched off")
+                if width == 1280:
+                    # the repeated text copied, and no longer with the induction heads off
+                    w.get_by_role("button", name="New chat").click()
+                    w.get_by_role("button", name="A repeated-text prompt").click()
+                    w.locator("input[type=text]").fill("")
+                    replies = []
+                    for step in ("Send", "Regenerate"):
+                        if step == "Regenerate":
+                            w.get_by_role(
+                                "button", name="Switch off the top induction heads"
+                            ).click()
+                        page.evaluate(
+                            "() => document.querySelector('.aft-widget').dataset.state = ''"
+                        )
+                        w.get_by_role("button", name=step).click()
+                        page.wait_for_function(
+                            "document.querySelector('.aft-widget').dataset.state === 'done'",
+                            timeout=timeout * 1000,
+                        )
+                        replies.append(w.get_attribute("data-reply"))
+                    if COPY not in replies[0]:
+                        fail(f"the repeated text is not continued by copying: {replies[0]!r}")
+                    if COPY in replies[1]:
+                        fail(f"with the induction heads off it still copies: {replies[1]!r}")
+                    print(f"repeated text: {replies[0]!r}; induction heads off: {replies[1]!r}")
                 wide = page.evaluate(
                     "() => document.documentElement.scrollWidth > window.innerWidth + 1"
                 )

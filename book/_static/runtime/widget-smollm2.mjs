@@ -24,6 +24,7 @@ export const INDUCTION_HEADS = ["18.6", "17.3", "17.4", "17.5", "18.7"];
 /** The longest conversation the widget reads (tokens): its KV cache stays under 50 MB. */
 export const MAX_CONTEXT = 2048;
 const MAX_REPLY = 256;
+const PLAIN_REPLY = 24; // tokens a plain text is continued by
 
 const mb = (bytes) => `${(bytes / 1e6).toFixed(1)} MB`;
 
@@ -165,10 +166,12 @@ export function mountSmolLM2(root) {
   temperature.addEventListener("input", () => { tempOut.textContent = Number(temperature.value) === 0 ? "0 (greedy)" : temperature.value; });
   topP.addEventListener("input", () => { topPOut.textContent = topP.value; });
   const layer = waitingSelect(id("layer"), "layer");
-  const heads = h("input", { type: "text", id: id("heads"), value: "", placeholder: "none (such as 18.6, 17.3)", disabled: true, "aria-describedby": id("heads-help") });
+  const heads = h("input", { type: "text", id: id("heads"), value: "", placeholder: "none (such as 18.6, 17.3)", disabled: true,
+    "aria-describedby": id("heads-help"), style: "width: 100%; box-sizing: border-box; font-family: monospace" });
   const induction = h("button", { type: "button", disabled: true }, "Switch off the top induction heads");
   const random = h("button", { type: "button", disabled: true }, "Switch off as many random heads");
   const repeat = h("button", { type: "button", disabled: true }, "A repeated-text prompt");
+  const plain = h("input", { type: "checkbox", id: id("plain"), disabled: true });
   const canvas = h("canvas", { class: "aft-heatmap", role: "img", "aria-label": "No reply written yet" });
   const heatText = h("p", { class: "aft-heat-text" });
   const speed = h("p", { class: "aft-status" });
@@ -176,6 +179,7 @@ export function mountSmolLM2(root) {
     h("p", { class: "aft-title" }, "SmolLM2-135M-Instruct, running in your browser"),
     h("div", { class: "aft-actions" }, load), status, log,
     h("div", { class: "aft-control aft-prompt" }, h("label", { for: id("message") }, "Your message (Ctrl+Enter sends)"), message),
+    h("p", {}, h("label", { for: id("plain") }, plain, " Plain text: continue the message as it is, without the chat template")),
     h("div", { class: "aft-actions" }, send, " ", stop, " ", again, " ", clear),
     h("div", { class: "aft-controls" },
       h("div", { class: "aft-control" }, h("label", { for: id("temp") }, "Temperature"), temperature, tempOut),
@@ -202,7 +206,7 @@ export function mountSmolLM2(root) {
     status.classList.toggle("aft-error", error);
   };
   const enable = (on) => {
-    for (const el of [message, send, again, clear, heads, induction, random, repeat]) el.disabled = !on;
+    for (const el of [message, send, again, clear, heads, induction, random, repeat, plain]) el.disabled = !on;
     stop.disabled = on;
   };
 
@@ -266,7 +270,10 @@ export function mountSmolLM2(root) {
       return say("Nothing to regenerate yet: send a message first.", true);
     } else history.pop(); // the last reply, written again
     model.zeroHeads = new Set(zero);
-    let ids = model.tokenizer.encode(model.tokenizer.chat(history));
+    // plain text: the last message alone, continued (the model as a text predictor: copying
+    // a repeated text is the induction heads' work); else the whole chat in its template
+    const asText = plain.checked;
+    let ids = model.tokenizer.encode(asText ? history[history.length - 1].content : model.tokenizer.chat(history));
     let note = "";
     if (ids.length > MAX_CONTEXT) {
       ids = ids.slice(ids.length - MAX_CONTEXT);
@@ -276,7 +283,7 @@ export function mountSmolLM2(root) {
     stopped = false;
     enable(false);
     const reply = h("span");
-    render(h("p", { class: "aft-turn aft-assistant" }, h("strong", {}, "SmolLM2: "), reply));
+    render(h("p", { class: "aft-turn aft-assistant" }, h("strong", {}, asText ? "SmolLM2 continues: " : "SmolLM2: "), reply));
     say(`Reading the conversation (${ids.length} tokens)…${note}`);
     await nextFrame();
     const stream = model.tokenizer.streamDecoder();
@@ -285,7 +292,7 @@ export function mountSmolLM2(root) {
     let t1 = 0;
     try {
       const opts = { temperature: Number(temperature.value), topP: Number(topP.value), seed: seed++, attention: true, stopAt: model.tokenizer.eosId };
-      for (const s of model.steps(ids, MAX_REPLY, opts)) {
+      for (const s of model.steps(ids, asText ? PLAIN_REPLY : MAX_REPLY, opts)) {
         if (!t1) t1 = performance.now();
         out.push(s.id);
         last = { tokens: [...ids, ...out].slice(s.offset, s.position + 1), attention: s.attention };
@@ -337,7 +344,12 @@ export function mountSmolLM2(root) {
     heads.value = [...picked].join(", ");
   });
   repeat.addEventListener("click", () => {
+    // a list of words, twice, and the start of a third time: the model continues it by copying
+    // (with the chapter's induction heads switched off it stops copying; with random heads off
+    // it mostly goes on)
     const words = "violet anchor seven marble quiet harbour lemon drift copper needle".split(" ");
-    message.value = `Repeat this exactly: ${words.join(" ")} ${words.join(" ")} ${words.slice(0, 5).join(" ")}`;
+    message.value = `${words.join(" ")} ${words.join(" ")} ${words.slice(0, 4).join(" ")}`;
+    plain.checked = true;
+    say("A repeated text, to be continued as plain text: send it, then switch heads off and regenerate.");
   });
 }
