@@ -67,7 +67,7 @@ PACKAGES = {
 # files that live beside this script, not built but listed in the manifest so
 # the loader can verify them too: the alignment dev set, and chapter 13's
 # pretrained model with the document that gives its reference output, and
-# chapter 14's sentence-transformers embeddings (scripts/make_minilm_reference.py)
+# chapter 15's sentence-transformers embeddings (scripts/make_minilm_reference.py)
 COPIED_FILES = (
     "hansards_trial/trial.en",
     "hansards_trial/trial.fr",

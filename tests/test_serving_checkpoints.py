@@ -1,4 +1,4 @@
-"""The committed checkpoints of chapter 18's KV-cache variants: intact, and theirs.
+"""The committed checkpoints of chapter 19's KV-cache variants: intact, and theirs.
 
 Retraining them takes most of an hour (weekly, scripts/check-retrain.sh
 serving). Here: each file's sha256 matches the manifest, its configuration is

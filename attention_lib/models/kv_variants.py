@@ -27,7 +27,7 @@ VARIANTS = ("mha", "gqa", "mqa", "mla")
 
 
 def serving_dir() -> Path:
-    """``data/checkpoints/serving``: chapter 18's variants, drafts and measurements."""
+    """``data/checkpoints/serving``: chapter 19's variants, drafts and measurements."""
     return data_dir() / "checkpoints" / "serving"
 
 

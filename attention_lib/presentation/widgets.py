@@ -23,10 +23,10 @@ WIDGETS = {
         "stories260K, chapter 13's Llama-family model, running in your browser",
     ),
     "translator": ("translator", "The English-French Transformer, running in your browser"),
-    "minilm": ("encoder", "all-MiniLM-L6-v2, chapter 14's encoder, running in your browser"),
+    "minilm": ("encoder", "all-MiniLM-L6-v2, chapter 15's encoder, running in your browser"),
     "shakespeare_window": (
         "window",
-        "Chapter 17's character model writing without end through a sliding window, "
+        "Chapter 18's character model writing without end through a sliding window, "
         "running in your browser",
     ),
     "smollm2": (

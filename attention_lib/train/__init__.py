@@ -11,9 +11,9 @@ loading a model does not import its trainer). Each runs as
   on Tatoeba English-French;
 - :mod:`attention_lib.train.shakespeare`: chapter 12's character-level TinyGPT;
 - :mod:`attention_lib.train.long_context` and
-  :mod:`attention_lib.train.evaluate_long_context`: chapters 16 and 17's models
+  :mod:`attention_lib.train.evaluate_long_context`: chapters 17 and 18's models
   of longer contexts and their measurements;
 - :mod:`attention_lib.train.serving`, :mod:`attention_lib.train.ngram_draft` and
-  :mod:`attention_lib.train.measure_serving`: chapter 18's cache variants and
+  :mod:`attention_lib.train.measure_serving`: chapter 19's cache variants and
   drafts, and its measurements.
 """

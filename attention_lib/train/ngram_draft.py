@@ -1,4 +1,4 @@
-"""Build chapter 18's n-gram draft (:class:`~attention_lib.models.ngram_draft.NgramDraft`).
+"""Build chapter 19's n-gram draft (:class:`~attention_lib.models.ngram_draft.NgramDraft`).
 
 Run as ``python -m attention_lib.train.ngram_draft [--order 6]``: it labels
 Tiny Shakespeare's training split with chapter 12's model, builds the table,
