@@ -301,7 +301,7 @@ if (!args.includes("--no-smollm2")) {
     const jc = line("runtime", js);
     if (py.length) {
       const pc = line("library", py);
-      console.log(`  runtime / library (CPU ms per token): ${(jc / pc).toFixed(2)}x; same ids: ` +
+      console.log(`  smollm2_js_ms_per_token_ratio ${(jc / pc).toFixed(2)} (runtime / library, CPU ms per token); same ids: ` +
         `${JSON.stringify(jsIds) === JSON.stringify(pyIds)}; load ${loadMs.toFixed(0)} ms`);
     }
     console.log(`  smollm2_js_tokens_per_s ${(1000 / jc).toFixed(1)} (CPU time), smollm2_js_page_mib ` +

@@ -174,7 +174,8 @@ def check(chromium, shots, timeout):
                 w.screenshot(path=str(Path(shots) / f"smollm2-{width}.png"))
                 for e in errors:
                     fail(f"console error: {e}")
-                print(f"{width}px: reply {w.get_attribute('data-reply')!r}")
+                speed = w.locator(".aft-status").nth(1).inner_text()
+                print(f"{width}px: reply {w.get_attribute('data-reply')!r}; {speed}")
                 page.close()
             browser.close()
     finally:
