@@ -61,6 +61,18 @@ test("the library's 64 greedy tokens on 5 prompts, and its logits within 1e-3", 
   console.log(`# largest |logit difference| from the library: ${maxDiff.toExponential(2)}`);
 });
 
+test("the widget's reply loop (the prompt in chunks, pauses between tokens) writes DecoderLM.steps' ids", { skip }, async () => {
+  const { replySteps, PROMPT_CHUNK } = await import("../../book/_static/runtime/widget-smollm2.mjs");
+  const m = load();
+  const ids = fixture.cases.flatMap((c) => [...c.ids, ...c.new.slice(0, 8)]);
+  assert.ok(ids.length > 2 * PROMPT_CHUNK, "the prompt spans several chunks");
+  for (const opts of [{ temperature: 0 }, { temperature: 0.8, topP: 0.9, seed: 3 }]) {
+    const got = [];
+    for await (const s of replySteps(m, ids, 6, opts)) got.push(s.id);
+    assert.deepEqual(got, m.generate(ids, 6, opts), JSON.stringify(opts));
+  }
+});
+
 test("the scalar path (no SIMD) gives the same logits, from the same blocks", { skip }, () => {
   const m = load();
   const c = fixture.cases[0];

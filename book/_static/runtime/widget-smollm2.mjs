@@ -13,7 +13,7 @@
 // that switches off as many random heads.
 import { loadSmolLM2 } from "./smollm2.mjs";
 import { SIMD_SUPPORTED } from "./simd.mjs";
-import { sha256Hex } from "./transformer.mjs";
+import { makeRng, pickToken, sha256Hex } from "./transformer.mjs";
 import { h, blank, drawHeatmap, describe, fillSelect, waitingSelect, webDigest, nextFrame } from "./widgets.mjs";
 
 /** The site's _static/models/smollm2/ folder, from this module's own address. */
@@ -126,6 +126,36 @@ export function parseHeads(text, nLayers = 30, nHeads = 9) {
     out.push(`${Number(m[1])}:${Number(m[2])}`);
   }
   return out;
+}
+
+/** Tokens of a prompt run at once between two pauses (the page stays responsive while it reads). */
+export const PROMPT_CHUNK = 32;
+
+/**
+ * The reply, one token at a time, as DecoderLM.steps writes it (the same ids: the prompt's
+ * rows, run in chunks, get the floats they get at once; the same sampler and seeded PRNG),
+ * but pausing for the page between chunks of the prompt and between tokens, and ending when
+ * stop() says so or at <|im_end|>. Yields {id, attention (of the newest token), position}.
+ * The prompt and maxNew fit the model's context (the widget crops to MAX_CONTEXT first).
+ */
+export async function* replySteps(model, ids, maxNew, options, stop = () => false, progress = () => {}) {
+  const opts = { temperature: 1, topK: 0, topP: 1, seed: 0, ...options };
+  const cache = model.newCache();
+  let out = null;
+  for (let i = 0; i < ids.length; i += PROMPT_CHUNK) {
+    const end = Math.min(ids.length, i + PROMPT_CHUNK);
+    out = model.forwardRows(ids.slice(i, end), cache, end === ids.length);
+    progress(end);
+    await nextFrame();
+    if (stop()) return;
+  }
+  const rng = makeRng(opts.seed);
+  for (let n = 0; n < maxNew; n++) {
+    const id = pickToken(out.logits, opts, rng);
+    yield { id, attention: out.attention, position: ids.length + n - 1 };
+    if (id === model.tokenizer.eosId || n + 1 === maxNew || stop()) return;
+    out = model.forwardRows([id], cache, true);
+  }
 }
 
 let shared = null; // Promise<model>, shared by every SmolLM2 widget of the page
@@ -291,11 +321,15 @@ export function mountSmolLM2(root) {
     const t0 = performance.now();
     let t1 = 0;
     try {
-      const opts = { temperature: Number(temperature.value), topP: Number(topP.value), seed: seed++, attention: true, stopAt: model.tokenizer.eosId };
-      for (const s of model.steps(ids, asText ? PLAIN_REPLY : MAX_REPLY, opts)) {
-        if (!t1) t1 = performance.now();
+      const opts = { temperature: Number(temperature.value), topP: Number(topP.value), seed: seed++ };
+      const progress = (done) => say(`Reading the conversation: ${done} of ${ids.length} tokens…${note}`);
+      for await (const s of replySteps(model, ids, asText ? PLAIN_REPLY : MAX_REPLY, opts, () => stopped, progress)) {
+        if (!t1) {
+          t1 = performance.now();
+          say(`Writing…${note}`);
+        }
         out.push(s.id);
-        last = { tokens: [...ids, ...out].slice(s.offset, s.position + 1), attention: s.attention };
+        last = { tokens: [...ids, ...out].slice(0, s.position + 1), attention: s.attention };
         if (s.id !== model.tokenizer.eosId) reply.append(stream.push(s.id));
         if (out.length % 4 === 1) draw();
         const rate = out.length > 1 ? ((out.length - 1) / ((performance.now() - t1) / 1000)).toFixed(1) : "…";
