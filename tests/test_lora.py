@@ -526,3 +526,50 @@ def test_generate_sees_the_adapters_loaded_merged_or_unloaded(tmp_path):
     assert np.array_equal(loaded.generate(prompt, 6, temperature=0), with_adapters)
     with pytest.raises(ValueError, match="no LoRA adapters"):
         lora.merge_and_unload(loaded)
+
+
+# -- freeze ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", MODELS)
+def test_freeze_skips_frozen_weight_gradients_and_keeps_the_adapters_bit_for_bit(kind):
+    make, _ = MODELS[kind]
+    model = make()
+    adapters = lora.apply(model, ("q", "v", "o"), rank=2, alpha=4)
+    rng = np.random.default_rng(6)
+    for a in adapters:
+        a.params["lora_B"][:] = rng.normal(size=a.params["lora_B"].shape)
+    backward(model)
+    expected = [{k: g.copy() for k, g in a.grads.items()} for a in adapters]
+    names = lora.freeze(model)
+    leaves = dict(model.named_leaves())
+    frozen = [leaves[n] for n in names]
+    assert all(type(layer).__name__ in ("Linear", "Embedding") for layer in frozen)
+    assert bool(frozen) == (kind != "llama")  # Llama: attention, SwiGLU, norms, a tied table
+    backward(model)
+    for a, want in zip(adapters, expected):
+        for k in want:
+            assert np.array_equal(a.grads[k], want[k]), (a.name, k)
+    assert all(layer.grads == {} for layer in frozen)
+    if kind == "llama":
+        return
+    with pytest.raises(ValueError, match="has no gradient for parameter"):
+        Adam(model.layers()).step()
+    with pytest.raises(ValueError, match="frozen already"):
+        lora.freeze(model)
+    lora.unfreeze(model)
+    backward(model)
+    assert all(set(layer.grads) == set(layer.params) for layer in frozen)
+    with pytest.raises(ValueError, match="not frozen"):
+        lora.unfreeze(model)
+
+
+def test_apply_refuses_a_frozen_target_and_freeze_a_model_without_layers():
+    model = tiny_gpt()
+    lora.freeze(model)
+    with pytest.raises(ValueError, match=r"blocks.0.ffn.fc1.W is frozen .*lora.unfreeze"):
+        lora.apply(model, ("q", "fc1"))
+    assert lora.adapters_of(model) == []
+    lora.apply(model, ("q", "v"))  # the attention is never frozen
+    with pytest.raises(TypeError, match="freeze takes a TinyGPT, Llama"):
+        lora.freeze(Linear(2, 2, np.random.default_rng(0)))

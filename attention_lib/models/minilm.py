@@ -534,7 +534,8 @@ class MiniLM(Composite):
         """
         ids, mask = self._check_ids(ids, mask)
         T = ids.shape[1]
-        x = self.tok.forward(ids) + self.pos.params["E"][:T] + self.seg.params["E"][0]
+        positions, segments = np.arange(T), np.zeros(T, np.int64)  # every token in segment 0
+        x = self.tok.forward(ids) + self.pos.forward(positions) + self.seg.forward(segments)
         x = self.emb_norm.forward(x)
         attn_mask = None if mask.all() else mask[:, None, None, :]  # (B, 1, 1, S)
         for block in self.blocks:
@@ -600,10 +601,8 @@ class MiniLM(Composite):
             grad = block.backward(grad)
         grad = self.emb_norm.backward(grad)
         self.tok.backward(grad)
-        self.pos.grads["E"] = np.zeros_like(self.pos.params["E"])
-        self.pos.grads["E"][:T] = grad.sum(axis=0)
-        self.seg.grads["E"] = np.zeros_like(self.seg.params["E"])
-        self.seg.grads["E"][0] = grad.sum(axis=(0, 1))
+        self.pos.backward(grad.sum(axis=0))
+        self.seg.backward(grad.sum(axis=0))
         self.pooler.grads = {k: np.zeros_like(a) for k, a in self.pooler.params.items()}
 
     def embed_backward(self, grad: np.ndarray) -> None:

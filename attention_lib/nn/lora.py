@@ -40,7 +40,8 @@ for every layer whatever it does with the weight (fused products, grouped
 heads, rotary), and the layers' code is unchanged. The price: the layer
 still computes ``dW`` (n_in x n_out) for an adapted weight, and the frozen
 layers still compute their own weight gradients, which the optimiser
-ignores; and the forward adds ``scaling A B`` (r n_in n_out multiply-adds,
+ignores (:func:`freeze` stops the plain Linear and Embedding layers doing
+so); and the forward adds ``scaling A B`` (r n_in n_out multiply-adds,
 small beside a batch's products).
 
 The model's ``params`` hold the effective weights as of the last forward
@@ -505,6 +506,9 @@ def apply(
         raise ValueError(
             f"this model already has LoRA adapters ({adapted[0].name}, ...): apply once"
         )
+    frozen = [name for name, layer, _ in chosen if hasattr(layer, "_frozen")]
+    if frozen:
+        raise ValueError(f"{frozen[0]} is frozen (lora.freeze): lora.unfreeze(model) first")
     rng = np.random.default_rng(0) if rng is None else as_rng(rng)
     rank, alpha = int(rank), float(alpha)
     by_layer = {}
@@ -606,6 +610,109 @@ def unmerge(model) -> None:
     for a in adapters:
         a.layer.params[a.key] = a.base
         a.merged = False
+
+
+def _frozen_candidates(model):
+    """``(name, layer)`` of every Linear and Embedding of ``model`` that :func:`freeze` freezes."""
+    from .layers import Embedding
+
+    if not hasattr(model, "named_leaves"):
+        raise TypeError(
+            f"freeze takes a TinyGPT, Llama (SmolLM2) or MiniLM model, got {type(model).__name__}"
+        )
+    tied = getattr(model, "head", False) is None  # Llama's output layer is tok.E: its grads stay
+    unused = getattr(model, "pooler", None)  # MiniLM's: never run, a zero gradient
+    out = []
+    for name, layer in model.named_leaves():
+        if layer is unused:
+            continue
+        if type(layer) is Linear and not hasattr(layer, "_lora"):
+            out.append((name, layer))
+        elif type(layer) is Embedding and not (tied and layer is getattr(model, "tok", None)):
+            out.append((name, layer))
+    return out
+
+
+def freeze(model) -> list[str]:
+    """Stop the model's plain Linear and Embedding layers computing weight gradients.
+
+    LoRA trains only the adapters, but every layer's backward still
+    computes its own ``dW`` (``x^T g``, a third of a linear layer's
+    arithmetic), which the optimiser then ignores. After ``freeze``, each
+    :class:`~attention_lib.nn.Linear` without an adapter returns ``g W^T``
+    alone and each embedding table does nothing (nothing comes before it),
+    at the layer's boundary: the layers' code is unchanged. Their ``grads``
+    are emptied, so an optimiser given them refuses to step. The
+    attention's and SwiGLU's weights, and the norms', still get gradients
+    (one layer's forward and backward computes them all), as does a tied
+    output layer's table (Llama's ``tok``: a Llama has nothing to freeze)
+    and MiniLM's unused pooler (a zero gradient). The adapters' gradients
+    are the same, bit for bit.
+
+    Returns
+    -------
+    list of str
+        The frozen layers' names.
+
+    Raises
+    ------
+    TypeError
+        A model that is not TinyGPT, Llama or MiniLM.
+    ValueError
+        A model frozen already.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attention_lib.models.gpt import TinyGPT
+    >>> from attention_lib.nn import lora
+    >>> model = TinyGPT(10, 8, 2, 2, 16, 6, np.random.default_rng(0))
+    >>> adapters = lora.apply(model, ("q", "v"), rank=2)
+    >>> lora.freeze(model)[:3]
+    ['0', '1', '5']
+    >>> logits = model.forward(np.array([[1, 2, 3]]))
+    >>> model.backward(np.ones_like(logits))
+    >>> model.head.grads, adapters[0].grads["lora_B"].shape
+    ({}, (2, 8))
+    >>> lora.unfreeze(model)
+    """
+    layers = _frozen_candidates(model)
+    if any(hasattr(layer, "_frozen") for _, layer in layers):
+        raise ValueError("the model is frozen already: lora.unfreeze(model) first")
+    for _, layer in layers:
+        if type(layer) is Linear:
+
+            def dx_only(grad, layer=layer):
+                return grad @ layer.params["W"].T
+
+            layer.backward = dx_only
+        else:
+            layer.backward = lambda grad: None
+        layer.grads, layer._frozen = {}, True
+    return [name for name, _ in layers]
+
+
+def unfreeze(model) -> None:
+    """Undo :func:`freeze`: every layer computes its weight gradients again.
+
+    Raises ``ValueError`` if the model is not frozen.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attention_lib.models.gpt import TinyGPT
+    >>> from attention_lib.nn import lora
+    >>> model = TinyGPT(10, 8, 2, 1, 16, 6, np.random.default_rng(0))
+    >>> names = lora.freeze(model)
+    >>> lora.unfreeze(model)
+    >>> "backward" in vars(model.head)
+    False
+    """
+    layers = [layer for _, layer in _frozen_candidates(model) if hasattr(layer, "_frozen")]
+    if not layers:
+        raise ValueError("the model is not frozen: there is nothing to unfreeze")
+    for layer in layers:
+        del layer.backward, layer._frozen
 
 
 def merge_and_unload(model):
@@ -813,10 +920,12 @@ __all__ = [
     "LoRAWeight",
     "adapters_of",
     "apply",
+    "freeze",
     "load",
     "merge",
     "merge_and_unload",
     "save",
     "targets_of",
+    "unfreeze",
     "unmerge",
 ]
