@@ -73,6 +73,37 @@ test("the widget's reply loop (the prompt in chunks, pauses between tokens) writ
   }
 });
 
+test("a second turn reads only its new tokens, on the first turn's cache, and writes what a fresh start writes", { skip }, async () => {
+  const { replySteps } = await import("../../book/_static/runtime/widget-smollm2.mjs");
+  const m = load();
+  const tok = m.tokenizer;
+  const history = [{ role: "user", content: "What is 17 times 3?" }];
+  const first = tok.encode(tok.chat(history));
+  const cache = m.newCache();
+  const reply = [];
+  for await (const s of replySteps(m, first, 12, { temperature: 0 }, undefined, undefined, cache)) reply.push(s.id);
+  assert.equal(cache[0].length, first.length + reply.length - 1, "the cache holds the prompt and the reply but its last token");
+  history.push({ role: "assistant", content: tok.decode(reply.filter((i) => i !== tok.eosId)) });
+  history.push({ role: "user", content: "And 18 times 3?" });
+  const second = tok.encode(tok.chat(history));
+  const held = [...first, ...reply.slice(0, -1)];
+  let reuse = 0;
+  while (reuse < held.length && held[reuse] === second[reuse]) reuse++;
+  assert.ok(reuse > first.length, `the second turn shares ${reuse} tokens with the first`);
+  const read = [];
+  const got = [];
+  let logits = null;
+  for await (const s of replySteps(m, second, 8, { temperature: 0 }, undefined, (n) => read.push(n), cache, reuse)) {
+    logits ??= s.logits;
+    got.push(s.id);
+  }
+  assert.deepEqual(got, m.generate(second, 8, { temperature: 0 }));
+  // the same floats as the whole prompt read afresh, bit for bit (a row's floats do not
+  // depend on the rows read with it)
+  assert.deepEqual(logits, m.forwardRows(second, m.newCache()).logits);
+  assert.ok(second.length - reuse < 40 && read.length === 1, `read ${second.length - reuse} new tokens in ${read.length} chunk(s)`);
+});
+
 test("the scalar path (no SIMD) gives the same logits, from the same blocks", { skip }, () => {
   const m = load();
   const c = fixture.cases[0];

@@ -135,14 +135,20 @@ export const PROMPT_CHUNK = 32;
  * The reply, one token at a time, as DecoderLM.steps writes it (the same ids: the prompt's
  * rows, run in chunks, get the floats they get at once; the same sampler and seeded PRNG),
  * but pausing for the page between chunks of the prompt and between tokens, and ending when
- * stop() says so or at <|im_end|>. Yields {id, attention (of the newest token), position}.
+ * stop() says so or at <|im_end|>. Yields {id, logits, attention (of the newest token), position}.
  * The prompt and maxNew fit the model's context (the widget crops to MAX_CONTEXT first).
+ * `cache`: a KV cache whose first `reuse` positions hold ids[0 .. reuse) (the conversation
+ * so far, read in an earlier turn): only the rest is read (at least the last token, whose
+ * logits choose the first new one); afterwards it holds the prompt and the reply but its last
+ * token.
  */
-export async function* replySteps(model, ids, maxNew, options, stop = () => false, progress = () => {}) {
+export async function* replySteps(model, ids, maxNew, options, stop = () => false, progress = () => {},
+  cache = model.newCache(), reuse = 0) {
   const opts = { temperature: 1, topK: 0, topP: 1, seed: 0, ...options };
-  const cache = model.newCache();
+  const start = Math.max(0, Math.min(reuse, cache[0].length, ids.length - 1));
+  for (const layer of cache) layer.length = start; // later positions are written again
   let out = null;
-  for (let i = 0; i < ids.length; i += PROMPT_CHUNK) {
+  for (let i = start; i < ids.length; i += PROMPT_CHUNK) {
     const end = Math.min(ids.length, i + PROMPT_CHUNK);
     out = model.forwardRows(ids.slice(i, end), cache, end === ids.length);
     progress(end);
@@ -152,7 +158,7 @@ export async function* replySteps(model, ids, maxNew, options, stop = () => fals
   const rng = makeRng(opts.seed);
   for (let n = 0; n < maxNew; n++) {
     const id = pickToken(out.logits, opts, rng);
-    yield { id, attention: out.attention, position: ids.length + n - 1 };
+    yield { id, logits: out.logits, attention: out.attention, position: ids.length + n - 1 };
     if (id === model.tokenizer.eosId || n + 1 === maxNew || stop()) return;
     out = model.forwardRows([id], cache, true);
   }
@@ -230,6 +236,9 @@ export function mountSmolLM2(root) {
   let stopped = false;
   let last = null; // {tokens, attention} of the newest token, for the map
   let seed = 1;
+  // the conversation read so far: its ids, KV cache and the heads that were off, so that a new
+  // turn reads only its new tokens
+  let session = null;
 
   const say = (text, error = false) => {
     status.textContent = text;
@@ -309,12 +318,20 @@ export function mountSmolLM2(root) {
       ids = ids.slice(ids.length - MAX_CONTEXT);
       note = ` The conversation is longer than the widget's ${MAX_CONTEXT} tokens: the model reads its last ${MAX_CONTEXT}.`;
     }
+    // the cache of the last turn serves as far as its tokens agree with these (and the same
+    // heads were off)
+    const headsKey = [...model.zeroHeads].sort().join(" ");
+    let reuse = 0;
+    if (!note && session && session.heads === headsKey) {
+      while (reuse < session.ids.length && reuse < ids.length && session.ids[reuse] === ids[reuse]) reuse++;
+    } else session = null;
+    const cache = session ? session.cache : model.newCache();
     writing = true;
     stopped = false;
     enable(false);
     const reply = h("span");
     render(h("p", { class: "aft-turn aft-assistant" }, h("strong", {}, asText ? "SmolLM2 continues: " : "SmolLM2: "), reply));
-    say(`Reading the conversation (${ids.length} tokens)…${note}`);
+    say(`Reading the conversation (${ids.length - reuse} new tokens of ${ids.length})…${note}`);
     await nextFrame();
     const stream = model.tokenizer.streamDecoder();
     const out = [];
@@ -323,7 +340,8 @@ export function mountSmolLM2(root) {
     try {
       const opts = { temperature: Number(temperature.value), topP: Number(topP.value), seed: seed++ };
       const progress = (done) => say(`Reading the conversation: ${done} of ${ids.length} tokens…${note}`);
-      for await (const s of replySteps(model, ids, asText ? PLAIN_REPLY : MAX_REPLY, opts, () => stopped, progress)) {
+      session = null; // until this turn is done
+      for await (const s of replySteps(model, ids, asText ? PLAIN_REPLY : MAX_REPLY, opts, () => stopped, progress, cache, reuse)) {
         if (!t1) {
           t1 = performance.now();
           say(`Writing…${note}`);
@@ -338,6 +356,7 @@ export function mountSmolLM2(root) {
         if (stopped) break;
       }
       reply.append(stream.flush());
+      if (out.length) session = { ids: [...ids, ...out.slice(0, -1)], cache, heads: headsKey };
     } catch (err) {
       say(`Something went wrong: ${err.message}`, true);
     }
@@ -364,6 +383,7 @@ export function mountSmolLM2(root) {
     if (writing) return say("Still writing the last reply: press Stop first.", true);
     history = [];
     last = null;
+    session = null;
     render();
     blank(canvas, "No reply written yet");
     say("A new chat. Write a message.");
