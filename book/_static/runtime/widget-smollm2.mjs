@@ -10,7 +10,9 @@
 // it, where each head of a chosen layer looked from the newest token (heads numbered from 0, as
 // in the code); head switches: zero any set of heads ("layer.head", as the chapter writes them)
 // and regenerate, with a preset that switches off the chapter's best induction heads and one
-// that switches off as many random heads.
+// that switches off as many random heads, and a repeated text continued as plain text (no chat
+// template), whose copying those induction heads carry. The conversation is read in chunks,
+// with pauses for the page, and a new turn reads only its new tokens (the KV cache is kept).
 import { loadSmolLM2 } from "./smollm2.mjs";
 import { SIMD_SUPPORTED } from "./simd.mjs";
 import { makeRng, pickToken, sha256Hex } from "./transformer.mjs";
@@ -21,8 +23,12 @@ const FOLDER = new URL("../models/smollm2/", import.meta.url);
 const CACHE_PREFIX = "aft-smollm2-";
 /** The chapter's five best induction heads (layer.head, best first: 14_smollm2.ipynb). */
 export const INDUCTION_HEADS = ["18.6", "17.3", "17.4", "17.5", "18.7"];
-/** The longest conversation the widget reads (tokens): its KV cache stays under 50 MB. */
-export const MAX_CONTEXT = 2048;
+/**
+ * The longest conversation the widget reads (tokens). With a reply of up to 256 tokens, the
+ * KV cache (30 layers, keys and values of 192 floats a position, grown by doubling) stays
+ * under 100 MB: with the 96 MB of weights, the page holds under 200 MB for the model.
+ */
+export const MAX_CONTEXT = 1024;
 const MAX_REPLY = 256;
 const PLAIN_REPLY = 24; // tokens a plain text is continued by
 
