@@ -241,7 +241,7 @@ class TinyGPT(Composite):
         x = self.tok.forward(tokens)  # (B, T, d_model)
         if self.positions == "learned":
             x = x + self.pos.forward(np.arange(start, start + T))
-        elif self.positions == "sinusoidal":  # the table in the model's dtype (it is float64)
+        elif self.positions == "sinusoidal":  # a float64 table, cast
             x = x + self.pe[start : start + T].astype(x.dtype, copy=False)
         for i, block in enumerate(self.blocks):
             x = block.forward(x, None if cache is None else cache[i])
