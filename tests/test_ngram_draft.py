@@ -153,3 +153,45 @@ def test_the_targets_check_runs_on_its_fast_decoder(monkeypatch):
     got, st = speculative_generate(target, draft, [3, 1], 40, k=5)
     np.testing.assert_array_equal(got, want)
     assert st["tokens_per_pass"] > 3  # the draft copied the target's own text
+
+
+def _tables_by_counting(ids, labels, order):
+    """build_tables' full tables (before dropping), by counting with a dict."""
+    from collections import Counter
+
+    out = []
+    for n in range(1, order + 1):
+        counts = {}
+        for t in range(n - 1, len(ids)):
+            if labels[t] >= 0:
+                counts.setdefault(tuple(ids[t - n + 1 : t + 1]), Counter())[labels[t]] += 1
+        out.append({ctx: min(c, key=lambda k: (-c[k], k)) for ctx, c in counts.items()})
+    return out
+
+
+@pytest.mark.parametrize("n_vocab, order", [(1000, 6), (3, 38)])
+def test_tables_at_the_longest_order_are_counted_right(n_vocab, order):
+    """A context key times n_vocab overflowed 64 bits near the longest order: the counts
+    were of wrong keys (an IndexError or silently wrong tables). Every kept entry's label
+    is the most frequent one after its context, counted by hand."""
+    from attention_lib.models.ngram_draft import build_tables, max_order
+
+    assert order <= max_order(n_vocab)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, n_vocab, 3000 if n_vocab > 3 else 20000)
+    ids[1000:1400] = ids[:400]  # repeats, so long contexts recur
+    labels = np.r_[ids[1:], -1]
+    tables = build_tables(ids, labels, order, n_vocab)
+    want = _tables_by_counting(ids.tolist(), labels.tolist(), order)
+    for n, ((keys, best), full) in enumerate(zip(tables, want), start=1):
+        digits = [(keys // n_vocab**j) % n_vocab for j in range(n - 1, -1, -1)]
+        for ctx, label in zip(zip(*digits), best):
+            assert full[tuple(int(x) for x in ctx)] == label
+
+
+def test_an_order_longer_than_the_text_is_refused():
+    from attention_lib.models.ngram_draft import build_tables
+
+    ids = np.array([1, 2, 0])
+    with pytest.raises(ValueError, match="order 5 needs at least 5 tokens, got 3"):
+        build_tables(ids, np.r_[ids[1:], -1], 5, 3)

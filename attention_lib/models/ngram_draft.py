@@ -75,12 +75,19 @@ def build_tables(ids, labels, order: int, n_vocab: int) -> list[tuple[np.ndarray
         raise ValueError(
             f"ids and labels must be 1-D of one length, got {ids.shape}, {labels.shape}"
         )
+    if order > len(ids):
+        raise ValueError(f"order {order} needs at least {order} tokens, got {len(ids)}")
     tables, full = [], []
     for n in range(1, order + 1):
         ctx, lab = _keys(ids, n, n_vocab), labels[n - 1 :]
         ok = lab >= 0
-        u, c = np.unique(ctx[ok] * n_vocab + lab[ok], return_counts=True)
-        uc, ul = u // n_vocab, u % n_vocab
+        # each (context, label) pair and its count, sorted by context then label (a
+        # key ctx * n_vocab + label would overflow 64 bits near the longest order)
+        ctx, lab = ctx[ok], lab[ok]
+        o = np.lexsort((lab, ctx))
+        ctx, lab = ctx[o], lab[o]
+        starts = np.flatnonzero(np.r_[True, (ctx[1:] != ctx[:-1]) | (lab[1:] != lab[:-1])])
+        uc, ul, c = ctx[starts], lab[starts], np.diff(np.r_[starts, len(ctx)])
         o = np.lexsort((ul, -c, uc))  # by context, then most frequent, then smallest token
         uc, ul = uc[o], ul[o]
         first = np.r_[True, uc[1:] != uc[:-1]]
