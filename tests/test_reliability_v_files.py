@@ -424,3 +424,17 @@ def test_max_order_is_the_longest_order_build_tables_takes():
         assert n_vocab**k < 2**62 <= n_vocab ** (k + 1)
         with pytest.raises(ValueError, match="overflows"):  # checked before the ids are read
             build_tables(ids, ids, k + 1, n_vocab)
+
+
+@pytest.mark.parametrize("damage", ["{not json", "[]", "\udcff"])
+def test_serving_refuses_a_damaged_manifest_in_its_out_folder(
+    capsys, monkeypatch, tmp_path, damage
+):
+    from attention_lib.train import serving
+
+    monkeypatch.setattr(serving, "run", _work_started)
+    if damage == "\udcff":  # not UTF-8
+        (tmp_path / "manifest.json").write_bytes(b"\xff\xfe{")
+    else:
+        (tmp_path / "manifest.json").write_text(damage)
+    _refused(capsys, serving.main, ["--out", str(tmp_path)], "--out", "manifest.json")

@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     out = out_dir(parser, args.out)
     mpath = out / "manifest.json"
-    manifest = json.loads(mpath.read_text()) if mpath.exists() else {}
+    manifest = _read_manifest(parser, mpath)
     manifest.update(
         {
             "command": "python -m attention_lib.train.serving",
@@ -202,6 +202,21 @@ def main(argv: list[str] | None = None) -> dict:
             if (out / f"{n}.json").exists()
         }
         write_atomic(mpath, lambda f: f.write(json.dumps(manifest, indent=1) + "\n"))
+    return manifest
+
+
+def _read_manifest(parser, mpath: Path) -> dict:
+    """The manifest already in ``--out`` (or {}); a damaged one is refused by name before any run."""
+    if not mpath.exists():
+        return {}
+    try:
+        manifest = json.loads(mpath.read_text(encoding="utf8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        parser.error(f"--out: {mpath} is not a readable JSON manifest ({err}); move it away")
+    if not isinstance(manifest, dict):
+        parser.error(
+            f"--out: {mpath} holds a {type(manifest).__name__}, not a manifest (an object)"
+        )
     return manifest
 
 
