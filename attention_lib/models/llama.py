@@ -45,6 +45,7 @@ from ..nn.layers import Embedding, Linear
 from ..nn.multi_head_attention import KVCache, MultiHeadAttention
 from ..nn.norm import RMSNorm
 from ..nn.swiglu import SwiGLU
+from .heads import zeroed_heads
 from .gpt import generate_tokens
 
 STORIES260K = "stories260k/tinyllamas-stories-260k-f32.gguf"
@@ -381,31 +382,9 @@ class Llama(Composite):
         >>> bool(np.abs(changed - model.forward(ids)).max() > 0)
         True
         """
-        n_layers, H = len(self.blocks), self.config["n_heads"]
-        d = self.config["d_model"] // H
-        pairs = []
-        for pair in heads:
-            if isinstance(pair, (str, bytes)) or np.ndim(pair) != 1 or len(pair) != 2:
-                raise ValueError(f"heads must be (layer, head) pairs, got {pair!r}")
-            layer, head = as_int(pair[0], "layer"), as_int(pair[1], "head")
-            if layer >= n_layers or head >= H:
-                raise ValueError(
-                    f"(layer, head) = {(layer, head)} is outside this model's "
-                    f"{n_layers} layers of {H} heads (both counted from 0)"
-                )
-            pairs.append((layer, head))
-        saved = {}
-        try:
-            for layer, head in pairs:
-                p = self.blocks[layer].attn.params
-                if layer not in saved:
-                    saved[layer] = p["W_O"]
-                    p["W_O"] = p["W_O"].copy()
-                p["W_O"][head * d : (head + 1) * d] = 0
+        H = self.config["n_heads"]
+        with zeroed_heads(self.blocks, H, self.config["d_model"] // H, heads):
             yield self
-        finally:
-            for layer, W in saved.items():
-                self.blocks[layer].attn.params["W_O"] = W
 
     def _owner(self, name: str) -> tuple:
         """The layer holding parameter ``name`` and the parameter's key in its ``params``."""

