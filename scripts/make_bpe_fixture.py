@@ -19,7 +19,6 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -27,6 +26,9 @@ sys.path.insert(0, str(ROOT))
 from attention_lib.data.bpe_tokenizer import BPETokenizer  # noqa: E402
 from attention_lib.data.gguf import read_gguf  # noqa: E402
 from attention_lib.models import smollm2  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "tests"))
+from _fixtures import tokenizer_texts  # noqa: E402
 
 OUT = ROOT / "tests" / "js" / "fixtures" / "bpe.json"
 
@@ -85,41 +87,11 @@ EDGE = [
 
 
 def texts():
-    """The texts: tests/test_smollm2.py's corpus, then the edge characters in context."""
-    pairs = [
-        line.split("\t")
-        for line in (ROOT / "data/tatoeba/test.tsv").read_text("utf8").splitlines()[:800]
-    ]
-    out = [p[0] for p in pairs] + [p[1] for p in pairs if len(p) > 1]
-    lines = (ROOT / "data/shakespeare/input.txt").read_text("utf8").split("\n")
-    out += ["\n".join(lines[i : i + 3]) for i in range(0, 1200, 3)]
-    out += [
-        "",
-        " ",
-        "   ",
-        "\n",
-        "\n\n\t \r\n",
-        "x = [1, 22, 333, 4444, 55555]  # 3.14159e-10",
-        "def f(a, b):\n\treturn a ** 2 + b  // 7\n",
-        "for (int i = 0; i < n; ++i) { s += a[i]; }",
-        "0123456789 9876543210 1,234,567.89 -42 +7 1e6 ²³ ½ ٣ ४",
-        "émigré naïve café façade Ångström Øresund straße İstanbul",
-        "日本語のテキストと中文文本，한국어 텍스트",
-        "😀 👍🏽 👨‍👩‍👧 🇫🇷 ❤️ 🤖",
-        "tab\there, bell\x07, null\x00, escape\x1b[0m, delete\x7f, nbsp\xa0, zws\u200b",
-        "line\u2028separator\u2029paragraph\ufeffbom",
-        "I'm can't they'll we've she'd you're IT'S",
-        "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nhi<|im_end|>",
-        "<|endoftext|><|im_start|><|im_end|>",
-        "<|im_start<|im_end|>|>",
-        "a" * 300,
-        " ".join(["word"] * 200),
-        "  \n  x  \n\n  1  \t2",
-        "'S 'LL 'd's 'll've",
-    ]
-    rng = np.random.default_rng(0)
-    alphabet = list("aeiou xyz.,;!?'\"-\n\t0123456789éüßçñ日本😀") + ["<|im_end|>"]
-    out += ["".join(rng.choice(alphabet, size=rng.integers(1, 40))) for _ in range(300)]
+    """The texts: tests/test_smollm2.py's corpus (three more before its random strings),
+    then the edge characters in context."""
+    out = tokenizer_texts(
+        extra=["<|im_start<|im_end|>|>", "  \n  x  \n\n  1  \t2", "'S 'LL 'd's 'll've"]
+    )
     for cp in EDGE:
         c = chr(cp)
         out += [f"x{c}y", f"x{c}{c}y", f"!{c}!", f"{c}1", f"a {c} 1{c} ", f"{c}{c}", f"a{c}'s"]
