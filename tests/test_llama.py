@@ -162,3 +162,29 @@ def test_other_gguf_files_are_refused_by_name(tmp_path):
     )
     with pytest.raises(ValueError, match="only the original layout"):
         Llama.from_gguf(path)
+
+
+def test_from_gguf_in_float64_casts_no_leftover_bits():
+    """Llama.from_gguf builds its layers without drawing weights; a float64 model casts those
+    placeholders before the file's weights replace them. Left uninitialised (np.empty), their
+    bits could be a signalling NaN, whose cast warns under NumPy's baseline SIMD (chapter 13's
+    Colab pass printed 'invalid value encountered in cast'). Run there, warnings as errors."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import warnings, numpy as np\n"
+        "warnings.simplefilter('error')\n"
+        "from attention_lib.data.paths import verified_path\n"
+        "from attention_lib.models.llama import Llama, STORIES260K\n"
+        "for _ in range(5):\n"
+        "    Llama.from_gguf(verified_path(STORIES260K), dtype=np.float64)\n"
+        "    junk = [np.random.rand(1000) for _ in range(50)]\n"
+    )
+    from _fixtures import load_script
+
+    narrow = load_script("cpu_families").npy_disable(sys.executable)  # the Colab pass's
+    env = dict(os.environ, NPY_DISABLE_CPU_FEATURES=narrow)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-500:]

@@ -319,7 +319,7 @@ class Llama(Composite):
         tied = "output.weight" not in f.tensor_infos or np.array_equal(
             _read_tensor(f, "output.weight"), _read_tensor(f, "token_embd.weight")
         )
-        # The layers' weights are left unset (np.empty: no memory is touched) and then
+        # The layers' weights are left unset (zeros: no memory is touched) and then
         # replaced by the file's, so a 135M-parameter model costs its weights once.
         model = cls(**sizes, rng=_Unfilled(), tied=tied, dtype=dtype)
         for gguf_name, book_name, transpose in tensor_names(model.config["n_layers"]):
@@ -396,7 +396,7 @@ class Llama(Composite):
 
 
 class _Unfilled(np.random.Generator):
-    """A generator whose ``normal`` draws nothing: uninitialised float32 arrays (np.empty).
+    """A generator whose ``normal`` draws nothing: float32 zeros, never written to.
 
     :meth:`Llama.from_gguf` builds the model with it and then replaces every
     weight by the file's, so no random weights are drawn for a model that a file
@@ -407,7 +407,10 @@ class _Unfilled(np.random.Generator):
         super().__init__(np.random.PCG64(0))
 
     def normal(self, loc=0.0, scale=1.0, size=None):
-        return np.empty(size, np.float32)
+        # zeros, not np.empty: a float64 model casts these before they are replaced, and
+        # leftover bits can be a signalling NaN, whose cast warns on some CPUs (NumPy's
+        # baseline SIMD). A large np.zeros is fresh pages the kernel maps on first write.
+        return np.zeros(size, np.float32)
 
 
 def _read_tensor(f, name: str) -> np.ndarray:
