@@ -16,6 +16,8 @@
 // "Space" is Unicode's White_Space, as in the Rust regex engine the library uses; JavaScript's
 // \s differs (it holds U+FEFF and lacks U+0085), so the pattern spells the class out.
 
+import { mergeByRank } from "./transformer.mjs";
+
 /** Unicode's White_Space characters (the Rust and Oniguruma \s). */
 const WS = "\\t\\n\\v\\f\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
 /** GPT-2's pre-tokenizer pattern with White_Space for \s. */
@@ -136,19 +138,7 @@ export class ByteBPETokenizer {
     // library drops it: its neighbours then meet ("!\x1d!" is "!!")
     const parts = [];
     for (const b of this.encoder.encode(word)) if (this.vocab.has(toChar[b])) parts.push(toChar[b]);
-    for (;;) {
-      let best = Infinity;
-      let at = -1;
-      for (let i = 0; i + 1 < parts.length; i++) {
-        const r = this.ranks.get(parts[i] + " " + parts[i + 1]);
-        if (r !== undefined && r < best) {
-          best = r;
-          at = i;
-        }
-      }
-      if (at < 0) break;
-      parts.splice(at, 2, parts[at] + parts[at + 1]);
-    }
+    mergeByRank(parts, this.ranks);
     const ids = parts.map((p) => this.vocab.get(p));
     if (this.cache.size < 100000) this.cache.set(word, ids);
     return ids;

@@ -345,6 +345,25 @@ function layerNorm(x, gamma, beta, eps, out) {
 }
 
 /** RMSNorm (Llama): x / sqrt(mean(x^2) + eps) * weight; no centring, no shift. */
+/** BPE's merge loop, in place on ``parts`` (symbols): join the adjacent pair of best
+ * (lowest) rank in ``ranks`` ("left right" -> rank), again and again, until no adjacent
+ * pair has one. The translator's subword tokenizer and SmolLM2's byte-level one share it. */
+export function mergeByRank(parts, ranks) {
+  for (;;) {
+    let best = Infinity;
+    let at = -1;
+    for (let i = 0; i + 1 < parts.length; i++) {
+      const r = ranks.get(parts[i] + " " + parts[i + 1]);
+      if (r !== undefined && r < best) {
+        best = r;
+        at = i;
+      }
+    }
+    if (at < 0) return parts;
+    parts.splice(at, 2, parts[at] + parts[at + 1]);
+  }
+}
+
 export function rmsNorm(x, weight, eps, out) {
   const d = x.length;
   let ms = 0;
@@ -1566,20 +1585,7 @@ export class BPETokenizer {
 
   bpe(word) {
     if (this.cache.has(word)) return this.cache.get(word);
-    let parts = Array.from(word);
-    for (;;) {
-      let best = Infinity;
-      let at = -1;
-      for (let i = 0; i + 1 < parts.length; i++) {
-        const r = this.ranks.get(parts[i] + " " + parts[i + 1]);
-        if (r !== undefined && r < best) {
-          best = r;
-          at = i;
-        }
-      }
-      if (at < 0) break;
-      parts.splice(at, 2, parts[at] + parts[at + 1]);
-    }
+    const parts = mergeByRank(Array.from(word), this.ranks);
     const ids = [];
     for (const p of parts) {
       const id = this.vocab.get(p);
