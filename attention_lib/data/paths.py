@@ -71,6 +71,11 @@ def sha256(path):
     return digest.hexdigest()
 
 
+def is_sha256(digest) -> bool:
+    """Whether ``digest`` is a SHA-256 as the manifests write it: 64 lowercase hex digits."""
+    return isinstance(digest, str) and _SHA256.fullmatch(digest) is not None
+
+
 def _manifest(folder):
     """``MANIFEST.json``'s ``files``: name -> {"sha256": hex, "bytes": int}."""
     path = folder / _MANIFEST
@@ -91,8 +96,7 @@ def _manifest(folder):
     for name, entry in files.items():
         ok = (
             isinstance(entry, dict)
-            and isinstance(entry.get("sha256"), str)
-            and _SHA256.fullmatch(entry["sha256"]) is not None
+            and is_sha256(entry.get("sha256"))
             and type(entry.get("bytes")) is int
             and entry["bytes"] >= 0
         )

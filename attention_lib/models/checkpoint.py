@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.paths import DataFileError, sha256
+from ..data.paths import DataFileError, is_sha256, sha256
 
 #: The largest config text a checkpoint may hold (it is a few hundred bytes).
 MAX_CONFIG_CHARS = 65536
@@ -119,6 +119,17 @@ def check_shapes(path: Path, headers: dict, shapes: dict, name: str | None = Non
             )
 
 
+def read_manifest(manifest: Path):
+    """The JSON value in ``manifest``; a file that is not JSON (a merge-conflict marker, a
+    truncated write) raises :class:`~attention_lib.DataFileError` naming it."""
+    try:
+        return json.loads(manifest.read_text(encoding="utf8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise DataFileError(
+            f"{manifest} is not valid JSON ({err}); restore it with git checkout"
+        ) from None
+
+
 def manifest_sha256(manifest: Path, name: str, model: str) -> str:
     """The checkpoint's sha256 from ``manifest``, which must describe ``model`` in ``name``.
 
@@ -126,16 +137,11 @@ def manifest_sha256(manifest: Path, name: str, model: str) -> str:
     that describes another file or model raises
     :class:`~attention_lib.DataFileError` naming it.
     """
-    try:
-        data = json.loads(manifest.read_text(encoding="utf8"))
-    except (ValueError, UnicodeDecodeError) as err:
-        raise DataFileError(
-            f"{manifest} is not valid JSON ({err}); restore it with git checkout"
-        ) from None
+    data = read_manifest(manifest)
     if not isinstance(data, dict):
         raise DataFileError(f"{manifest} must be a JSON object, got a {type(data).__name__}")
     digest = data.get("sha256")
-    if not isinstance(digest, str) or len(digest) != 64 or set(digest) - set("0123456789abcdef"):
+    if not is_sha256(digest):
         raise DataFileError(f'{manifest}: "sha256" must be 64 hex digits, got {digest!r}')
     if data.get("file", name) != name or data.get("model", model) != model:
         raise DataFileError(

@@ -383,16 +383,10 @@ def _draft_sha256(manifest, ngram: bool) -> str:
     A damaged manifest (not JSON, not an object, no entry, no sha256) raises
     :class:`~attention_lib.DataFileError` naming it.
     """
-    import json
+    from ..data.paths import DataFileError, is_sha256
+    from .checkpoint import read_manifest
 
-    from ..data.paths import DataFileError
-
-    try:
-        data = json.loads(manifest.read_text(encoding="utf8"))
-    except (ValueError, UnicodeDecodeError) as err:
-        raise DataFileError(
-            f"{manifest} is not valid JSON ({err}); restore it with git checkout"
-        ) from None
+    data = read_manifest(manifest)
     where = "its top level"
     if not ngram:
         where = '"runs" -> "draft"'
@@ -404,7 +398,7 @@ def _draft_sha256(manifest, ngram: bool) -> str:
             "sha256); restore it with git checkout"
         )
     digest = data.get("sha256")
-    if not isinstance(digest, str) or len(digest) != 64 or set(digest) - set("0123456789abcdef"):
+    if not is_sha256(digest):
         raise DataFileError(
             f'{manifest}: the draft\'s "sha256" must be 64 hex digits, got {digest!r}; '
             "restore it with git checkout"
