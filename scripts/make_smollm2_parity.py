@@ -25,7 +25,7 @@ def main():
     import transformers
 
     from attention_lib.models import smollm2
-    from test_smollm2 import PROMPTS
+    from test_smollm2 import PROMPTS, logits_of_both
 
     transformers.logging.set_verbosity_error()
     path = smollm2.gguf_path()
@@ -35,10 +35,7 @@ def main():
     model, tok = smollm2.load_smollm2()
     worst, scale = 0.0, 0.0
     for prompt in PROMPTS:
-        ids = tok.encode(prompt)
-        with torch.no_grad():
-            want = ref(torch.tensor(ids[None])).logits.numpy()[0]
-        got = model.forward(ids[None])[0]
+        _, got, want = logits_of_both(model, tok, ref, prompt)
         worst = max(worst, float(np.abs(got - want).max()))
         scale = max(scale, float(np.abs(want).max()))
     record = {

@@ -252,19 +252,25 @@ def _hf_greedy(model, ids, n):
     return new
 
 
-def test_logits_and_greedy_tokens_equal_transformers(loaded, hf):
+def logits_of_both(model, tok, ref, prompt):
+    """``(ids, ours, theirs)``: the library's and transformers' logits (T, V) for ``prompt``
+    (scripts/make_smollm2_parity.py records the largest difference)."""
     import torch
 
+    ids = tok.encode(prompt)
+    with torch.no_grad():
+        theirs = ref(torch.tensor(ids[None])).logits.numpy()[0]
+    return ids, model.forward(ids[None])[0], theirs
+
+
+def test_logits_and_greedy_tokens_equal_transformers(loaded, hf):
     from attention_lib.models.kv_cache import decoder_for
 
     model, tok = loaded
     ref, _ = hf
     worst = 0.0
     for prompt in PROMPTS:
-        ids = tok.encode(prompt)
-        with torch.no_grad():
-            want = ref(torch.tensor(ids[None])).logits.numpy()[0]
-        got = model.forward(ids[None])[0]
+        ids, got, want = logits_of_both(model, tok, ref, prompt)
         worst = max(worst, float(np.abs(got - want).max()))
         decoder = decoder_for(model, 1, len(ids) + 64)
         fast = decoder.prefill(ids[None])[0]
