@@ -93,7 +93,11 @@ def test_q4_1_refuses_what_float16_cannot_hold():
 def test_q4_1_damaged_block_names_the_block():
     b = encode_blocks(np.linspace(-1, 1, 64, dtype=np.float32)[None], "Q4_1")
     b[20:22] = np.array([np.inf], "<f2").view(np.uint8)  # block 1's scale
-    with pytest.raises(GGUFError, match="block 1 has a non-finite"):
+    with pytest.raises(GGUFError, match="block 1 of row 0 has a scale that is not finite"):
+        decode_blocks(b, "Q4_1", (1, 64))
+    b = encode_blocks(np.linspace(-1, 1, 64, dtype=np.float32)[None], "Q4_1")
+    b[2:4] = np.array([np.nan], "<f2").view(np.uint8)  # block 0's minimum
+    with pytest.raises(GGUFError, match="block 0 of row 0 has a minimum that is not finite"):
         decode_blocks(b, "Q4_1", (1, 64))
     with pytest.raises(GGUFError, match="truncated"):
         decode_blocks(b[:30], "Q4_1", (1, 64))
@@ -310,7 +314,9 @@ def test_altered_file_refused_by_sha256_and_damaged_block_named(path, tmp_path):
         fh.write(np.array([np.inf], "<f2").tobytes())
     with pytest.raises(DataFileError, match="SHA-256"):
         smollm2.load_smollm2(copy)
-    with pytest.raises(GGUFError, match=r"blk\.3\.attn_q\.weight.*block 5 has a non-finite"):
+    with pytest.raises(
+        GGUFError, match=r"blk\.3\.attn_q\.weight.*block 5 of row 0 has a scale that is not finite"
+    ):
         smollm2.load_smollm2(copy, verify=False)
 
 

@@ -115,16 +115,24 @@ def _encode_q4_1(w) -> np.ndarray:
     return np.concatenate([head, qs], axis=1).reshape(-1)
 
 
+def _refuse_non_finite(values: np.ndarray, per_row: int, what: str) -> None:
+    """Refuse blocks whose float16 ``what`` (one value a block, ``per_row`` blocks a row) is
+    not finite, as ggml's validation and the runtime's quant.mjs refuse them."""
+    bad = ~np.isfinite(values)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise GGUFError(
+            f"block {i % per_row} of row {i // per_row} has a {what} that is not finite "
+            f"({values[i]}): the data is damaged"
+        )
+
+
 def _decode_q4_1(blocks: np.ndarray, shape) -> np.ndarray:
     """Float32 weights ``q d + m`` of Q4_1 ``blocks`` (n, 20), computed as ggml does."""
     d = blocks[:, 0:2].copy().view("<f2").astype(np.float32)  # (n, 1)
     m = blocks[:, 2:4].copy().view("<f2").astype(np.float32)
-    bad = ~(np.isfinite(d[:, 0]) & np.isfinite(m[:, 0]))
-    if bad.any():
-        raise GGUFError(
-            f"Q4_1 block {int(np.argmax(bad)):,} has a non-finite float16 "
-            "scale or minimum: damaged data"
-        )
+    _refuse_non_finite(d[:, 0], shape[-1] // 32, "scale")
+    _refuse_non_finite(m[:, 0], shape[-1] // 32, "minimum")
     qs = blocks[:, 4:]
     out = np.empty((blocks.shape[0], 32), np.float32)
     np.bitwise_and(qs, np.uint8(0x0F), out=out[:, :16], casting="unsafe")
@@ -176,13 +184,7 @@ def decode_blocks(data, ggml_type, shape, as_codes: bool = False):
             raise ValueError("Q4_1 blocks have a minimum as well as a scale: no QuantizedTensor")
         return _decode_q4_1(blocks, tuple(shape))
     d = blocks[:, :2].copy().view("<f2").astype(np.float16)
-    bad = ~np.isfinite(d[:, 0])
-    if bad.any():  # as ggml's validation and the runtime's quant.mjs refuse it
-        i, per_row = int(np.argmax(bad)), shape[-1] // per_block
-        raise GGUFError(
-            f"block {i % per_row} of row {i // per_row} has a scale that is not finite "
-            f"({d[i, 0]}): the data is damaged"
-        )
+    _refuse_non_finite(d[:, 0], shape[-1] // per_block, "scale")
     qs = blocks[:, 2:]
     if bits == 8:
         codes = qs.view(np.int8)
