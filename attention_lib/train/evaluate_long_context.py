@@ -40,31 +40,61 @@ EXTRAP = {"length": 1024, "windows": 32, "factor": 8}
 
 
 def attention_step(T, block_size, d_model=64, n_heads=4, seed=0):
-    """Peak bytes (tracemalloc) and seconds of one forward + backward of one layer at length T."""
+    """Peak bytes, wall and CPU seconds of one forward + backward of one layer at length T.
+
+    The peak is traced (tracemalloc) on one step; the times are the best of
+    three further steps, untraced (tracing slows every allocation down).
+    """
     rng = np.random.default_rng(seed)
     att = MultiHeadAttention(d_model, n_heads, rng, dtype=np.float32, block_size=block_size)
     x = rng.normal(size=(1, T, d_model)).astype(np.float32)
     g = rng.normal(size=x.shape).astype(np.float32)
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
-    t0 = time.perf_counter()
     att.backward((att.forward(x, is_causal=True), g)[1])
-    seconds = time.perf_counter() - t0
     peak = tracemalloc.get_traced_memory()[1] - base
     tracemalloc.stop()
-    return peak, seconds
+    wall, cpu = [], []
+    for _ in range(3):
+        t0, c0 = time.perf_counter(), time.process_time()
+        att.backward((att.forward(x, is_causal=True), g)[1])
+        wall.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    return peak, min(wall), min(cpu)
+
+
+def cpu_name() -> str:
+    """The processor's model name (``/proc/cpuinfo``), or ``"unknown"``."""
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf8"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
 
 
 def memory():
     rows = []
     for T in LENGTHS:
         for name, block in (("naive", None), ("tiled", 128)):
-            peak, seconds = attention_step(T, block)
-            rows.append({"T": T, "path": name, "peak_mib": peak / 2**20, "seconds": seconds})
+            peak, seconds, cpu = attention_step(T, block)
+            rows.append(
+                {
+                    "T": T,
+                    "path": name,
+                    "peak_mib": peak / 2**20,
+                    "seconds": seconds,
+                    "cpu_seconds": cpu,
+                    "load_1min": os.getloadavg()[0],
+                }
+            )
             print(rows[-1], flush=True)
     return {
         "layer": "MultiHeadAttention(64, 4 heads), float32, batch 1, causal; tiled block 128",
-        "measured": "tracemalloc peak during one forward + backward (the inputs excluded)",
+        "measured": "tracemalloc peak during one forward + backward (the inputs excluded); "
+        "wall and CPU seconds: the best of three untraced steps",
+        "cpu": cpu_name(),
         "rows": rows,
     }
 
