@@ -210,3 +210,48 @@ def test_prompt_lookup_as_draft_keeps_greedy_and_sampled_outputs_exact():
     assert _chi_square(np.bincount(first, minlength=V), p1) > 1e-3
     with pytest.raises(ValueError, match="vocabulary of 7 tokens but the target has 6"):
         speculative_generate(target, PromptLookup(V + 1), [1], 5)
+
+
+def _llama(n_layers=4):
+    from attention_lib.models.llama import Llama
+
+    return Llama(
+        n_vocab=17, d_model=16, n_layers=n_layers, n_heads=4, n_kv_heads=2, d_ff=24,
+        max_len=64, rng=np.random.default_rng(5),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("n_layers, k", [(1, 1), (1, 4), (2, 3), (3, 6)])
+def test_self_draft_keeps_the_targets_greedy_output(n_layers, k):
+    from attention_lib.models.speculative import SelfDraft
+
+    target = _llama()
+    prompt = np.array([1, 5, 2, 9, 5, 2])
+    out, stats = speculative_generate(target, SelfDraft(target, n_layers), prompt, 30, k=k)
+    np.testing.assert_array_equal(out, target.generate(prompt, 30, temperature=0))
+    assert stats["target_passes"] <= 30 and stats["drafted"] > 0
+
+
+def test_self_draft_is_the_targets_first_blocks_norm_and_tied_head():
+    from attention_lib.models.llama import Llama
+    from attention_lib.models.speculative import SelfDraft
+
+    target = _llama()
+    draft = SelfDraft(target, 2)
+    short = Llama(17, 16, 2, 4, 2, 24, 64, np.random.default_rng(9))  # other weights, then:
+    short.tok, short.blocks, short.norm = target.tok, target.blocks[:2], target.norm
+    tokens = np.array([[3, 1, 4, 1, 5, 9, 2]])
+    cache = draft.new_cache()
+    got = [draft.forward(tokens[:, :4], cache)[:, 0]]
+    got += [draft.forward(tokens[:, t : t + 1], cache)[:, 0] for t in range(4, 7)]
+    want = short.forward(tokens)[:, 3:]
+    np.testing.assert_allclose(np.stack(got, 1), want, rtol=0, atol=2e-5 * np.abs(want).max())
+    assert len(target.blocks) == 4  # the target is untouched
+
+
+@pytest.mark.parametrize("n_layers", [0, 4, 2.5])
+def test_self_draft_of_a_wrong_depth_is_refused(n_layers):
+    from attention_lib.models.speculative import SelfDraft
+
+    with pytest.raises((ValueError, TypeError), match="n_layers"):
+        SelfDraft(_llama(), n_layers)

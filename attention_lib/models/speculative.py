@@ -28,7 +28,7 @@ from ..nn.multi_head_attention import KVCache
 from ..sampling import scaled_logits
 from ..softmax import softmax
 
-__all__ = ["accept_drafts", "speculative_generate", "speculative_round"]
+__all__ = ["SelfDraft", "accept_drafts", "speculative_generate", "speculative_round"]
 
 
 def _vocab(model) -> int:
@@ -349,6 +349,66 @@ def speculative_generate(
     stats["acceptance"] = stats["accepted"] / max(stats["drafted"], 1)
     stats["tokens_per_pass"] = n_new / max(stats["target_passes"], 1)
     return seq[0], stats
+
+
+class SelfDraft:
+    """A self-speculative draft: the target's own first ``n_layers`` blocks, final norm and head.
+
+    Nothing is trained or stored: the draft is the target cut short (an
+    "early exit", as LayerSkip, Elhoushi et al., 2024, trains for), reading
+    the same weights, so a draft step costs the first blocks and the output
+    layer instead of the whole model. It runs on its own fast decoder
+    (:mod:`~attention_lib.models.kv_cache`). ``forward(tokens, cache)`` and
+    ``new_cache()`` are those :func:`speculative_round` calls.
+
+    Parameters
+    ----------
+    target : Llama
+        A model with ``blocks`` and a fast decoder (``decoder_for``).
+    n_layers : int
+        Blocks kept, from 1 to all but one of the target's.
+
+    Examples
+    --------
+    >>> from attention_lib.models.llama import Llama
+    >>> big = Llama(12, 16, 3, 4, 2, 24, 40, np.random.default_rng(0))
+    >>> out, stats = speculative_generate(big, SelfDraft(big, 1), [1, 2], 10, k=3)
+    >>> bool((out == big.generate(np.array([1, 2]), 10, temperature=0)).all())
+    True
+    """
+
+    def __init__(self, target, n_layers: int) -> None:
+        import copy
+
+        blocks = getattr(target, "blocks", None)
+        if not blocks or not hasattr(target, "fast_decoder"):
+            raise ValueError(
+                f"a self-draft needs a target with blocks and a fast decoder, got "
+                f"{type(target).__name__}"
+            )
+        self.n_layers = as_int(n_layers, "n_layers (blocks the draft keeps)", 1)
+        if self.n_layers >= len(blocks):
+            raise ValueError(
+                f"n_layers must be below the target's {len(blocks)} blocks, got {self.n_layers}"
+            )
+        model = copy.copy(target)  # the same arrays: nothing is copied but the lists
+        vars(model).pop("_fast_decoder_memo", None)
+        model.blocks = list(blocks[: self.n_layers])
+        model.config = {**target.config, "n_layers": self.n_layers}
+        self.model, self.max_len, self.tok = model, target.max_len, target.tok
+
+    def new_cache(self) -> list:
+        """A cache: the draft's fast decoder, rewound by ``truncate`` as the target's is."""
+        from .kv_cache import decoder_for
+
+        return [_FastTarget(decoder_for(self.model, 1))]
+
+    def forward(self, tokens: np.ndarray, cache: list) -> np.ndarray:
+        """Logits (B, 1, V) after ``tokens`` (B, T), which continue what ``cache`` holds."""
+        decoder = cache[0].decoder
+        if tokens.shape == (1, 1):
+            return decoder.step(tokens[:, 0])[:, None]
+        return decoder.prefill(tokens)[:, None]
 
 
 class _eval:
