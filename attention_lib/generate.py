@@ -77,7 +77,7 @@ def build_parser():
     parser = argparse.ArgumentParser(
         prog="python -m attention_lib.generate",
         description="Continue a prompt with one of the book's trained language models "
-        "(chapter 12's character-level Shakespeare, chapter 13's stories260K) "
+        "(chapter 11's character-level Shakespeare, chapter 12's stories260K) "
         "and print the prompt followed by the continuation.",
     )
     parser.add_argument(

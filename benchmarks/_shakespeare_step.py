@@ -1,4 +1,4 @@
-"""One training step of chapter 12's Shakespeare model, in the library and in PyTorch eager.
+"""One training step of chapter 11's Shakespeare model, in the library and in PyTorch eager.
 
 Used by ``bench_training.py --shakespeare``. The model and the step are those of
 :mod:`attention_lib.train.shakespeare` (``CONFIG``): ``TinyGPT`` with 4 full
@@ -99,7 +99,7 @@ def run(torch, steps, threads, goal):
     chars, train_ids, _ = load_text()
     ours = NumpyShakespeareStep(len(chars))
     print(
-        f"Shakespeare TinyGPT (chapter 12): {CONFIG['n_layers']} full blocks, "
+        f"Shakespeare TinyGPT (chapter 11): {CONFIG['n_layers']} full blocks, "
         f"d_model {CONFIG['d_model']}, {CONFIG['n_heads']} heads, d_ff {CONFIG['d_ff']}, "
         f"T {CONFIG['max_len']}, batch {CONFIG['batch']}, dropout {CONFIG['dropout']}, "
         f"float32, {threads} thread(s); one step = forward, loss, backward, clip, Adam"

@@ -1,7 +1,7 @@
 // Speed of training in the browser runtime (book/_static/runtime/train.mjs), against the
 // library (issue 43; the training half of bench_browser.mjs):
 //
-//  1. ms per training step (forward, cross-entropy, backward, clipping, Adam) of chapter 10's
+//  1. ms per training step (forward, cross-entropy, backward, clipping, Adam) of chapter 9's
 //     induction model (batch 32 x 24) and of each own-text preset (Tiny Shakespeare's 65
 //     characters), in node and in the NumPy library (attention_lib's TinyGPT in float32,
 //     train_step's arithmetic, one BLAS thread), the same sizes, timed in turns (runtime,
@@ -103,7 +103,7 @@ const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 if (!only || only === "speed") {
   console.log(`\n1. ms per training step, median of ${ROUNDS} rounds of ${STEPS} steps, in turns (CPU ms; wall ms); ` +
     `runtime = WebAssembly SIMD kernels (${SIMD_SUPPORTED ? "supported" : "NOT supported here: scalar"}), scalar = the same with setScalar(true)`);
-  const cases = [["induction (chapter 10)", { ...INDUCTION.config, positions: "rotary" }, INDUCTION.batch]];
+  const cases = [["induction (chapter 9)", { ...INDUCTION.config, positions: "rotary" }, INDUCTION.batch]];
   for (const [name, p] of Object.entries(PRESETS)) {
     cases.push([`own text, ${name}`, { n_vocab: 65, d_model: p.d_model, n_heads: p.n_heads, n_layers: p.n_layers,
       d_ff: p.d_ff, max_len: p.max_len, positions: "learned" }, p.batch]);

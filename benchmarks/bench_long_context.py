@@ -3,7 +3,7 @@
     python benchmarks/bench_long_context.py            # 5 rounds (a few minutes)
     python benchmarks/bench_long_context.py --rounds 1 # a smoke test
 
-Chapter 12's model size (d_model 192, 4 heads, 4 blocks, d_ff 768, 65
+Chapter 11's model size (d_model 192, 4 heads, 4 blocks, d_ff 768, 65
 characters, float32), one sequence of T = 1,024 characters, one thread each
 (NumPy's BLAS and ``torch.set_num_threads(1)``). Two steps are compared, each
 a forward pass, a loss and a backward pass:
@@ -142,7 +142,7 @@ def main(argv=None):
     torch.set_num_threads(1)
     print(describe_machine(torch))
     print(
-        f"T = {T}, chapter 12's size (d_model {D}, {H} heads, {LAYERS} blocks), float32, "
+        f"T = {T}, chapter 11's size (d_model {D}, {H} heads, {LAYERS} blocks), float32, "
         f"batch 1, one thread each; tiles of 128\n"
     )
     print(

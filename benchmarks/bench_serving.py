@@ -1,11 +1,11 @@
-"""Serving speed of chapter 12's Shakespeare model: KV variants, quantized weights, speculative decoding.
+"""Serving speed of chapter 11's Shakespeare model: KV variants, quantized weights, speculative decoding.
 
     python benchmarks/bench_serving.py [--context 1024] [--new 16] [--repeats 3] [--draft ngram]
 
 In one run, on one BLAS thread, alternating the sides of each comparison:
 
 1. tokens per second of one new token after ``--context`` tokens, for each KV
-   variant (MHA, GQA with 2 groups, MQA, MLA) at chapter 12's width (4 blocks
+   variant (MHA, GQA with 2 groups, MQA, MLA) at chapter 11's width (4 blocks
    of 192, 4 heads; random weights: speed does not depend on them);
 2. the same for float32 weights against Q8_0 and Q4_0 weights dequantized on
    the fly (NumPy has no integer matrix kernels: each step dequantizes the
@@ -100,7 +100,7 @@ def speed(args, cfg):
     for _ in range(args.repeats):  # alternate the sides, keep each one's fastest
         for name, m in models.items():
             best[name] = min(best[name], time_new_tokens(m, args.context, args.new))
-    print(f"\n1-2. one new token after {args.context} tokens (chapter 12's width)")
+    print(f"\n1-2. one new token after {args.context} tokens (chapter 11's width)")
     print(f"{'model':12} {'cache B/token':>14} {'tokens/s':>9} {'vs MHA':>7}")
     for name, s in best.items():
         nbytes = models[name].cache_bytes_per_token()

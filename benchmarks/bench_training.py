@@ -1,11 +1,11 @@
-"""Time one training step of chapter 10's model: the library by hand against PyTorch eager.
+"""Time one training step of chapter 9's model: the library by hand against PyTorch eager.
 
     PYTHONPATH=. python benchmarks/bench_training.py              # one thread each
     PYTHONPATH=. python benchmarks/bench_training.py --threads 2
     PYTHONPATH=. python benchmarks/bench_training.py --full       # with feed-forward halves
-    PYTHONPATH=. python benchmarks/bench_training.py --shakespeare --threads 2   # chapter 12's
+    PYTHONPATH=. python benchmarks/bench_training.py --shakespeare --threads 2   # chapter 11's
 
-A step is what chapter 10's training loop does once: a forward pass of a
+A step is what chapter 9's training loop does once: a forward pass of a
 batch of 32 sequences of 24 tokens through ``TinyGPT`` (V = 32, d_model = 32,
 one head, two layers, rotary positions, attention-only blocks as in the
 chapter; ``--full`` adds the feed-forward halves with d_ff = 128), the
@@ -186,7 +186,7 @@ def main(argv=None):
     parser.add_argument(
         "--shakespeare",
         action="store_true",
-        help="chapter 12's model instead (benchmarks/_shakespeare_step.py)",
+        help="chapter 11's model instead (benchmarks/_shakespeare_step.py)",
     )
     args = parser.parse_args(argv)
     global now

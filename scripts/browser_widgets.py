@@ -19,7 +19,7 @@ before a chapter carries them), at 1280 and at 390 px wide:
 - no word of the generated text is broken across two lines;
 - nothing scrolls sideways, every control has an accessible name, and no
   request leaves the local server;
-- the encoder (chapter 15, ``check_encoder``): the download size is shown before
+- the encoder (chapter 14, ``check_encoder``): the download size is shown before
   the download; empty or blank text gives a message; a sentence typed and sent
   with the keyboard alone shows its word pieces and a heat map, which another
   layer and head redraw; two paraphrases are more similar than two unrelated
@@ -28,7 +28,7 @@ before a chapter carries them), at 1280 and at 390 px wide:
 Writes a screenshot of each widget at each width into ``--screenshots``.
 
     python scripts/browser_widgets.py --site _build/html [--chromium /usr/bin/chromium]
-    python scripts/browser_widgets.py --only 15_minilm     # chapter 15's encoder only
+    python scripts/browser_widgets.py --only 14_minilm     # chapter 14's encoder only
 """
 
 import sys
@@ -99,7 +99,7 @@ out => {
 
 
 def check_encoder(page, widget, label, problems, shots, width, timeout):
-    """Drive chapter 15's encoder widget (widget-encoder.mjs); append problems."""
+    """Drive chapter 14's encoder widget (widget-encoder.mjs); append problems."""
     fail = lambda what: problems.append(f"{label} at {width}px: {what}")  # noqa: E731
     handle = widget.element_handle()
     boxes = widget.locator("textarea")

@@ -116,7 +116,7 @@ if [ "$site_rc" -ne 0 ]; then exit "$site_rc"; fi
 # The live model widgets (attention_lib.widget_html): each loads its model on first use,
 # writes or translates for a typed prompt, draws a heat map, reacts to a slider, and
 # answers bad input with a message, at 1280 and 390 px (scripts/browser_widgets.py);
-# the training widgets of chapters 10 and 12 train in the page until the induction head
+# the training widgets of chapters 9 and 11 train in the page until the induction head
 # forms and the held-out loss falls (scripts/browser_training.py): minutes on a busy machine.
 t1=$SECONDS
 timeout --kill-after=15 2400 "$python" scripts/browser_widgets.py --chromium "$CHROMIUM" \

@@ -58,7 +58,7 @@ while os.getppid() == parent:
 fi
 
 # One BLAS thread. With the load process busy on one of two cores, OpenBLAS's
-# second thread waits for a core and the first spins on it: chapters 3 and 6
+# second thread waits for a core and the first spins on it: chapter 3 and the alignment appendix
 # took 154 s under load with two threads and 23 s with one (measured here).
 # The Binder check compares the outputs again with BLAS's default threads, the
 # Colab check with one, so both thread counts are covered.

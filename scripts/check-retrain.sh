@@ -5,9 +5,9 @@
 #   bash scripts/check-retrain.sh              # both (below)
 #   bash scripts/check-retrain.sh seq2seq      # chapter 3's four encoder-decoders:
 #                                              # a few minutes of CPU (one thread)
-#   bash scripts/check-retrain.sh shakespeare  # chapter 12's Shakespeare model:
+#   bash scripts/check-retrain.sh shakespeare  # chapter 11's Shakespeare model:
 #                                              # about 45 minutes on 2 cores
-#   bash scripts/check-retrain.sh serving      # chapter 19's four KV-cache variants
+#   bash scripts/check-retrain.sh serving      # chapter 20's four KV-cache variants
 #                                              # and the GQA uptraining: about 45
 #                                              # minutes on 2 cores
 #
@@ -28,7 +28,7 @@
 # gives a different model of the same quality; on one machine the retrained
 # loss is the committed one), and the project's bound, <= 1.60, holds.
 #
-# Chapter 19's models (data/checkpoints/serving/manifest.json: mha, gqa, mqa,
+# Chapter 20's models (data/checkpoints/serving/manifest.json: mha, gqa, mqa,
 # mla, and gqa_uptrained, fine-tuned from the retrained mha) are compared the
 # same way, each by its validation loss: within 0.04 nats per character of the
 # committed value (a 600-step run moves more between CPUs than a 3,000-step one).
@@ -88,7 +88,7 @@ fi
 if [ "$which" = all ] || [ "$which" = serving ]; then
     t1=$SECONDS
     runs="mha gqa_uptrained gqa mqa mla"
-    echo "==> retraining chapter 19's models ($runs) into $out/serving (about 45 minutes)"
+    echo "==> retraining chapter 20's models ($runs) into $out/serving (about 45 minutes)"
     # shellcheck disable=SC2086  # the run names are words
     "$python" -m attention_lib.train.serving --out "$out/serving" --threads 2 --only $runs
     echo "==> retrained in $((SECONDS - t1)) s; comparing with the committed manifest"
@@ -112,7 +112,7 @@ for name in sys.argv[3:]:
 if failures:
     print("FAILED:", *failures, sep="\n   ")
     sys.exit(1)
-print(f"OK: chapter 19's retrained models match the committed ones within {TOL}")
+print(f"OK: chapter 20's retrained models match the committed ones within {TOL}")
 PY
     [ "$which" = serving ] && { echo "==> check-retrain: ok ($((SECONDS - t0)) s in all)"; exit 0; }
 fi

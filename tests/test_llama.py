@@ -167,7 +167,7 @@ def test_other_gguf_files_are_refused_by_name(tmp_path):
 def test_from_gguf_in_float64_casts_no_leftover_bits():
     """Llama.from_gguf builds its layers without drawing weights; a float64 model casts those
     placeholders before the file's weights replace them. Left uninitialised (np.empty), their
-    bits could be a signalling NaN, whose cast warns under NumPy's baseline SIMD (chapter 13's
+    bits could be a signalling NaN, whose cast warns under NumPy's baseline SIMD (chapter 12's
     Colab pass printed 'invalid value encountered in cast'). Run there, warnings as errors."""
     import os
     import subprocess

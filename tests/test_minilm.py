@@ -400,7 +400,7 @@ def test_missing_or_other_version_of_the_wheel(monkeypatch):
 
 
 def test_committed_reference_embeddings(both_encodings):
-    """data/minilm/st_reference.npz (chapter 15 compares with it) is what sentence-transformers gives."""
+    """data/minilm/st_reference.npz (chapter 14 compares with it) is what sentence-transformers gives."""
     import json
 
     from attention_lib.data.paths import verified_path

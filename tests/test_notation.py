@@ -84,12 +84,12 @@ RULES = [
     (r"\\lambda(?!_)", "lambda is an ALiBi slope, \\lambda_r", ()),
     (r"(?<![\w\\])E\s*[xy]_", "an embedding is \\operatorname{emb}(x); E is a width", ()),
     (r"\\delta_\{?[a-z]{2}", "write the indicator \\mathbb{1}[j = k]; \\delta is a step", ()),
-    # Chapter 7 quotes PyTorch's documented mask shape (N H, L, S) for the adapter
+    # Chapter 6 quotes PyTorch's documented mask shape (N H, L, S) for the adapter
     # that keeps PyTorch's API; everywhere else the batch is B.
     (
         r"(?<![\w\\{])N\s*H\b|\\times\s*N\b|^N$",
         "N is chapter 1's number of symbols",
-        ("01_bottleneck", "07_multi_head"),
+        ("01_bottleneck", "06_multi_head"),
     ),
     (
         r"(?<![\w\\])M\s*W_[KV]|(?<![\w\\])M\s*=\s*\\operatorname\{LN",

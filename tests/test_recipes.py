@@ -29,7 +29,7 @@ def page_code(notebook, cell_id, **namespace):
     return namespace
 
 
-# --- chapter 13: Llama's forward pass -------------------------------------------
+# --- chapter 12: Llama's forward pass -------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def llama():
 
 def naive_llama_from_page(model, repeat=np.repeat):
     ns = page_code(
-        "13_stories260k.ipynb",
+        "12_stories260k.ipynb",
         "b13n0002",
         np=_NumpyWith(repeat),
         softmax=softmax,
@@ -97,7 +97,7 @@ def _float64_copy():
     return Llama.from_gguf(path, dtype=np.float64)
 
 
-# --- chapter 11: label smoothing and beam search ----------------------------------
+# --- chapter 10: label smoothing and beam search ----------------------------------
 
 
 def test_the_pages_label_smoothing_equals_the_library():
@@ -106,7 +106,7 @@ def test_the_pages_label_smoothing_equals_the_library():
     from attention_lib.softmax import log_softmax
 
     ns = page_code(
-        "11_translation.ipynb",
+        "10_translation.ipynb",
         "c11r0002",
         np=np,
         log_softmax=log_softmax,
@@ -142,7 +142,7 @@ def test_the_pages_naive_beam_search_equals_the_library(translator):
 
     model, tok = translator
     ns = page_code(
-        "11_translation.ipynb",
+        "10_translation.ipynb",
         "c11m0002",
         np=np,
         model=model,

@@ -1,8 +1,8 @@
-"""The committed checkpoints of chapter 19's KV-cache variants: intact, and theirs.
+"""The committed checkpoints of chapter 20's KV-cache variants: intact, and theirs.
 
 Retraining them takes most of an hour (weekly, scripts/check-retrain.sh
 serving). Here: each file's sha256 matches the manifest, its configuration is
-the one ``attention_lib.train.serving`` trains today (chapter 12's shape), the
+the one ``attention_lib.train.serving`` trains today (chapter 11's shape), the
 cache bytes per token and the parameter count are recomputed from the loaded
 model, each run kept to the budget the chapter states, and the loss on a slice of
 the held-out text, re-evaluated from the file, is near the manifest's.

@@ -1,4 +1,4 @@
-"""Chapter 12's Shakespeare model: its text, its tokenizer, its committed checkpoint.
+"""Chapter 11's Shakespeare model: its text, its tokenizer, its committed checkpoint.
 
 Retraining it takes most of an hour (weekly, scripts/check-retrain.sh). Here: the
 files are the ones the manifest names, the checkpoint meets the project's loss
@@ -112,7 +112,7 @@ def test_the_parameter_names_are_the_file_format(manifest):
 
 def test_the_committed_model_meets_the_loss_bound_on_a_slice_of_validation(text, manifest):
     # 64 windows of 128 characters spread evenly over the last 10%; the whole
-    # of it (chapter 12 evaluates that) takes ~10 s.
+    # of it (chapter 11 evaluates that) takes ~10 s.
     _, _, val = text
     model, _ = load_pretrained("shakespeare")
     T = model.max_len

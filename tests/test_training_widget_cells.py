@@ -1,4 +1,4 @@
-"""The training widgets' cells in chapters 10 and 12 (scripts/add_training_widgets.py).
+"""The training widgets' cells in chapters 9 and 11 (scripts/add_training_widgets.py).
 
 Each cell's static figure carries, as its alt text, the description the figure gives
 of itself (its SVG <desc>): regenerating the figure (scripts/make_train_fallbacks.mjs)

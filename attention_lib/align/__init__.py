@@ -3,7 +3,7 @@
 A word alignment says which English word each French word translates: a set
 of links ``(i, j)``, English position ``i``, French position ``j`` (0-based).
 Chapter 4 reads links straight off cross-attention over aligned word vectors
-(:mod:`attention_lib.align.attention`); chapter 6 measures them against human
+(:mod:`attention_lib.align.attention`); the alignment appendix measures them against human
 annotation (:mod:`attention_lib.align.scoring`) and learns the attention
 scores from the corpus itself with IBM Model 1 and EM (the maths in
 :mod:`attention_lib.align.em`, its storage in :mod:`~attention_lib.align.em_storage`,

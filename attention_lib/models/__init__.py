@@ -8,9 +8,9 @@ every layer that has parameters (each once), the list :class:`~attention_lib.nn.
   the information bottleneck;
 - :mod:`attention_lib.models.seq2seq`: RNNencdec and RNNsearch, the encoder-decoders
   of chapter 3;
-- :mod:`attention_lib.models.gpt`: TinyGPT, the decoder-only Transformer of chapter 10;
+- :mod:`attention_lib.models.gpt`: TinyGPT, the decoder-only Transformer of chapter 9;
 - :mod:`attention_lib.models.pretrained`: ``load_pretrained(name)``, the book's trained
-  language models (chapter 12's Shakespeare, chapter 13's stories260K) and their tokenizers.
+  language models (chapter 11's Shakespeare, chapter 12's stories260K) and their tokenizers.
 
 A model reads and writes its own checkpoint (``TinyGPT.save`` and ``TinyGPT.load``,
 ``RNNsearch.load``, ``Transformer.load``), with the checks they share in

@@ -37,7 +37,7 @@ class TinyGPT(Composite):
     rng : numpy.random.Generator
         Draws every weight.
     positions : {"learned", "sinusoidal", "rotary", "alibi", None}, optional
-        How the model knows word order (chapter 8): a learned vector per
+        How the model knows word order (chapter 7): a learned vector per
         position added to the token's (GPT-2, BERT; the default), the fixed
         sinusoids added likewise, rotary inside every attention layer,
         ALiBi's distance penalty on every layer's scores

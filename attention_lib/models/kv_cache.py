@@ -542,7 +542,7 @@ def decoder_for(model, batch: int, capacity: int | None = None):
     if make is None:
         return None
     # Joining and folding the weights costs about as much as ten tokens of a small model
-    # (17 ms for chapter 12's): the last build is kept on the model with a copy of the
+    # (17 ms for chapter 11's): the last build is kept on the model with a copy of the
     # weights and of the settings it was made from (every number, string and flag held by
     # the model and its layers: a rotary layout, a norm's eps, the positions), and reused
     # while both are still equal to their copies.

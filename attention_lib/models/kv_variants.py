@@ -1,4 +1,4 @@
-"""Chapter 12's character model with four kinds of attention: MHA, GQA, MQA and MLA.
+"""Chapter 11's character model with four kinds of attention: MHA, GQA, MQA and MLA.
 
 :func:`build_variant` makes a :class:`~attention_lib.models.TinyGPT` and puts
 in each block's ``attn`` slot the attention of the variant:
@@ -27,7 +27,7 @@ VARIANTS = ("mha", "gqa", "mqa", "mla")
 
 
 def serving_dir() -> Path:
-    """``data/checkpoints/serving``: chapter 19's variants, drafts and measurements."""
+    """``data/checkpoints/serving``: chapter 20's variants, drafts and measurements."""
     return data_dir() / "checkpoints" / "serving"
 
 

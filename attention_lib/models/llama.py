@@ -1,6 +1,6 @@
 """A Llama-family language model, and stories260K, a real one, read from its GGUF file.
 
-Chapter 10's TinyGPT follows GPT-2. Llama (Touvron et al., 2023) keeps the
+Chapter 9's TinyGPT follows GPT-2. Llama (Touvron et al., 2023) keeps the
 decoder-only Transformer and changes four parts of the block:
 
 ============================  ===========================  ==============================

@@ -3,7 +3,7 @@
 The most used sentence-embedding model (Wang et al., 2020; Reimers and
 Gurevych, 2019): a 6-layer, 384-wide bidirectional Transformer encoder with
 12 heads and a WordPiece vocabulary of 30,522, whose mean-pooled, L2-normalised
-last layer is a sentence's embedding. Against chapter 10's decoder:
+last layer is a sentence's embedding. Against chapter 9's decoder:
 
 ============================  ===========================  ==============================
                               GPT-2 (TinyGPT)              BERT (this module)

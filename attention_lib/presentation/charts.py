@@ -500,7 +500,7 @@ def online_softmax_chart(
     the running maximum ``m`` of the scores ``e_j`` seen, the running sum
     ``ell = sum_j exp(e_j - m)`` over them, and the weights
     ``exp(e_j - m) / ell`` they give so far (the notation of the online-softmax
-    chapter, book/16_online_softmax). At the last block these are the softmax
+    chapter, book/17_online_softmax). At the last block these are the softmax
     of the whole row.
 
     Parameters

@@ -17,16 +17,16 @@ from pathlib import Path
 
 #: The models a widget can show, and what kind of widget each gets.
 WIDGETS = {
-    "shakespeare": ("generate", "The Shakespeare model of chapter 12, running in your browser"),
+    "shakespeare": ("generate", "The Shakespeare model of chapter 11, running in your browser"),
     "stories260k": (
         "generate",
-        "stories260K, chapter 13's Llama-family model, running in your browser",
+        "stories260K, chapter 12's Llama-family model, running in your browser",
     ),
     "translator": ("translator", "The English-French Transformer, running in your browser"),
-    "minilm": ("encoder", "all-MiniLM-L6-v2, chapter 15's encoder, running in your browser"),
+    "minilm": ("encoder", "all-MiniLM-L6-v2, chapter 14's encoder, running in your browser"),
     "shakespeare_window": (
         "window",
-        "Chapter 18's character model writing without end through a sliding window, "
+        "Chapter 19's character model writing without end through a sliding window, "
         "running in your browser",
     ),
     "smollm2": (

@@ -7,13 +7,13 @@ loading a model does not import its trainer). Each runs as
 - :mod:`attention_lib.train.seq2seq`: chapter 3's RNNencdec and RNNsearch on the
   toy grammar, scored by :mod:`attention_lib.train.evaluation` (BLEU, accuracy,
   alignment error);
-- :mod:`attention_lib.train.translation`: chapter 11's Transformer and RNNsearch
+- :mod:`attention_lib.train.translation`: chapter 10's Transformer and RNNsearch
   on Tatoeba English-French;
-- :mod:`attention_lib.train.shakespeare`: chapter 12's character-level TinyGPT;
+- :mod:`attention_lib.train.shakespeare`: chapter 11's character-level TinyGPT;
 - :mod:`attention_lib.train.long_context` and
-  :mod:`attention_lib.train.evaluate_long_context`: chapters 17 and 18's models
+  :mod:`attention_lib.train.evaluate_long_context`: chapters 18 and 19's models
   of longer contexts and their measurements;
 - :mod:`attention_lib.train.serving`, :mod:`attention_lib.train.ngram_draft` and
-  :mod:`attention_lib.train.measure_serving`: chapter 19's cache variants and
+  :mod:`attention_lib.train.measure_serving`: chapter 20's cache variants and
   drafts, and its measurements.
 """

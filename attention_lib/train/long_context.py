@@ -13,7 +13,7 @@ one character a token, and writes into ``DIR`` (default
   it ran, the loss curve and the validation loss.
 
 ``<name>`` is ``<positions>_<context>`` (``_chapter12`` appended for ``--size
-chapter12``: chapter 12's model size, for the long-context comparison). Every
+chapter12``: chapter 11's model size, for the long-context comparison). Every
 run of one size has the same model size and
 the same budget: ``steps`` steps of ``chars_per_step`` training characters
 (``chars_per_step / context`` windows a step), so a 1,024-character run sees
@@ -38,7 +38,7 @@ from ..nn import Adam
 from ..models.gpt import TinyGPT
 from .shakespeare import load_text, random_windows, text_path, train_step
 
-#: One size for every run: smaller than chapter 12's model (d_model 192, 4
+#: One size for every run: smaller than chapter 11's model (d_model 192, 4
 #: layers), so that six runs fit the 2-core machine shared with other work.
 CONFIG = {
     "d_model": 64,
@@ -58,7 +58,7 @@ CONFIG = {
     "eval_chars": 16384,
 }
 
-#: ``--size chapter12``: chapter 12's model (d_model 192, 4 heads, 4 layers, d_ff 768),
+#: ``--size chapter12``: chapter 11's model (d_model 192, 4 heads, 4 layers, d_ff 768),
 #: same budget otherwise, for the long-context run the issue asks at that size.
 SIZES = {
     "small": {},
@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> dict:
         "--size",
         choices=sorted(SIZES),
         default="small",
-        help="model size: CONFIG's (small, the default) or chapter 12's (name ends _chapter12)",
+        help="model size: CONFIG's (small, the default) or chapter 11's (name ends _chapter12)",
     )
     args = parser.parse_args(argv)
     cfg = {**CONFIG, **SIZES[args.size], "positions": args.positions, "context": args.context}

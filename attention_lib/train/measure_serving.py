@@ -6,12 +6,12 @@ key, the others kept), with the CPU, the machine's load and the wall time of
 every part. One BLAS thread throughout. The chapter executes in seconds by
 reading this file; the measurements take minutes.
 
-- ``quant``: for chapter 12's Shakespeare model, stories260K and chapter 11's
+- ``quant``: for chapter 11's Shakespeare model, stories260K and chapter 10's
   Transformer translator, and each scheme of :data:`attention_lib.quantize.SCHEMES`:
   held-out loss (nats per token), KL divergence from the float model and
   top-1 agreement with it per position, and bytes; BLEU and chrF for the
   translator; and the Shakespeare model with an 8-bit KV cache.
-- ``spec``: speculative decoding of chapter 12's model with the one-layer draft
+- ``spec``: speculative decoding of chapter 11's model with the one-layer draft
   of :mod:`attention_lib.train.serving`, prompt lookup and the table
   distilled from the target (:mod:`attention_lib.models.ngram_draft`), greedy, k = 1 to 8:
   acceptance, tokens per target pass, and speed-up against plain greedy decoding
@@ -19,7 +19,7 @@ reading this file; the measurements take minutes.
   in wall-clock time; and the CPU time of one pass of the target over 1 to 9
   new tokens.
 - ``speed``: tokens per second of one new token at a 1,024-token context for
-  each KV variant at chapter 12's width (random weights: speed does not
+  each KV variant at chapter 11's width (random weights: speed does not
   depend on them).
 """
 
@@ -308,7 +308,7 @@ def _per_token(model, prompt, new, repeats=3):
 
 
 def speed_at_context(variant, context=1024, new=16, cfg=None, repeats=3):
-    """Seconds per new token after a ``context``-token prefix, chapter 12's width."""
+    """Seconds per new token after a ``context``-token prefix, chapter 11's width."""
     from ..models.kv_variants import build_variant
 
     cfg = cfg or {
@@ -346,7 +346,7 @@ def measure_speed(context=1024):
             "cache_bytes_per_token": nbytes,
             "cache_mib_at_context": round(nbytes * context / 2**20, 2),
         }
-    return {"context": context, "width": "chapter 12's: 4 layers of 192, 4 heads", "rows": rows}
+    return {"context": context, "width": "chapter 11's: 4 layers of 192, 4 heads", "rows": rows}
 
 
 PARTS = {"quant": measure_quant, "spec": measure_spec, "speed": measure_speed}

@@ -1,7 +1,7 @@
-"""Build chapter 19's n-gram draft (:class:`~attention_lib.models.ngram_draft.NgramDraft`).
+"""Build chapter 20's n-gram draft (:class:`~attention_lib.models.ngram_draft.NgramDraft`).
 
 Run as ``python -m attention_lib.train.ngram_draft [--order 6]``: it labels
-Tiny Shakespeare's training split with chapter 12's model, builds the table,
+Tiny Shakespeare's training split with chapter 11's model, builds the table,
 and writes ``ngram_draft.npz`` and its manifest ``ngram_draft.json`` (sha256,
 configuration, wall time, machine load, and the draft's top-1 agreement with
 the target on the validation split) into ``data/checkpoints/serving``.

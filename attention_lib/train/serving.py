@@ -4,7 +4,7 @@ Run as ``python -m attention_lib.train.serving [--out DIR] [--only NAME ...]``
 (default ``data/checkpoints/serving``). Every run is seeded and uses
 ``--threads`` BLAS threads (default 2). The runs:
 
-- ``mha``, ``gqa`` (2 key/value groups), ``mqa``, ``mla``: chapter 12's model
+- ``mha``, ``gqa`` (2 key/value groups), ``mqa``, ``mla``: chapter 11's model
   (pre-LN blocks, learned positions, 4 layers of width 192 with 4 heads, a
   context of 128 characters), without dropout and for 600 steps of 32 windows
   instead of 3,000 (about 10 minutes each on 2 cores), trained on the same
@@ -12,13 +12,13 @@ Run as ``python -m attention_lib.train.serving [--out DIR] [--only NAME ...]``
 - ``gqa_uptrained``: the trained ``mha`` model with each pair of key/value
   heads mean-pooled into one group (Ainslie et al., 2023), fine-tuned for
   60 steps (a tenth of the budget of training from scratch);
-- ``draft``: a one-layer model of width 64 with chapter 12's context of 128,
-  the draft of speculative decoding for chapter 12's model.
+- ``draft``: a one-layer model of width 64 with chapter 11's context of 128,
+  the draft of speculative decoding for chapter 11's model.
 
 Each run writes ``<name>.npz`` (float32 weights and configuration as JSON) and
 an entry of ``manifest.json``: configuration, sha256, measured wall time and
 machine load, the loss curve and the validation loss on the last 10% of Tiny
-Shakespeare in consecutive windows of the context (as chapter 12).
+Shakespeare in consecutive windows of the context (as chapter 11).
 """
 
 import argparse
@@ -62,7 +62,7 @@ BASE = {
     "eval_every": 100,
 }
 
-# The draft of speculative decoding: one layer of width 64 with chapter 12's
+# The draft of speculative decoding: one layer of width 64 with chapter 11's
 # context, trained on its own (its configuration is not the variants').
 DRAFT = {
     "d_model": 64,

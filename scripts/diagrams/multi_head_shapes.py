@@ -3,7 +3,7 @@
     python scripts/diagrams/multi_head_shapes.py [--out DIR]
 
 writes ``multi_head_shapes.svg`` into ``DIR`` (default
-``book/_static/diagrams``); chapter 7 shows it. From top to bottom: the
+``book/_static/diagrams``); chapter 6 shows it. From top to bottom: the
 inputs, their three learned projections, the split into ``H`` heads of
 ``d = E / H`` features (a reshape and a transpose, drawn as a stack of
 ``H`` cards), the ``(N, H, L, S)`` weights, the heads' outputs, their

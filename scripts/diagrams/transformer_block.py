@@ -3,7 +3,7 @@
     python scripts/diagrams/transformer_block.py [--out DIR]
 
 writes ``transformer_block.svg`` into ``DIR`` (default ``book/_static/diagrams``);
-chapter 10 shows it. Read from the bottom: tokens become vectors (token
+chapter 9 shows it. Read from the bottom: tokens become vectors (token
 embedding plus position), which flow up a residual stream (the thick line);
 each of the block's two halves reads the stream through a LayerNorm and adds
 its result back at a circled plus: first masked multi-head self-attention,

@@ -1,5 +1,5 @@
 /**
- * Speculative decoding in the browser runtime (chapter 19; the library's
+ * Speculative decoding in the browser runtime (chapter 20; the library's
  * attention_lib/models/speculative.py, round for round).
  *
  * A cheap draft proposes k tokens; the target (a decoder of transformer.mjs) checks all of them

@@ -1,7 +1,7 @@
 // train-layers.mjs: the forward and backward passes of a decoder-only Transformer's
 // layers, for training in the reader's browser (or in node). No dependencies.
 //
-// Read it after chapters 9 and 10: every function is the JavaScript twin of a layer of
+// Read it after chapters 8 and 9: every function is the JavaScript twin of a layer of
 // attention_lib.nn, with the same formulas (each comment names the library's class).
 // Activations are flat row-major arrays of n rows (n = batch x positions); weights are
 // (n_in, n_out), the library's `x @ W` convention. The arrays are Float32Array (the

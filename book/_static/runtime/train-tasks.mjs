@@ -1,6 +1,6 @@
 // train-tasks.mjs: what the training widgets train on. No dependencies.
 //
-//   - chapter 10's copy task (make_batch in book/10_transformer.ipynb): sequences of L
+//   - chapter 9's copy task (make_batch in book/09_transformer.ipynb): sequences of L
 //     random tokens in which a segment of 4 to L/2 tokens is immediately repeated; only
 //     the predictable positions (inside the repeat, after its first token) are scored;
 //   - how far the induction head has formed: layer 0's weight on the previous position,
@@ -73,7 +73,7 @@ export function inductionScores(model, batch, n, L, logits) {
   return { previous: prev / prevCount, induction: ind / indCount, accuracy: right / scored };
 }
 
-/** Chapter 10's two-layer model and its training (the chapter's make_model and train). */
+/** Chapter 9's two-layer model and its training (the chapter's make_model and train). */
 export const INDUCTION = {
   config: { n_vocab: 32, d_model: 32, n_heads: 1, n_layers: 2, d_ff: 128, max_len: 24, positions: "rotary", seed: 6 },
   batch: 32,

@@ -2,7 +2,7 @@
 // new Worker(url, {type: "module"})). The page stays responsive while the steps run.
 //
 // Messages in (postMessage):
-//   {type: "start", task: "induction"}                      chapter 10's copy task
+//   {type: "start", task: "induction"}                      chapter 9's copy task
 //   {type: "start", task: "text", text, preset, lr, steps}  a character model of `text`
 //   {type: "pause"} | {type: "resume"} | {type: "stop"}
 //   {type: "generate", prompt, n, temperature, seed}        (text task) continue a prompt

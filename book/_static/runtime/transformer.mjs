@@ -1,6 +1,6 @@
 // transformer.mjs: the book's Transformers, run in the reader's browser (or in node).
 //
-// One ES module, no dependencies, written to be read after chapters 10 to 13.
+// One ES module, no dependencies, written to be read after chapters 9 to 13.
 // It runs the forward pass of the book's trained models one token at a time
 // with a KV cache, in Float32Arrays:
 //
@@ -409,7 +409,7 @@ function softmaxInPlace(x, n = x.length) {
   return x;
 }
 
-/** The sinusoidal position vector of position p (chapter 8): sin on even features, cos on odd. */
+/** The sinusoidal position vector of position p (chapter 7): sin on even features, cos on odd. */
 function sinusoid(p, d, base = 10000) {
   const pe = new Float32Array(d);
   for (let i = 0; i < d; i += 2) {
@@ -468,7 +468,7 @@ function rotaryRow(hd, base, p) {
 
 /**
  * The keys and values one attention layer has seen: rows of nKv * hd floats,
- * appended one position at a time (chapter 12's KV cache, in a flat array).
+ * appended one position at a time (chapter 11's KV cache, in a flat array).
  */
 export class KVCache {
   constructor(maxLen, width, capacity = Math.min(maxLen, 16)) {

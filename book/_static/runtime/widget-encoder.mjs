@@ -1,4 +1,4 @@
-// widget-encoder.mjs: all-MiniLM-L6-v2 live on chapter 15's page (loaded by widgets.mjs for a
+// widget-encoder.mjs: all-MiniLM-L6-v2 live on chapter 14's page (loaded by widgets.mjs for a
 // <div class="aft-widget" data-kind="encoder">, only when the page has one).
 //
 // Type a sentence: its WordPiece tokens, and the attention of a chosen layer and head (rows:

@@ -21,7 +21,7 @@ import { h, blank, drawHeatmap, describe, fillSelect, waitingSelect, webDigest, 
 /** The site's _static/models/smollm2/ folder, from this module's own address. */
 const FOLDER = new URL("../models/smollm2/", import.meta.url);
 const CACHE_PREFIX = "aft-smollm2-";
-/** The chapter's five best induction heads (layer.head, best first: 14_smollm2.ipynb). */
+/** The chapter's five best induction heads (layer.head, best first: 13_smollm2.ipynb). */
 export const INDUCTION_HEADS = ["18.6", "17.3", "17.4", "17.5", "18.7"];
 /**
  * The longest conversation the widget reads (tokens). With a reply of up to 256 tokens, the

@@ -1,7 +1,7 @@
 // widget-train.mjs: the training widgets, a model trained live in the reader's page.
 //
-//   <div class="aft-widget" data-train="induction">  chapter 10: watch an induction head form
-//   <div class="aft-widget" data-train="text">       chapter 12: a model of your own text
+//   <div class="aft-widget" data-train="induction">  chapter 9: watch an induction head form
+//   <div class="aft-widget" data-train="text">       chapter 11: a model of your own text
 //
 // The steps run in a Web Worker (train-worker.mjs), so the page stays responsive; this
 // module draws what the worker reports: the loss curve, and for the induction task the
@@ -174,7 +174,7 @@ function drawMap(canvas, map, T, size, title, marks) {
 
 const pct = (v) => `${Math.round(100 * v)}%`;
 
-/** Chapter 10: train the two-layer model on the copy task, and watch the heads form. */
+/** Chapter 9: train the two-layer model on the copy task, and watch the heads form. */
 function mountInduction(root) {
   const id = (s) => `${root.id}-${s}`;
   const train = h("button", { type: "button", class: "aft-go", id: id("train") }, "Train");
@@ -186,12 +186,29 @@ function mountInduction(root) {
   const map1 = h("canvas", { class: "aft-map", role: "img", "aria-label": "Layer 1's attention: not trained yet" });
   const scores = h("p", { class: "aft-heat-text", "aria-live": "off" },
     "Outlined cells: where a previous-token head (layer 0) and an induction head (layer 1) would look.");
+  // head switches: the model as it is now, run by the book's runtime with heads switched off
+  // (their outputs zero before W_O) on the 64 held-out sequences (the worker's "ablate")
+  const heads = [
+    { layer: 0, name: "the previous-token head" },
+    { layer: 1, name: "the induction head" },
+  ].map(({ layer, name }) => h("input", { type: "checkbox", id: id(`off-${layer}`), "data-layer": layer, disabled: true }));
+  const switchText = h("p", { class: "aft-help", id: id("switch-help") },
+    "Pause the training (or let it finish), then switch a head off: the model runs without it on the held-out sequences.");
+  const ablated = h("p", { class: "aft-heat-text", role: "status", "aria-live": "polite" });
+  const switchBox = h("fieldset", { class: "aft-switches", "aria-describedby": id("switch-help") },
+    h("legend", {}, "Switch heads off"),
+    h("div", { class: "aft-switch-row" },
+      h("label", { class: "aft-switch", for: id("off-0") }, heads[0], "layer 0, head 0 (the previous-token head)")),
+    h("div", { class: "aft-switch-row" },
+      h("label", { class: "aft-switch", for: id("off-1") }, heads[1], "layer 1, head 0 (the induction head)")),
+    switchText, ablated);
   root.replaceChildren(
     h("p", { class: "aft-title" }, "Watch an induction head form"),
     h("div", { class: "aft-actions" }, train, " ", stop),
     status, curve,
     h("div", { class: "aft-maps" }, map0, map1),
     scores,
+    switchBox,
   );
   let worker = null;
   let state = "idle"; // idle | running | paused | done
@@ -214,14 +231,48 @@ function mountInduction(root) {
     drawMap(map0, last.maps[0], T, size, "layer 0", prev);
     drawMap(map1, last.maps[1], T, size, "layer 1", ind);
   }
+  const offHeads = () => heads.filter((c) => c.checked).map((c) => [Number(c.dataset.layer), 0]);
   function setState(next) {
     state = next;
     train.textContent = { idle: "Train", running: "Pause", paused: "Resume", done: "Train again" }[state];
     stop.disabled = !(state === "running" || state === "paused");
     root.dataset.state = state;
+    // the switches act on the model as it stands: while it is paused or finished
+    const still = (state === "paused" || state === "done") && worker && last;
+    for (const c of heads) c.disabled = !still;
+    if (!worker) for (const c of heads) c.checked = false;
+    delete root.dataset.ablatedAccuracy;
+    if (still && offHeads().length) ablate();
+    else ablated.textContent = still || !last ? "" : "Pause the training to switch heads off again.";
+  }
+  function ablate() {
+    if (!worker) return;
+    root.dataset.ablating = "";
+    worker.post({ type: "ablate", heads: offHeads() });
+  }
+  for (const c of heads) c.addEventListener("change", ablate);
+  /** What the model copies with the switched-off heads, against every head on. */
+  function showAblated(msg) {
+    delete root.dataset.ablating;
+    const names = msg.heads.map(([l]) => (l === 0 ? "the previous-token head (layer 0)" : "the induction head (layer 1)"));
+    const [a, m] = msg.segment;
+    const marks = [];
+    for (let i = a + m; i < a + 2 * m - 1; i++) {
+      const want = msg.targets[i];
+      marks.push(msg.guesses[i] === want ? `${want} ✓` : `${want} ✗ (guessed ${msg.guesses[i]})`);
+    }
+    const what = names.length ? `With ${names.join(" and ")} switched off` : "With both heads on";
+    ablated.textContent = `${what}, the model guesses ${pct(msg.accuracy)} of the predictable tokens of the ` +
+      `64 held-out sequences (${pct(msg.baseline)} with both heads on, step ${msg.step}). In the first one the ` +
+      `repeat continues ${marks.join(", ")}.`;
+    root.dataset.ablatedAccuracy = msg.accuracy.toFixed(4);
+    root.dataset.baselineAccuracy = msg.baseline.toFixed(4);
+    root.dataset.ablatedHeads = msg.heads.map(([l, hh]) => `${l}.${hh}`).join(" ");
   }
   function onMessage(msg) {
-    if (msg.type === "progress") {
+    if (msg.type === "ablated") {
+      if (state === "paused" || state === "done") showAblated(msg);
+    } else if (msg.type === "progress") {
       points.push([msg.step, msg.loss]);
       last = msg;
       const s = msg.scores;
@@ -242,6 +293,11 @@ function mountInduction(root) {
       setState("done");
       status.textContent += " Done.";
     } else if (msg.type === "error") {
+      if (!msg.fatal && root.dataset.ablating !== undefined) {
+        delete root.dataset.ablating;
+        ablated.textContent = msg.message;
+        return;
+      }
       fail(msg.message);
     }
   }
@@ -287,7 +343,7 @@ function mountInduction(root) {
   }).observe(root);
 }
 
-/** Chapter 12: a character model of the reader's own text. */
+/** Chapter 11: a character model of the reader's own text. */
 function mountText(root) {
   const id = (s) => `${root.id}-${s}`;
   const text = h("textarea", { id: id("text"), rows: 6, spellcheck: "false",

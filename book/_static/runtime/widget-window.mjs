@@ -1,4 +1,4 @@
-// widget-window.mjs: chapter 18's character model writing without end in the reader's browser,
+// widget-window.mjs: chapter 19's character model writing without end in the reader's browser,
 // through a sliding window with attention sinks (window.mjs), beside a chart of the memory its
 // keys and values take. With a window the memory climbs while the cache fills, then stays flat
 // however long the text; with full attention it grows by one row a character and the model

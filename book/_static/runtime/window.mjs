@@ -1,6 +1,6 @@
 // window.mjs: a decoder that writes for any length in constant memory, with a sliding window
 // and attention sinks (StreamingLM, Xiao et al., 2023), as the library's
-// `MultiHeadAttention(window=, sinks=)` and `RollingKVCache` do it (chapter 18).
+// `MultiHeadAttention(window=, sinks=)` and `RollingKVCache` do it (chapter 19).
 //
 // Each layer keeps the keys and values of the first `sinks` positions of the stream and of the
 // last `window` ones, nothing between: a `RollingKVCache` of at most sinks + window rows. As in
