@@ -7,18 +7,22 @@
 //   {type: "pause"} | {type: "resume"} | {type: "stop"}
 //   {type: "generate", prompt, n, temperature, seed}        (text task) continue a prompt
 //   {type: "export"}                                        (text task) the runtime's files
+//   {type: "ablate", heads: [[layer, head], ...]}           (induction) those heads switched off
 // Messages out:
 //   {type: "ready", params, vocab, train, heldOut}          the model is built
 //   {type: "progress", step, loss, lr, msPerStep, heldOut?, scores?, maps?}
 //   {type: "paused"} | {type: "done", step} | {type: "stopped"}
 //   {type: "generated", text} | {type: "exported", manifest, weights (transferred)}
+//   {type: "ablated", heads, accuracy, baseline, tokens, guesses, targets, segment}
+//                                     the held-out copy accuracy with those heads off (and with
+//                                     none), and the first held-out sequence's greedy guesses
 //   {type: "error", message}                                a sentence for the reader
 //
 // The session itself (createSession) runs in node too: the tests drive it directly.
 
 import { AdamW, TinyGPT, charVocabulary, learningRate, randomWindows, trainStep } from "./train.mjs";
 import { copyBatch, inductionScores, INDUCTION, PRESETS } from "./train-tasks.mjs";
-import { CharTokenizer, loadModel, makeRng } from "./transformer.mjs";
+import { CharTokenizer, argmax, loadModel, makeRng, setZeroHeads } from "./transformer.mjs";
 
 /**
  * The longest text the own-text task accepts, in characters: "about 1 MB", with room for
@@ -68,6 +72,35 @@ function spreadWindows(ids, T, count) {
 }
 
 /**
+ * The induction model as it is now, with `heads` ([layer, head] pairs) switched off: run by
+ * the book's runtime (transformer.mjs, the zero ablation of attention_lib.interp) on the
+ * held-out copy-task batch. Returns {accuracy} on the predictable positions (the share of
+ * the repeat's tokens guessed right, as inductionScores counts it) and the greedy guess at
+ * every position of the first sequence. A bad head list throws before anything runs.
+ */
+export function switchedOff(model, held, heads) {
+  const { manifest, weights } = model.toRuntime("induction", { type: "chars", chars: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdef" });
+  const runtime = loadModel(manifest, weights);
+  setZeroHeads(runtime, heads);
+  const { max_len: L, n_vocab: V } = model.config;
+  const n = held.tokens.length / L;
+  let right = 0, scored = 0;
+  const guesses = [];
+  for (let k = 0; k < n; k++) {
+    const { logits } = runtime.forwardRows(Array.from(held.tokens.subarray(k * L, (k + 1) * L)), runtime.newCache(), false, true);
+    for (let i = 0; i < L; i++) {
+      const guess = argmax(logits.subarray(i * V, (i + 1) * V));
+      if (k === 0) guesses.push(guess);
+      const target = held.targets[k * L + i];
+      if (target < 0) continue;
+      right += guess === target ? 1 : 0;
+      scored += 1;
+    }
+  }
+  return { accuracy: right / scored, guesses };
+}
+
+/**
  * A training session that reports through post(message, transfer). Call handle(message)
  * with each message in; tick() runs one slice of steps (the worker schedules it).
  */
@@ -89,7 +122,7 @@ export function createSession(post, schedule = (f) => setTimeout(f, 0)) {
     const held = copyBatch(makeRng(5), 64, L, config.n_vocab);
     const every = msg.every ?? 10;
     job = {
-      model, opt, step: 0, steps: msg.steps ?? INDUCTION.steps, lr, every, started: performance.now(),
+      model, opt, held, step: 0, steps: msg.steps ?? INDUCTION.steps, lr, every, started: performance.now(),
       next() {
         const batch = copyBatch(this.rng, INDUCTION.batch, L, config.n_vocab);
         return trainStep(model, opt, batch.tokens, batch.targets, INDUCTION.batch, L, { clip: 0, lr }).loss;
@@ -235,6 +268,17 @@ export function createSession(post, schedule = (f) => setTimeout(f, 0)) {
           const { manifest, weights } = job.model.toRuntime("my-text", { type: "chars", chars: job.chars.join("") },
             { preset: job.preset, steps: job.step });
           post({ type: "exported", manifest, weights }, [weights]);
+          break;
+        }
+        case "ablate": {
+          if (!job || !job.held) throw new Error("Train the model first: the switches act on the model being trained.");
+          const off = switchedOff(job.model, job.held, msg.heads); // checks the heads first
+          const on = switchedOff(job.model, job.held, []);
+          const L = job.model.config.max_len;
+          post({ type: "ablated", heads: msg.heads.map((p) => [...p]), step: job.step, accuracy: off.accuracy,
+            baseline: on.accuracy, guesses: off.guesses, guessesOn: on.guesses,
+            tokens: Array.from(job.held.tokens.subarray(0, L)), targets: Array.from(job.held.targets.subarray(0, L)),
+            segment: job.held.segments[0] });
           break;
         }
         default:

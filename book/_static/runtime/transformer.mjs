@@ -57,7 +57,7 @@ const BYTES = { float16: 2, float32: 4 };
  * against the file before anything is allocated (a claimed shape cannot make the reader
  * allocate more than the file holds), and every value must be finite.
  */
-function readTensors(manifest, buffer) {
+export function readTensors(manifest, buffer) {
   const view = new DataView(buffer);
   const entries = Object.entries(manifest.tensors);
   for (const [name, t] of entries) {
@@ -645,6 +645,49 @@ function checkOptions({ temperature = 1, topK = 0, topP = 1, seed = 0 } = {}) {
 }
 
 // ---------------------------------------------------------------------------
+// Head switches: a head's output set to zero before the output projection
+// ---------------------------------------------------------------------------
+
+/**
+ * Switch off the heads `heads` of a decoder (DecoderLM or SmolLM2): from the next forward
+ * pass on, their outputs (each head's d_head numbers of the context, before W_O) are zero in
+ * every position, as the library's zero ablation (attention_lib.interp.ablate_heads with
+ * how="zero", Llama.ablate) removes them; their attention weights are still computed (and
+ * drawn). `heads`: [layer, head] pairs or "layer:head" keys, counted from 0 (a query head, with
+ * grouped-query attention); an empty list switches every head back on. Every pair is checked
+ * before the model changes: a bad one throws a RangeError naming it and the model keeps
+ * the heads it had. Returns the model's new set of "layer:head" keys.
+ */
+export function setZeroHeads(model, heads) {
+  const { n_layers: L, n_heads: H } = model.config;
+  if (typeof heads === "string" || !heads || typeof heads[Symbol.iterator] !== "function") {
+    throw new TypeError(`heads must be a list of [layer, head] pairs, got ${JSON.stringify(heads) ?? String(heads)}`);
+  }
+  const keys = new Set();
+  for (const pair of heads) {
+    const parts = typeof pair === "string" ? pair.split(":").map((v) => (/^\d+$/.test(v) ? Number(v) : NaN)) : pair;
+    const ok = Array.isArray(parts) && parts.length === 2 && parts.every((v) => Number.isInteger(v) && v >= 0);
+    if (!ok) throw new RangeError(`heads must be [layer, head] pairs of whole numbers, got ${JSON.stringify(pair)}`);
+    const [l, h] = parts;
+    if (l >= L || h >= H) {
+      throw new RangeError(`(layer, head) = (${l}, ${h}) is outside this model's ${L} layers of ${H} heads (both counted from 0)`);
+    }
+    keys.add(`${l}:${h}`);
+  }
+  model.zeroHeads = keys;
+  return keys;
+}
+
+/** Zero, in n rows of the context C (n x d), the outputs of layer l's heads switched off. */
+function zeroSwitchedOff(zeroHeads, l, nHeads, hd, C, n, d) {
+  if (!zeroHeads || !zeroHeads.size) return;
+  for (let h = 0; h < nHeads; h++) {
+    if (!zeroHeads.has(`${l}:${h}`)) continue;
+    for (let r = 0; r < n; r++) C.fill(0, r * d + h * hd, r * d + (h + 1) * hd);
+  }
+}
+
+// ---------------------------------------------------------------------------
 // Decoder-only models (GPT and Llama)
 // ---------------------------------------------------------------------------
 
@@ -704,6 +747,7 @@ export class DecoderLM {
     Object.assign(this, accessors(tensors));
     this.hd = hd;
     this.nKv = nKv;
+    this.zeroHeads = new Set(); // "layer:head" keys of heads switched off (setZeroHeads)
   }
 
   norm(x, prefix, out) {
@@ -780,6 +824,7 @@ export class DecoderLM {
         attend(row(Q, r, d), cache[l], c.n_heads, this.nKv, this.hd, row(C, r, d), layerWeights, start + r + 1);
         if (layerWeights) weights.push(layerWeights);
       }
+      zeroSwitchedOff(this.zeroHeads, l, c.n_heads, this.hd, C, n, d);
       linearRows(C, n, d, this.m(`${p}.attn.wo`), this.t(`${p}.attn.bo`), O);
       for (let i = 0; i < n * d; i++) X[i] += O[i];
       // feed-forward half: x + FFN(norm(x))

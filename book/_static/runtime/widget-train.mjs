@@ -6,7 +6,9 @@
 // The steps run in a Web Worker (train-worker.mjs), so the page stays responsive; this
 // module draws what the worker reports: the loss curve, and for the induction task the
 // attention maps of both layers on one held-out sequence, with the cells each head should
-// find marked. Nothing is fetched but this site's own modules. widgets.mjs's mountAll()
+// find marked; once training is paused or done, switches turn either head off (the worker
+// runs the model through transformer.mjs with that head's output zero) and say how much of
+// the repeat the model still copies. Nothing is fetched but this site's own modules. widgets.mjs's mountAll()
 // mounts these widgets too (it imports this module on a page that has one).
 import { PRESETS } from "./train-tasks.mjs";
 import { MAX_CHARS, checkLearningRate, checkText } from "./train-worker.mjs";
@@ -188,10 +190,7 @@ function mountInduction(root) {
     "Outlined cells: where a previous-token head (layer 0) and an induction head (layer 1) would look.");
   // head switches: the model as it is now, run by the book's runtime with heads switched off
   // (their outputs zero before W_O) on the 64 held-out sequences (the worker's "ablate")
-  const heads = [
-    { layer: 0, name: "the previous-token head" },
-    { layer: 1, name: "the induction head" },
-  ].map(({ layer, name }) => h("input", { type: "checkbox", id: id(`off-${layer}`), "data-layer": layer, disabled: true }));
+  const heads = [0, 1].map((layer) => h("input", { type: "checkbox", id: id(`off-${layer}`), "data-layer": layer, disabled: true }));
   const switchText = h("p", { class: "aft-help", id: id("switch-help") },
     "Pause the training (or let it finish), then switch a head off: the model runs without it on the held-out sequences.");
   const ablated = h("p", { class: "aft-heat-text", role: "status", "aria-live": "polite" });
@@ -322,6 +321,7 @@ function mountInduction(root) {
       if (worker) worker.end();
       points = [];
       last = null;
+      for (const c of heads) c.checked = false;
       delete root.dataset.formed;
       delete root.dataset.lossFirst;
       worker = startWorker(timed(root, onMessage), fail);

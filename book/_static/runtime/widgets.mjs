@@ -8,7 +8,9 @@
 // Weights are fetched from this site (_static/models/) on first use only, and checked
 // against their manifest's SHA-256 before they run. Layers and heads are numbered from 0,
 // as in the code ("layer 0, head 3"). Heat maps share one colour scale, weight 0 to 1.
-import { loadModel, distribution } from "./transformer.mjs";
+// A language model's widget has head switches: any set of heads switched off (their
+// outputs set to zero before W_O, the library's zero ablation) and the text written again.
+import { loadModel, distribution, setZeroHeads } from "./transformer.mjs";
 import { servedFile } from "./quant.mjs";
 
 const MODELS = new Map(); // name -> Promise<model>, shared by every widget of a page
@@ -189,6 +191,42 @@ export function fillSelect(select, n, what) {
 }
 
 /**
+ * The head switches of a language model's widget: a fieldset of checkboxes, one row per
+ * layer ("layer 0: head 0, head 1, ..."), filled once the model has loaded, and an "All
+ * heads on" button. onChange() runs after a switch is flipped (by pointer or keyboard).
+ * Returns {box, fill(nLayers, nHeads), heads() -> [[layer, head], ...], clear()}.
+ */
+export function headSwitches(id, onChange) {
+  const rows = h("div", { class: "aft-switch-rows" },
+    h("p", { class: "aft-help" }, "The switches appear once the model has loaded (press Generate)."));
+  const allOn = h("button", { type: "button", id: `${id}-all-on`, disabled: true }, "All heads on");
+  const box = h("fieldset", { class: "aft-switches", id },
+    h("legend", {}, "Switch heads off"),
+    h("p", { class: "aft-help" },
+      "A head switched off writes zeros: its output, before the output projection, is set to 0 at every " +
+      "position (the library's zero ablation). Its attention is still drawn, marked ✕. Flipping a switch " +
+      "writes the text again with the same seed."),
+    rows, allOn);
+  const inputs = () => [...rows.querySelectorAll("input[type=checkbox]")];
+  const heads = () => inputs().filter((c) => c.checked).map((c) => [Number(c.dataset.layer), Number(c.dataset.head)]);
+  allOn.addEventListener("click", () => {
+    if (!heads().length) return;
+    for (const c of inputs()) c.checked = false;
+    onChange();
+  });
+  function fill(nLayers, nHeads) {
+    if (inputs().length === nLayers * nHeads) return;
+    rows.replaceChildren(...Array.from({ length: nLayers }, (_, l) => h("div", {
+      class: "aft-switch-row", role: "group", "aria-labelledby": `${id}-layer-${l}`,
+    }, h("span", { class: "aft-switch-layer", id: `${id}-layer-${l}` }, `layer ${l}:`),
+    ...Array.from({ length: nHeads }, (_, hh) => h("label", { class: "aft-switch" },
+      h("input", { type: "checkbox", "data-layer": l, "data-head": hh, onchange: onChange }), `head ${hh}`)))));
+    allOn.disabled = false;
+  }
+  return { box, fill, heads, clear: () => { for (const c of inputs()) c.checked = false; } };
+}
+
+/**
  * The next-token bar: the most likely candidates at the last step and their probabilities
  * under the current temperature, top-k and top-p (what the sampler would draw from).
  */
@@ -247,6 +285,8 @@ function mountLanguageModel(root, name) {
   const layer = waitingSelect(id("layer"), "layer");
   const canvas = h("canvas", { class: "aft-heatmap", role: "img", "aria-label": "No token chosen yet" });
   const heatText = h("p", { class: "aft-heat-text" }, "Hover, tap or focus a generated token.");
+  // flipping a switch writes the text again (with the same seed), once there is one
+  const switches = headSwitches(id("switches"), () => { if (tokens.length) generate(); });
 
   root.replaceChildren(
     h("p", { class: "aft-title" }, d.title),
@@ -258,6 +298,7 @@ function mountLanguageModel(root, name) {
     status,
     output,
     next,
+    switches.box,
     h("div", { class: "aft-control" }, h("label", { for: id("layer") }, "Layer shown"), layer),
     h("div", { class: "aft-heat" }, canvas),
     heatText,
@@ -294,12 +335,14 @@ function mountLanguageModel(root, name) {
     const from = Math.max(0, S - 40); // the last 40 positions fit a phone's width
     const cols = tokens.slice(tok.offset + from, tok.offset + S).map((t) => visible(t.piece));
     const rows = weights.map((w) => Array.from(w.subarray(from, S)));
-    const labels = rows.map((_, i) => `head ${i}`);
+    const off = tok.off ?? new Set();
+    const labels = rows.map((_, i) => (off.has(`${l}:${i}`) ? `head ${i} ✕` : `head ${i}`));
     const source = visible(tokens[tok.source].piece);
     const text = `Layer ${l}: where each head looked from "${source}" when it predicted "${visible(tok.piece)}"` +
       (from > 0 || tok.offset > 0 ? ` (the last ${S - from} of the ${S} positions it read)` : "");
     drawHeatmap(canvas, rows, labels, cols, `${text}. ${describe(rows, labels, cols)}.`);
-    heatText.textContent = `${text}. Colour: the weight, from 0 to 1 (legend below the map).`;
+    heatText.textContent = `${text}. Colour: the weight, from 0 to 1 (legend below the map).` +
+      (labels.some((r) => r.endsWith("✕")) ? " ✕: a head switched off (its pattern is drawn; its output is zero)." : "");
   }
 
   layer.addEventListener("change", () => show(chosen));
@@ -323,7 +366,7 @@ function mountLanguageModel(root, name) {
 
   function addToken(piece, step) {
     const i = tokens.length;
-    tokens.push({ piece, attention: step?.attention, source: step?.position, offset: step?.offset ?? 0 });
+    tokens.push({ piece, attention: step?.attention, source: step?.position, offset: step?.offset ?? 0, off: step?.off });
     // Inline spans, not buttons (a button is an inline block: a line could break inside a
     // word between two of them); the text flows and wraps only where the words do.
     const span = h("span", {
@@ -365,6 +408,8 @@ function mountLanguageModel(root, name) {
       const model = await loadShared(name);
       if (mine !== run) return;
       fillSelect(layer, model.config.n_layers, "layer");
+      switches.fill(model.config.n_layers, model.config.n_heads);
+      const off = setZeroHeads(model, switches.heads()); // this run's switches (the model is the page's)
       let ids;
       try {
         ids = model.tokenizer.encode(text);
@@ -396,6 +441,7 @@ function mountLanguageModel(root, name) {
       let pending = [];
       for (const step of model.steps(ids, n, opts)) {
         if (mine !== run) return;
+        step.off = off;
         if (first === null) first = performance.now() - t0;
         pending.push(addToken(model.tokenizer.piece ? model.tokenizer.piece(step.id) : String(step.id), step));
         last = { model, logits: step.logits };
@@ -412,7 +458,9 @@ function mountLanguageModel(root, name) {
       if (chosen < 0) show(tokens.length - 1);
       redrawNext();
       root.dataset.firstTokenMs = String(Math.round(first ?? 0));
-      status.textContent = `${count} tokens; the first after ${Math.round(first ?? 0)} ms.${note}`;
+      root.dataset.headsOff = String(off.size);
+      const offNote = off.size ? ` ${off.size} head${off.size > 1 ? "s" : ""} switched off: ${[...off].map((k) => k.replace(":", ".")).join(", ")} (layer.head).` : "";
+      status.textContent = `${count} tokens; the first after ${Math.round(first ?? 0)} ms.${offNote}${note}`;
       root.dataset.state = "done";
     } catch (err) {
       fail(`Something went wrong: ${err.message}`);
