@@ -26,7 +26,18 @@ chapter and the formula, on the symbols the page forbids or reserves:
 - a rotary or sinusoidal pair is indexed by $u$, $(2u, 2u + 1)$;
 - Adam's running means are $\\bar g$ and $\\overline{g^2}$, its parameter $w$
   ($m$ is a row maximum, $v$ a value, $\\theta$ a rotary angle);
-- $K$ is a size only where it is not also the key matrix.
+- $K$ is a size only where it is not also the key matrix;
+- the scores are $Z$ (and their gradient $dZ$), never $E$, which is a width;
+- an ALiBi slope is $\\lambda_r$, never the paper's $m_h$ or $m = 2^{-8}$;
+- a rotary angle is $\\theta_u$, indexed by the pair $u$, never $\\theta_i$; its base
+  is not $b$ (a key block);
+- a number of heads is $H$ ($H_\\text{kv}$ key/value heads), a head is $r$, its features
+  $d$: never $h$ heads, $g$ groups, $d_h$ or $k_{h,j}$ ($h_j$ is an encoder state);
+- a latent is not $c_j$ ($c_i$ is a context vector);
+- a quantization scale is not $d$ (features per head), a number of bits not $b$,
+  integer codes not $q$ (a query), and a draft model's distribution not $q$;
+- a sliding window is $L_w$ long and a warm-up $n_\\text{warm}$ steps: $w$ is one
+  trainable parameter.
 
 Text drawn inside figures is read too: every text a figure's PNG records
 (``attention_lib.presentation.plotting`` writes it in the PNG's "Drawn text"
@@ -122,6 +133,66 @@ RULES = [
         "T counts additive attention's decoder steps; a sequence is L long",
         ("01_bottleneck", "02_bahdanau", "03_learning_to_align"),
     ),
+    (
+        r"(?<![\w\\{])d?E\s*=\s*Q\s*K|\\operatorname\{softmax\}\s*\(\s*E\s*\)|(?<![\w\\])dE\b",
+        "the scores are Z and their gradient dZ; E is a model's width",
+        (),
+    ),
+    (
+        r"(?<![\w\\])m_\{?h\b|(?<![\w\\])m\s*=\s*2\s*\^",
+        "an ALiBi slope is \\lambda_r (m is a row maximum)",
+        (),
+    ),
+    (
+        r"\\theta_\{?i\b|\^\s*\{\s*-\s*2\s*i\s*/",
+        "a rotary angle is \\theta_u, u the index of a pair (i is a query)",
+        (),
+    ),
+    (
+        r"(?<![\w\\])b\s*\^\s*\{\s*-|(?<![\w\\])b\s*\\,\s*s\s*\^",
+        "b is a key block's index, not the rotary base",
+        (),
+    ),
+    (
+        r"(?<![\w\\])d_\{?h\b|_\{h\s*,|,\s*h\s*\}|(?<![\w\\])h\s*/\s*g\b|(?<![\w\\])g\s*=\s*1\b",
+        "H heads share H_kv key/value heads; a head is r, its features d (h_j is an encoder state)",
+        (),
+    ),
+    (
+        r"(?<![\w\\])c_\{?j\}?\s*(?:=\s*x|W_)",
+        "c_i is a context vector, not a latent",
+        (),
+    ),
+    (
+        r"(?<![\w\\])d\s*=\s*\\max|(?<![\w\\])w\s*/\s*d\b|(?<![\w\\])d\s*\\,\s*\(\s*q",
+        "d is a head's features, not a quantization scale",
+        (),
+    ),
+    (
+        r"2\s*\^\s*\{?\s*b\b|(?<![\w\\])b\s*<\s*8",
+        "b is a key block's index, not a number of bits",
+        (),
+    ),
+    (
+        r"(?<![\w\\])q\s*=\s*\\(?:mathrm|operatorname)\{round\}|(?<![\w\\])q\s*=\s*\\min",
+        "q is a query, not an integer code",
+        (),
+    ),
+    (
+        r"p\s*\(\s*x\s*\)\s*/\s*q\s*\(|\\sim\s*q\b|\\max\s*\(\s*0\s*,\s*p\s*-\s*q\b|\\min\s*\(\s*p\s*,\s*q\b",
+        "q is a query, not a draft model's distribution",
+        (),
+    ),
+    (
+        r"(?<![\w\\])[pi]\s*-\s*\(?\s*w\b|(?<![\w\\])[ik]\s*\+\s*w\b|,\s*w\s*\)",
+        "a sliding window is L_w long; w is one trainable parameter",
+        (),
+    ),
+    (
+        r"\\frac\s*\{\s*t\s*\}\s*\{\s*w\s*\}|\\frac\s*\{\s*w\s*\}\s*\{\s*t\s*\}",
+        "a warm-up lasts n_warm steps; w is one trainable parameter",
+        (),
+    ),
 ]
 
 
@@ -132,6 +203,18 @@ PROSE_RULES = [
     (r"logits \$z\$", "z is a GRU's update gate; logits are o"),
     (r"add up to (?:at least )?\$p\$", "top-p's threshold is p_top; p is a probability"),
     (r"\$W_a\$\s*\$\(n,\s*d_a\)\$", "W_a is d_a x n (the code holds its transpose, n x d_a)"),
+    (
+        r"\$h\$ (?:query |key/value |attention )?heads|\$g\$ key/value heads",
+        "a number of heads is H, of key/value heads H_kv",
+    ),
+    (
+        r"(?:window|last) of (?:the last )?\$w\$|\$w\$ (?:tokens|positions|warm-up)",
+        "a sliding window is L_w long, a warm-up n_warm steps; w is one trainable parameter",
+    ),
+    (
+        r"scale \$d\$|\$b\$ bits",
+        "d is a head's features and b a key block; name the scale and bits otherwise",
+    ),
 ]
 
 #: Text drawn in a figure: TeX that matplotlib would print literally, outside $...$.
@@ -307,11 +390,74 @@ def test_chapter_figures_use_the_notation_page(path):
         (r"m \leftarrow \beta_1 m", True),
         (r"\bar g \leftarrow \beta_1 \bar g + (1 - \beta_1) g", False),
         (r"K = 5", True),
+        # The teacher's read of 2026-12 found these in chapters 18-20, word for word.
+        (r"E = Q K^\top / \sqrt{d_k} + M", True),
+        (r"A = \operatorname{softmax}(E)", True),
+        (r"dQ = \tfrac{1}{\sqrt{d_k}}\, dE\, K", True),
+        (r"Z = Q K^\top / \sqrt{d_k} + M", False),
+        (r"A = \operatorname{softmax}(Z)", False),
+        (r"E = H d", False),
+        (r"-m_h (i - j)", True),
+        (r"m = 2^{-8}", True),
+        (r"m_i = \max_j e_{ij}", False),
+        (r"\theta_i = b^{-2i/d}", True),
+        (r"p\,\theta_i", True),
+        (r"b\, s^{d/(d-2)}", True),
+        (r"\theta_u = 10000^{-2u/d}", False),
+        (r"p\,\theta_u", False),
+        (r"d_h", True),
+        (r"h/g", True),
+        (r"g = 1", True),
+        (r"k_{h,j} = c_j W_{UK,h}", True),
+        (r"e_{h,ij} = q_{h,i} \cdot k_{h,j}", True),
+        (r"H / H_\text{kv}", False),
+        (r"H_\text{kv} = 1", False),
+        (r"c_j = x_j W_{DKV}", True),
+        (r"c_i = \sum_j \alpha_{ij} h_j", False),
+        (r"d = \max |w| / 127", True),
+        (r"q = \mathrm{round}(w / d)", True),
+        (r"q = \min(2^b - 1, \lfloor w / d + 2^{b-1} + \tfrac12 \rfloor)", True),
+        (r"d\,(q - 2^{b-1})", True),
+        (r"b < 8", True),
+        (r"x \sim q", True),
+        (r"\min(1, p(x)/q(x))", True),
+        (r"\max(0, p - q)", True),
+        (r"\max(0, p - \tilde p)", False),
+        (r"\ell_i = \sum_{j \in J_b} \exp(e_{ij} - m_i)", False),
+        (r"p - w + 1, \dots, p", True),
+        (r"k + w", True),
+        (r"i - w < j \le i", True),
+        (r"\min(i + 1, w)", True),
+        (r"i - L_w < j \le i", False),
+        (r"w \leftarrow w - \eta g", False),
+        (r"\eta_t = \eta_\text{max} \min\!\left(\frac{t}{w},\ \sqrt{\frac{w}{t}}\right)", True),
+        (r"\min\!\left(\frac{t}{n_\text{warm}},\ \sqrt{\frac{n_\text{warm}}{t}}\right)", False),
     ],
 )
 def test_the_rules_catch_what_they_should(formula, forbidden, tmp_path):
     # A one-cell notebook holding the formula: the rules must flag it or not.
     nb = {"cells": [{"cell_type": "markdown", "source": [f"${formula}$"], "metadata": {}}]}
+    path = tmp_path / "10_probe.ipynb"
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    assert bool(violations(path)) is forbidden, violations(path)
+
+
+@pytest.mark.parametrize(
+    "text, forbidden",
+    [
+        ("the $h$ query heads share $g$ key/value heads, $h/g$ each", True),
+        ("the $H$ query heads share $H_\\text{kv}$ key/value heads", False),
+        ("one float16 scale $d$ and one small integer per weight", True),
+        ("With $b < 8$ bits", True),
+        ("a window of the last $w$ tokens", True),
+        ("the rate rises linearly for $w$ warm-up steps", True),
+        ("a window of the last $L_w$ tokens", False),
+        ("for $n_\\text{warm}$ warm-up steps", False),
+    ],
+)
+def test_the_prose_rules_catch_what_they_should(text, forbidden, tmp_path):
+    # A one-cell notebook holding the sentence: the rules must flag it or not.
+    nb = {"cells": [{"cell_type": "markdown", "source": [text], "metadata": {}}]}
     path = tmp_path / "10_probe.ipynb"
     path.write_text(json.dumps(nb), encoding="utf-8")
     assert bool(violations(path)) is forbidden, violations(path)
