@@ -110,10 +110,15 @@ export function linearForward(x, n, nIn, WT, b, nOut, y) {
 /**
  * The backward of y = x W + b, with g = d loss / d y (n, nOut):
  * dW = x^T g (summed over the rows), db = the sum of g's rows, dx = g W^T.
- * dW and db are accumulated into (+=); dx is returned (or written into `dx`).
+ * dW and db are accumulated into (+=); dx is returned (or written into `dx`). dW null: a
+ * frozen weight and bias: only dx is computed, half of the backward's products.
  * `scratch` holds two transposes: {xT: n nIn, gT: n nOut} (allocated when absent).
  */
 export function linearBackward(x, n, nIn, W, g, nOut, dW, db, dx = null, scratch = {}) {
+  if (dW === null) { // a frozen weight (LoRA's base, train-lora.mjs): the input's gradient only
+    if (dx) dotRows(g, n, W, nIn, nOut, dx);
+    return dx;
+  }
   const kernels = x instanceof Float32Array && g instanceof Float32Array && dW instanceof Float32Array ? sharedKernels() : null;
   if (kernels) {
     kernels.dotCols(x, n, nIn, g, nOut, dW); // dW += x^T g, summed down the rows

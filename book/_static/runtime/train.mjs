@@ -15,7 +15,7 @@
 //   const opt = new AdamW(model.params, {lr, betas});
 //   const loss = trainStep(model, opt, tokens, targets, B, T, {clip, lr});
 
-import { makeRng, sha256Hex } from "./transformer.mjs";
+import { makeRng, readTensors, sha256Hex } from "./transformer.mjs";
 import {
   attentionBackward, attentionForward, crossEntropy, embeddingBackward, embeddingForward,
   geluBackward, geluForward, layerNormBackward, layerNormForward, linearBackward,
@@ -123,6 +123,8 @@ export class TinyGPT {
     this.rotary = this.config.positions === "rotary" ? rotaryTables(this.config.max_len, hd) : null;
     this.saved = null;
     this.buffers = null;
+    this.frozen = null; // names of weights given no gradient (LoRA's base): see backward()
+    this.lora = null; // a LoRA of train-lora.mjs, when one adapts this model
   }
 
   /** The transposes the forward products read, refreshed after the weights change. */
@@ -225,30 +227,33 @@ export class TinyGPT {
     const p = this.params, gr = this.grads, buf = this.buffers;
     const hd = d / H;
     for (const g of Object.values(gr)) g.fill(0);
+    // a frozen weight (this.frozen, set by train-lora.mjs's LoRA) gets no gradient: only the
+    // input's is computed through it, as the library's lora.freeze does
+    const G = (name) => (this.frozen?.has(name) ? null : gr[name]);
     const g = buf.g; // d loss / d x, the residual stream, carried down
-    linearBackward(buf.hf, n, d, p["head.W"], dLogits, V, gr["head.W"], gr["head.b"], buf.gh, buf.scratch.V);
+    linearBackward(buf.hf, n, d, p["head.W"], dLogits, V, G("head.W"), G("head.b"), buf.gh, buf.scratch.V);
     layerNormBackward(buf.gh, n, d, p["ln_f.gamma"], buf.xHatF, buf.invF, gr["ln_f.gamma"], gr["ln_f.beta"], g);
     for (let l = c.n_layers - 1; l >= 0; l--) {
       const s = buf.layers[l];
       const pre = `blocks.${l}`;
       // x3 = x2 + FFN(LN2(x2)): g reaches x2 directly and through the branch
-      linearBackward(s.a, n, f, p[`${pre}.ffn.fc2.W`], g, d, gr[`${pre}.ffn.fc2.W`], gr[`${pre}.ffn.fc2.b`], buf.gf, buf.scratch.f);
+      linearBackward(s.a, n, f, p[`${pre}.ffn.fc2.W`], g, d, G(`${pre}.ffn.fc2.W`), G(`${pre}.ffn.fc2.b`), buf.gf, buf.scratch.f);
       geluBackward(s.f1, buf.gf, buf.gf, s.cdf, s.pdf);
-      linearBackward(s.h2, n, d, p[`${pre}.ffn.fc1.W`], buf.gf, f, gr[`${pre}.ffn.fc1.W`], gr[`${pre}.ffn.fc1.b`], buf.gh, buf.scratch.fin);
+      linearBackward(s.h2, n, d, p[`${pre}.ffn.fc1.W`], buf.gf, f, G(`${pre}.ffn.fc1.W`), G(`${pre}.ffn.fc1.b`), buf.gh, buf.scratch.fin);
       layerNormBackward(buf.gh, n, d, p[`${pre}.ln2.gamma`], s.xHat2, s.inv2, gr[`${pre}.ln2.gamma`], gr[`${pre}.ln2.beta`], buf.gx);
       for (let i = 0; i < n * d; i++) g[i] += buf.gx[i];
       // x2 = x + W_O attend(LN1(x))
-      linearBackward(s.ctx, n, d, p[`${pre}.attn.W_O`], g, d, gr[`${pre}.attn.W_O`], gr[`${pre}.attn.b_O`], buf.dctx, buf.scratch.d);
+      linearBackward(s.ctx, n, d, p[`${pre}.attn.W_O`], g, d, G(`${pre}.attn.W_O`), G(`${pre}.attn.b_O`), buf.dctx, buf.scratch.d);
       attentionBackward(buf.dctx, s.q, s.k, s.v, s.P, B, T, H, hd, buf.dq, buf.dk, buf.dv);
       if (this.rotary) {
         rotate(buf.dq, n, d, T, hd, this.rotary, true);
         rotate(buf.dk, n, d, T, hd, this.rotary, true);
       }
-      linearBackward(s.h1, n, d, p[`${pre}.attn.W_Q`], buf.dq, d, gr[`${pre}.attn.W_Q`], gr[`${pre}.attn.b_Q`], buf.gh, buf.scratch.d);
+      linearBackward(s.h1, n, d, p[`${pre}.attn.W_Q`], buf.dq, d, G(`${pre}.attn.W_Q`), G(`${pre}.attn.b_Q`), buf.gh, buf.scratch.d);
       for (let i = 0; i < n * d; i++) buf.gx[i] = buf.gh[i];
-      linearBackward(s.h1, n, d, p[`${pre}.attn.W_K`], buf.dk, d, gr[`${pre}.attn.W_K`], gr[`${pre}.attn.b_K`], buf.gh, buf.scratch.d);
+      linearBackward(s.h1, n, d, p[`${pre}.attn.W_K`], buf.dk, d, G(`${pre}.attn.W_K`), G(`${pre}.attn.b_K`), buf.gh, buf.scratch.d);
       for (let i = 0; i < n * d; i++) buf.gx[i] += buf.gh[i];
-      linearBackward(s.h1, n, d, p[`${pre}.attn.W_V`], buf.dv, d, gr[`${pre}.attn.W_V`], gr[`${pre}.attn.b_V`], buf.gh, buf.scratch.d);
+      linearBackward(s.h1, n, d, p[`${pre}.attn.W_V`], buf.dv, d, G(`${pre}.attn.W_V`), G(`${pre}.attn.b_V`), buf.gh, buf.scratch.d);
       for (let i = 0; i < n * d; i++) buf.gx[i] += buf.gh[i];
       layerNormBackward(buf.gx, n, d, p[`${pre}.ln1.gamma`], s.xHat1, s.inv1, gr[`${pre}.ln1.gamma`], gr[`${pre}.ln1.beta`], buf.gh);
       for (let i = 0; i < n * d; i++) g[i] += buf.gh[i];
@@ -338,18 +343,58 @@ function gradNorm(grads) {
  * Returns {loss, norm} (the norm before clipping).
  */
 export function trainStep(model, opt, tokens, targets, B, T, { clip = 1.0, lr = opt.lr } = {}) {
+  const lora = model.lora; // LoRA (train-lora.mjs): only its A and B learn, opt holds them
+  if (lora) lora.install(); // W = W0 + scaling A B, as the library's forward installs it
   const logits = model.forward(tokens, B, T);
   const buf = model.buffers;
   const { loss } = crossEntropy(logits, targets, model.config.n_vocab, buf.dLogits);
   if (!Number.isFinite(loss)) throw new RangeError(`the loss is ${loss}: the model diverged (try a smaller learning rate)`);
   model.backward(buf.dLogits);
+  if (lora) lora.gradsFrom(model.grads); // dA = scaling dW B^T, dB = scaling A^T dW
+  const grads = lora ? lora.grads : model.grads;
   // the norm is checked with clipping off too (clip 0): AdamW turns an infinite gradient
   // into NaN weights, which no later step could undo
-  const norm = clip ? clipGradNorm(model.grads, clip) : gradNorm(model.grads);
+  const norm = clip ? clipGradNorm(grads, clip) : gradNorm(grads);
   if (!Number.isFinite(norm)) throw new RangeError(`the gradient's norm is ${norm}: the step was refused (try a smaller learning rate)`);
   opt.lr = lr;
-  opt.step(model.grads);
+  opt.step(grads);
+  if (lora) lora.install(); // the model's weights current again (for held-out losses, Generate)
   return { loss, norm };
+}
+
+/**
+ * The parameters of a runtime model (the manifest and weights toRuntime writes, and
+ * scripts/export_models.py: book/_static/models/shakespeare.json) in train.mjs's names, to
+ * start a TinyGPT from: {config, params, chars}. The weights' sha256 is checked, and the
+ * model must be one train.mjs trains (a LayerNorm, GELU decoder with its own output layer).
+ */
+export function fromRuntime(manifest, weights) {
+  const c = manifest?.config;
+  if (!c || manifest.format !== FORMAT || !manifest.tensors) throw new TypeError("not a runtime model's manifest (its format, config and tensors)");
+  const fits = c.arch === "decoder" && c.norm === "layernorm" && c.ffn === "gelu" && !c.tied_head && c.n_kv_heads === c.n_heads &&
+    (c.positions !== "rotary" || c.rotary_layout === "interleaved");
+  if (!fits) throw new RangeError(`the model ${manifest.name} is not a TinyGPT (a LayerNorm, GELU decoder): train.mjs cannot train it`);
+  if (!(weights instanceof ArrayBuffer) || weights.byteLength !== manifest.bytes) throw new RangeError(`the weights of ${manifest.name} are not ${manifest.bytes} bytes: the file is truncated or damaged`);
+  if (sha256Hex(weights) !== manifest.sha256) throw new RangeError(`the weights of ${manifest.name} do not match the manifest's sha256: the file is damaged`);
+  const config = { n_vocab: c.n_vocab, d_model: c.d_model, n_heads: c.n_heads, n_layers: c.n_layers, d_ff: c.d_ff,
+    max_len: c.max_len, positions: c.positions };
+  // train.mjs's name -> the runtime's (toRuntime's pairs, read backwards)
+  const outer = { "tok.E": "tok_emb", "pos.E": "pos_emb", "ln_f.gamma": "norm_f.weight", "ln_f.beta": "norm_f.bias",
+    "head.W": "head.weight", "head.b": "head.bias" };
+  const inner = { "ln1.gamma": "norm1.weight", "ln1.beta": "norm1.bias", "attn.W_Q": "attn.wq", "attn.b_Q": "attn.bq",
+    "attn.W_K": "attn.wk", "attn.b_K": "attn.bk", "attn.W_V": "attn.wv", "attn.b_V": "attn.bv", "attn.W_O": "attn.wo",
+    "attn.b_O": "attn.bo", "ln2.gamma": "norm2.weight", "ln2.beta": "norm2.bias", "ffn.fc1.W": "ffn.w1", "ffn.fc1.b": "ffn.b1",
+    "ffn.fc2.W": "ffn.w2", "ffn.fc2.b": "ffn.b2" };
+  const tensors = readTensors(manifest, weights); // float16 or float32, checked, as float32
+  const params = {};
+  for (const [name, shape] of Object.entries(paramShapes(checkConfig(config)))) {
+    const m = /^blocks\.(\d+)\.(.*)$/.exec(name);
+    const key = m ? `layers.${m[1]}.${inner[m[2]]}` : outer[name];
+    if (!tensors[key] || String(tensors[key].shape) !== String(shape)) throw new RangeError(`tensor ${key} of ${manifest.name} is missing or not [${shape}]`);
+    params[name] = tensors[key].data;
+  }
+  if (manifest.tokenizer?.type !== "chars") throw new RangeError(`the model ${manifest.name} has no character tokenizer`);
+  return { config, params, chars: Array.from(manifest.tokenizer.chars) };
 }
 
 /**
