@@ -5,7 +5,8 @@
 // weights, into book/_static/models/<name>.fallback.svg (inlined by attention_lib.widget_html);
 // for the encoder, a sentence's word pieces, one head's attention and a similarity.
 //
-//   node scripts/make_widget_fallbacks.mjs
+//   node scripts/make_widget_fallbacks.mjs              # every widget's figure
+//   node scripts/make_widget_fallbacks.mjs translator   # only the ones named
 import { readFileSync, writeFileSync, existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { loadModel } from "../book/_static/runtime/transformer.mjs";
@@ -13,6 +14,8 @@ import { loadEncoder } from "../book/_static/runtime/encoder.mjs";
 import { streamSteps } from "../book/_static/runtime/window.mjs";
 
 const dir = fileURLToPath(new URL("../book/_static/models/", import.meta.url));
+const only = process.argv.slice(2);
+const wanted = (name) => only.length === 0 || only.includes(name);
 const PROMPTS = { shakespeare: ["ROMEO:\n", 80], stories260k: ["Once upon a time", 40] };
 
 const esc = (s) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
@@ -122,13 +125,13 @@ function windowFigure(model) {
 }
 
 for (const name of ["shakespeare", "stories260k", "translator", "shakespeare_window"]) {
-  if (!existsSync(`${dir}${name}.json`)) continue;
+  if (!wanted(name) || !existsSync(`${dir}${name}.json`)) continue;
   const model = loadModel(JSON.parse(readFileSync(`${dir}${name}.json`, "utf8")), readFileSync(`${dir}${name}.bin`));
   let figure;
   if (name === "shakespeare_window") {
     figure = windowFigure(model);
   } else if (name === "translator") {
-    const english = "I like green apples.";
+    const english = "I bought a blue car."; // the live widget's default: reordered, and right
     const out = model.translate(english, { details: true });
     const l = model.config.n_dec_layers - 1;
     const rows = out.cross.map((step) => Array.from(step[l][0]));
@@ -156,7 +159,7 @@ for (const name of ["shakespeare", "stories260k", "translator", "shakespeare_win
 
 // all-MiniLM-L6-v2 (chapter 14): the tokens of a sentence, the head that looks most at the
 // previous token, and the similarity of two sentences (weights exported by export_minilm.py)
-if (existsSync(`${dir}minilm/minilm.json`)) {
+if (wanted("minilm") && existsSync(`${dir}minilm/minilm.json`)) {
   const enc = loadEncoder(JSON.parse(readFileSync(`${dir}minilm/minilm.json`, "utf8")),
     readFileSync(`${dir}minilm/minilm.bin`));
   const [a, b] = ["The cat sat on the mat because it was tired.", "A tired cat was lying on the rug."];
@@ -191,7 +194,7 @@ if (existsSync(`${dir}minilm/minilm.json`)) {
   const root = fileURLToPath(new URL("../", import.meta.url));
   const gguf = process.env.SMOLLM2_GGUF || spawnSync(existsSync(`${root}.venv/bin/python`) ? `${root}.venv/bin/python` : "python3",
     ["-c", "from attention_lib.models.smollm2 import gguf_path; print(gguf_path())"], { cwd: root, encoding: "utf8" }).stdout.trim();
-  if (gguf && existsSync(gguf)) {
+  if (wanted("smollm2") && gguf && existsSync(gguf)) {
     const { loadSmolLM2 } = await import("../book/_static/runtime/smollm2.mjs");
     const { createHash } = await import("node:crypto");
     const file = readFileSync(gguf);

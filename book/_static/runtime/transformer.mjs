@@ -1698,6 +1698,11 @@ class TranslatorTokenizer extends BPETokenizer {
   decode(ids) {
     return super.decode(Array.from(ids).filter((i) => !this.special.has(i) && !this.specialIds.has(i))).trim();
   }
+
+  /** One token's text with its leading space kept (decode trims a sentence's; a piece must not). */
+  piece(id) {
+    return this.special.has(id) || this.specialIds.has(id) ? "" : super.decode([id]);
+  }
 }
 
 function makeTokenizer(spec, config) {

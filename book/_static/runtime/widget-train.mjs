@@ -113,7 +113,9 @@ function drawCurve(canvas, series, width, { floor = null, floorLabel = "" } = {}
     ctx.lineTo(width - pad.r, y(floor));
     ctx.stroke();
     ctx.setLineDash([]);
-    ctx.fillText(floorLabel, width - pad.r - ctx.measureText(floorLabel).width, y(floor) - 3);
+    // above the line, or below it when the line is the chart's top (the loss starts at guessing)
+    const labelY = y(floor) - 3 < pad.t + 11 ? y(floor) + 13 : y(floor) - 3;
+    ctx.fillText(floorLabel, width - pad.r - ctx.measureText(floorLabel).width, labelY);
   }
   let legend = pad.l + 6;
   for (const [name, pts] of Object.entries(series)) {

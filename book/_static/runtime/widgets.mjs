@@ -113,12 +113,13 @@ export function sized(canvas, cssW, cssH) {
 export function drawHeatmap(canvas, rows, rowLabels, colLabels, caption) {
   const width = Math.max(240, canvas.parentElement.clientWidth || 320);
   const labelW = 58;
+  const padR = 30; // a column label leans right past its cell: the last one ("[SEP]") needs room
   const nCols = colLabels.length;
-  const cell = Math.max(6, Math.min(28, Math.floor((width - labelW - 4) / Math.max(1, nCols))));
+  const cell = Math.max(6, Math.min(28, Math.floor((width - labelW - 4 - padR) / Math.max(1, nCols))));
   const cellH = 22;
   const top = 58;
   const legendH = 34;
-  const cssW = Math.max(labelW + cell * nCols + 4, 230);
+  const cssW = Math.max(labelW + cell * nCols + 4 + padR, 230);
   const cssH = top + cellH * rows.length + 4 + legendH;
   const ctx = sized(canvas, cssW, cssH);
   ctx.clearRect(0, 0, cssW, cssH);
@@ -484,7 +485,8 @@ function mountLanguageModel(root, name) {
 function mountTranslator(root, name) {
   const id = (s) => `${root.id}-${s}`;
   const input = h("textarea", { id: id("english"), rows: 2, spellcheck: "false" });
-  input.value = root.dataset.prompt ?? "I like green apples.";
+  // an adjective that French puts after its noun, with its agreement, which the model gets right
+  input.value = root.dataset.prompt ?? "I bought a blue car.";
   const beam = h("select", { id: id("beam") }, h("option", { value: 1 }, "greedy"), h("option", { value: 4 }, "beam of 4"));
   const button = h("button", { type: "button", class: "aft-go" }, "Translate");
   const status = h("p", { class: "aft-status", role: "status", "aria-live": "polite" },
