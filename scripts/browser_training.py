@@ -10,7 +10,9 @@ of a built site, at 1280 and 390 px:
   and resumes training;
 - chapter 9's widget trains, its loss falls, both layers' attention maps
   change, and the induction head forms (held-out accuracy >= 90%): the time is
-  printed;
+  printed; paused, its head switches work by keyboard: the induction head
+  switched off stops the copying (the held-out accuracy falls by more than
+  half), switched on again restores it, and while training runs they are off;
 - chapter 11's widget refuses bad input with a message (an empty text, one
   character, more than the limit pasted, a 100 MB file, a learning rate of 0 or
   NaN), trains on characters outside the Basic Multilingual Plane, trains on
@@ -166,9 +168,49 @@ def check_induction(page, widget, fail, timeout, timings, label):
     problem = frame_problem(f, widget)
     if problem:
         fail(problem)
+    check_induction_switches(page, widget, fail, timeout, timings, label)
+    train.focus()
     page.keyboard.press("Enter")  # resume
     page.wait_for_timeout(300)
+    if not widget.locator(".aft-switches input").first.is_disabled():
+        fail("the head switches stay on while training runs")
     widget.locator("button", has_text="Stop").click()
+
+
+def check_induction_switches(page, widget, fail, timeout, timings, label):
+    """The paused model's head switches, by keyboard (Space): the induction head off
+    stops the copying (held-out accuracy down by more than half), back on restores it."""
+    handle = widget.element_handle()
+    boxes = widget.locator(".aft-switches input[type=checkbox]")
+    if boxes.count() != 2 or boxes.first.is_disabled():
+        fail("no head switches to use once training is paused")
+        return
+
+    def flip(i):
+        widget.evaluate("w => { delete w.dataset.ablatedAccuracy }")
+        boxes.nth(i).focus()
+        page.keyboard.press("Space")
+        page.wait_for_function(
+            "w => w.dataset.ablatedAccuracy !== undefined", arg=handle, timeout=timeout * 1000
+        )
+        return float(widget.get_attribute("data-ablated-accuracy"))
+
+    induction_off = flip(1)
+    base = float(widget.get_attribute("data-baseline-accuracy"))
+    said = widget.locator(".aft-switches [role=status]").inner_text()
+    if not induction_off < base - 0.5:
+        fail(f"the induction head switched off: accuracy {base:.2f} -> {induction_off:.2f}")
+    if "the induction head (layer 1) switched off" not in said or "✗" not in said:
+        fail(f"the widget does not say what the switch did: {said[:120]!r}")
+    back_on = flip(1)
+    if back_on != base:
+        fail(f"the induction head back on: accuracy {back_on:.2f}, not {base:.2f}")
+    previous_off = flip(0)
+    flip(0)
+    timings.append(
+        f"{label}: held-out copy accuracy {base:.2f} with both heads, {induction_off:.2f} with the "
+        f"induction head off, {previous_off:.2f} with the previous-token head off"
+    )
 
 
 def check_text(page, widget, fail, timeout, timings, label, big_file, shot=None):

@@ -16,6 +16,9 @@ before a chapter carries them), at 1280 and at 390 px wide:
   temperature slider moves; moving a slider (temperature) changes the output;
 - an error clears what the widget showed before (no stale output beside it);
 - the keyboard alone reaches and presses the button and a generated token;
+- the head switches (issue 53), by keyboard: layer 1's head 0 switched off
+  writes another text, named in the status and marked in layer 1's heat map;
+  "All heads on" writes the text of before again;
 - no word of the generated text is broken across two lines;
 - nothing scrolls sideways, every control has an accessible name, and no
   request leaves the local server;
@@ -301,6 +304,7 @@ def check_widget(page, widget, label, problems, shots, width, timeout):
         )
         if widget.locator(".aft-output").inner_text() == first:
             fail("moving the temperature slider did not change the output")
+        check_head_switches(page, widget, fail, timeout)
         if run(""):
             fail("an empty prompt was continued")
         if widget.locator(".aft-token").count() or widget.locator(".aft-bars li").count():
@@ -308,6 +312,59 @@ def check_widget(page, widget, label, problems, shots, width, timeout):
     sideways(page, fail)
     if shots:
         widget.screenshot(path=str(Path(shots) / f"widget-{label}-{width}.png"))
+
+
+def check_head_switches(page, widget, fail, timeout):
+    """The head switches of a language model's widget, by keyboard alone (issue 53).
+
+    One switch a head of every layer; Space on layer 1's head 0 switches it off and the text
+    is written again, changed, the status naming the head and the heat map of layer 1
+    marking it; "All heads on" (Enter) writes the text of before again (the same seed).
+    """
+    handle = widget.element_handle()
+    boxes = widget.locator(".aft-switches input[type=checkbox]")
+    layers = widget.locator("select").first.evaluate("s => s.options.length")
+    if boxes.count() < 4 or boxes.count() % layers:
+        fail(f"{boxes.count()} head switches for {layers} layers")
+        return
+    heads = boxes.count() // layers
+    output = widget.locator(".aft-output")
+    before = output.inner_text()
+
+    def press(locator, key):
+        widget.evaluate("w => { delete w.dataset.state }")
+        locator.focus()
+        page.keyboard.press(key)
+        page.wait_for_function(
+            "w => w.dataset.state === 'done' || w.querySelector('.aft-error')",
+            arg=handle,
+            timeout=timeout * 1000,
+        )
+
+    switch = boxes.nth(heads)  # layer 1, head 0
+    press(switch, "Space")
+    if not switch.is_checked() or widget.get_attribute("data-heads-off") != "1":
+        fail("Space on a head switch did not switch the head off")
+    off = output.inner_text()
+    if off == before:
+        fail("switching layer 1's head 0 off did not change the text")
+    if "1.0 (layer.head)" not in widget.locator(".aft-status").first.inner_text():
+        fail("the status does not name the head switched off")
+    widget.locator("select").first.select_option("1")
+    widget.locator(".aft-token.aft-new").last.focus()
+    if "head 0 ✕" not in (widget.locator("canvas.aft-heatmap").get_attribute("aria-label") or ""):
+        fail("the heat map of layer 1 does not mark head 0 as switched off")
+    widget.locator("select").first.select_option("0")
+    press(widget.get_by_role("button", name="All heads on"), "Enter")
+    if boxes.evaluate_all("bs => bs.some((b) => b.checked)"):
+        fail("'All heads on' left a switch on")
+    if output.inner_text() != before:
+        fail("with every head back on, the text is not the one written before")
+    print(
+        f"{widget.get_attribute('data-model')}: layer 1's head 0 off changes "
+        f"{sum(a != b for a, b in zip(before, off)) + abs(len(before) - len(off))} "
+        f"of {len(before)} characters of the output"
+    )
 
 
 def check_window_widget(page, widget, label, problems, shots, width, timeout):

@@ -244,7 +244,8 @@ function mountInduction(root) {
     if (!worker) for (const c of heads) c.checked = false;
     delete root.dataset.ablatedAccuracy;
     if (still && offHeads().length) ablate();
-    else ablated.textContent = still || !last ? "" : "Pause the training to switch heads off again.";
+    else if (state === "running" && offHeads().length) ablated.textContent = "Training goes on: pause it to see the switched-off heads' effect on the newer weights.";
+    else ablated.textContent = "";
   }
   function ablate() {
     if (!worker) return;

@@ -192,9 +192,9 @@ export function fillSelect(select, n, what) {
 }
 
 /**
- * The head switches of a language model's widget: a fieldset of checkboxes, one row per
- * layer ("layer 0: head 0, head 1, ..."), filled once the model has loaded, and an "All
- * heads on" button. onChange() runs after a switch is flipped (by pointer or keyboard).
+ * The head switches of a language model's widget: a fieldset holding a table of checkboxes,
+ * a row per layer and a column per head (each box named "layer l, head h"), filled once the
+ * model has loaded, and an "All heads on" button. onChange() runs after a switch is flipped (by pointer or keyboard).
  * Returns {box, fill(nLayers, nHeads), heads() -> [[layer, head], ...], clear()}.
  */
 export function headSwitches(id, onChange) {
@@ -217,11 +217,15 @@ export function headSwitches(id, onChange) {
   });
   function fill(nLayers, nHeads) {
     if (inputs().length === nLayers * nHeads) return;
-    rows.replaceChildren(...Array.from({ length: nLayers }, (_, l) => h("div", {
-      class: "aft-switch-row", role: "group", "aria-labelledby": `${id}-layer-${l}`,
-    }, h("span", { class: "aft-switch-layer", id: `${id}-layer-${l}` }, `layer ${l}:`),
-    ...Array.from({ length: nHeads }, (_, hh) => h("label", { class: "aft-switch" },
-      h("input", { type: "checkbox", "data-layer": l, "data-head": hh, onchange: onChange }), `head ${hh}`)))));
+    // a table: a row per layer, a column per head (both numbered from 0, as in the code)
+    const cell = (l, hh) => h("td", {}, h("input", {
+      type: "checkbox", "data-layer": l, "data-head": hh, "aria-label": `layer ${l}, head ${hh}`, onchange: onChange,
+    }));
+    rows.replaceChildren(h("table", { class: "aft-switch-table" },
+      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "head"),
+        ...Array.from({ length: nHeads }, (_, hh) => h("th", { scope: "col" }, String(hh))))),
+      h("tbody", {}, ...Array.from({ length: nLayers }, (_, l) => h("tr", {},
+        h("th", { scope: "row" }, `layer ${l}`), ...Array.from({ length: nHeads }, (_, hh) => cell(l, hh)))))));
     allOn.disabled = false;
   }
   return { box, fill, heads, clear: () => { for (const c of inputs()) c.checked = false; } };
