@@ -26,3 +26,13 @@ def test_the_committed_lora_fixture_is_what_the_library_computes():
             assert np.abs(np.asarray(values) - ref).max() <= 1e-5 * scale, (
                 f"{kind}: {name} changed: run scripts/make_lora_train_fixture.py"
             )
+
+
+def test_the_widgets_held_out_shakespeare_is_the_validation_split():
+    from _fixtures import load_script
+
+    module = load_script("export_shakespeare_heldout")
+    assert module.OUT.read_text(encoding="utf8") == module.heldout_text(), (
+        "book/_static/models/shakespeare_heldout.txt is stale: run "
+        "scripts/export_shakespeare_heldout.py"
+    )

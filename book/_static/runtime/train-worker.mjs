@@ -4,13 +4,15 @@
 // Messages in (postMessage):
 //   {type: "start", task: "induction"}                      chapter 9's copy task
 //   {type: "start", task: "text", text, preset, lr, steps}  a character model of `text`
+//   {type: "start", task: "finetune", text, mode: "full" | "lora", rank, lr, steps}
+//                                     chapter 11's model finetuned on `text` (train-finetune.mjs)
 //   {type: "pause"} | {type: "resume"} | {type: "stop"}
 //   {type: "generate", prompt, n, temperature, seed}        (text task) continue a prompt
 //   {type: "export"}                                        (text task) the runtime's files
 //   {type: "ablate", heads: [[layer, head], ...]}           (induction) those heads switched off
 // Messages out:
 //   {type: "ready", params, vocab, train, heldOut}          the model is built
-//   {type: "progress", step, loss, lr, msPerStep, heldOut?, scores?, maps?}
+//   {type: "progress", step, loss, lr, msPerStep, heldOut?, shakespeare?, scores?, maps?}
 //   {type: "paused"} | {type: "done", step} | {type: "stopped"}
 //   {type: "generated", text} | {type: "exported", manifest, weights (transferred)}
 //   {type: "ablated", heads, accuracy, baseline, tokens, guesses, targets, segment}
@@ -23,6 +25,7 @@
 import { AdamW, TinyGPT, charVocabulary, learningRate, randomWindows, trainStep } from "./train.mjs";
 import { copyBatch, inductionScores, INDUCTION, PRESETS } from "./train-tasks.mjs";
 import { CharTokenizer, argmax, loadModel, makeRng, setZeroHeads } from "./transformer.mjs";
+import { FINETUNE, finetuneJob } from "./train-finetune.mjs";
 
 /**
  * The longest text the own-text task accepts, in characters: "about 1 MB", with room for
@@ -34,13 +37,12 @@ export const MAX_VOCAB = 2000;
 /** How long the worker computes before it reads its messages again (pause, stop). */
 const SLICE_MS = 40;
 
-/** Check the own-text task's input; returns an error sentence, or null when it is fine. */
-export function checkText(text, preset) {
+/** Check the own-text task's input (T: the context, the preset's by default); returns an error sentence, or null. */
+export function checkText(text, preset, T = PRESETS[preset]?.max_len ?? 32) {
   if (typeof text !== "string") return "The text must be a string.";
   if (text.length > 4 * MAX_CHARS) return `The text is too long: at most ${MAX_CHARS.toLocaleString("en")} characters.`;
   const n = Array.from(text).length;
   if (n > MAX_CHARS) return `The text is ${n.toLocaleString("en")} characters long: at most ${MAX_CHARS.toLocaleString("en")}.`;
-  const T = PRESETS[preset]?.max_len ?? 32;
   const least = 10 * (T + 2);
   if (n < least) return `The text is ${n} characters long: this size needs at least ${least} (the last 10% is held out, and each must hold a window of ${T + 1}).`;
   const distinct = new Set(text).size;
@@ -107,6 +109,7 @@ export function switchedOff(model, held, heads) {
 export function createSession(post, schedule = (f) => setTimeout(f, 0)) {
   let state = "idle"; // idle | running | paused | done | stopped
   let job = null;
+  let loads = 0; // finetuning runs started (each loads its model first)
 
   function fail(err) {
     state = "stopped"; // the weights are those of the last good step: Generate still works
@@ -214,7 +217,7 @@ export function createSession(post, schedule = (f) => setTimeout(f, 0)) {
       if (!msg || typeof msg !== "object") throw new TypeError("a message must be an object");
       switch (msg.type) {
         case "start":
-          if (state === "running" || state === "paused") throw new Error("Training is already running: stop it first.");
+          if (["running", "paused", "loading"].includes(state)) throw new Error("Training is already running: stop it first.");
           if (msg.lr !== undefined && checkLearningRate(msg.lr)) throw new RangeError(checkLearningRate(msg.lr));
           // a NaN steps or every would leave the slices spinning without a step or a report,
           // heldOutWindows 0 would report a NaN loss: whole numbers only, checked by name
@@ -224,6 +227,25 @@ export function createSession(post, schedule = (f) => setTimeout(f, 0)) {
               throw new RangeError(`${key} must be an integer >= ${least}, got ${typeof value === "string" ? JSON.stringify(value) : String(value)}`);
             }
           }
+          if (msg.task === "finetune") {
+            const bad = checkText(msg.text, null, FINETUNE.T);
+            if (bad) throw new RangeError(bad);
+            // chapter 11's model is fetched first (3.7 MB): pause and stop act meanwhile
+            state = "loading";
+            const run = ++loads; // a later start (after a stop) supersedes this one
+            finetuneJob(msg).then((loaded) => {
+              if (run !== loads || state === "stopped") return;
+              job = loaded;
+              post(job.ready);
+              if (state === "loading") state = "running";
+              if (state === "running") schedule(tick);
+            }, (err) => {
+              if (run !== loads) return;
+              state = "idle";
+              post({ type: "error", message: err instanceof Error ? err.message : String(err) });
+            });
+            break;
+          }
           if (msg.task === "induction") startInduction(msg);
           else if (msg.task === "text") startText(msg);
           else throw new RangeError(`unknown task ${msg.task}`);
@@ -231,9 +253,9 @@ export function createSession(post, schedule = (f) => setTimeout(f, 0)) {
           schedule(tick);
           break;
         case "pause":
-          if (state === "running") {
+          if (state === "running" || state === "loading") {
             state = "paused";
-            post({ type: "paused", step: job.step });
+            post({ type: "paused", step: job ? job.step : 0 });
           }
           break;
         case "resume":
@@ -243,7 +265,7 @@ export function createSession(post, schedule = (f) => setTimeout(f, 0)) {
           }
           break;
         case "stop":
-          if (state === "running" || state === "paused") state = "stopped";
+          if (state === "running" || state === "paused" || state === "loading") state = "stopped";
           post({ type: "stopped", step: job ? job.step : 0 });
           break;
         case "generate": {

@@ -11,6 +11,7 @@
 // the repeat the model still copies. Nothing is fetched but this site's own modules. widgets.mjs's mountAll()
 // mounts these widgets too (it imports this module on a page that has one).
 import { PRESETS } from "./train-tasks.mjs";
+import { FINETUNE } from "./train-finetune.mjs";
 import { MAX_CHARS, checkLearningRate, checkText } from "./train-worker.mjs";
 import { h } from "./widgets.mjs";
 
@@ -63,16 +64,23 @@ function fit(canvas, cssWidth, cssHeight) {
   return ctx;
 }
 
-const COLOURS = { train: "#0072B2", heldOut: "#D55E00" };
+const COLOURS = { train: "#0072B2", heldOut: "#D55E00", shakespeare: "#009E73" };
+/** The legend's words (finetuning's three lines: both held-out texts named), and the dashes
+ * that tell the lines apart in greyscale. */
+const LABELS = { train: "training", heldOut: "held-out", shakespeare: "Shakespeare" };
+const LABELS3 = { train: "training", heldOut: "your text", shakespeare: "Shakespeare" };
+const DASHES = { shakespeare: [5, 3] };
 
 /**
  * The loss curves: series {name: [[step, loss], ...]}, only finite points drawn (a NaN
  * is never a line), log-scaled when the losses span more than a factor 10.
  */
-function drawCurve(canvas, series, width, { floor = null, floorLabel = "" } = {}) {
-  const H = 170;
+function drawCurve(canvas, series, width, { floor = null, floorLabel = "", zero = true } = {}) {
+  // three series: the legend gets a row of its own under the axis's labels
+  const row = Object.keys(series).length > 2 ? 14 : 0;
+  const H = 170 + row;
   const ctx = fit(canvas, width, H);
-  const pad = { l: 40, r: 8, t: 8, b: 26 };
+  const pad = { l: 40, r: 8, t: 8, b: 26 + row };
   const points = Object.values(series).flat().filter(([s, v]) => Number.isFinite(v) && v > 0);
   ctx.fillStyle = "#fff";
   ctx.fillRect(0, 0, width, H);
@@ -87,7 +95,8 @@ function drawCurve(canvas, series, width, { floor = null, floorLabel = "" } = {}
   let hi = Math.max(...points.map((p) => p[1]), floor ?? 0);
   const log = hi / lo > 10;
   const f = log ? Math.log : (v) => v;
-  if (!log) lo = 0;
+  if (!log && zero) lo = 0;
+  else if (!log) [lo, hi] = [lo - 0.05 * (hi - lo || 1), hi + 0.05 * (hi - lo || 1)]; // a finetuning's small moves, visible
   const x = (s) => pad.l + ((width - pad.l - pad.r) * s) / maxStep;
   const y = (v) => pad.t + (H - pad.t - pad.b) * (1 - (f(v) - f(lo)) / (f(hi) - f(lo) || 1));
   ctx.strokeStyle = "#999";
@@ -96,8 +105,8 @@ function drawCurve(canvas, series, width, { floor = null, floorLabel = "" } = {}
   ctx.lineTo(pad.l, H - pad.b);
   ctx.lineTo(width - pad.r, H - pad.b);
   ctx.stroke();
-  ctx.fillText(`step ${maxStep}`, width - pad.r - 60, H - 8);
-  ctx.fillText("0", pad.l - 4, H - 8);
+  ctx.fillText(`step ${maxStep}`, width - pad.r - 60, H - 8 - row);
+  ctx.fillText("0", pad.l - 4, H - 8 - row);
   ctx.fillText(hi.toFixed(2), 2, pad.t + 8);
   ctx.fillText(lo.toFixed(2), 2, H - pad.b);
   ctx.save();
@@ -117,10 +126,11 @@ function drawCurve(canvas, series, width, { floor = null, floorLabel = "" } = {}
     const labelY = y(floor) - 3 < pad.t + 11 ? y(floor) + 13 : y(floor) - 3;
     ctx.fillText(floorLabel, width - pad.r - ctx.measureText(floorLabel).width, labelY);
   }
-  let legend = pad.l + 6;
+  let legend = row ? 0 : pad.l + 6;
   for (const [name, pts] of Object.entries(series)) {
     ctx.strokeStyle = COLOURS[name] || "#000";
     ctx.lineWidth = 1.5;
+    ctx.setLineDash(DASHES[name] ?? []);
     ctx.beginPath();
     let drawing = false;
     for (const [s, v] of pts) {
@@ -133,16 +143,19 @@ function drawCurve(canvas, series, width, { floor = null, floorLabel = "" } = {}
       drawing = true;
     }
     ctx.stroke();
-    ctx.lineWidth = 1;
     if (Object.keys(series).length > 1) {
-      const label = name === "heldOut" ? "held-out" : "training";
-      // under the axis, between "0" and "step n": never over the curves
-      ctx.fillStyle = COLOURS[name];
-      ctx.fillRect(legend + 14, H - 12, 10, 3);
+      const label = (row ? LABELS3 : LABELS)[name] ?? name;
+      // under the axis, between "0" and "step n" (or on a row of its own): never over the curves
+      ctx.beginPath();
+      ctx.moveTo(legend + 12, H - 11);
+      ctx.lineTo(legend + 26, H - 11);
+      ctx.stroke();
       ctx.fillStyle = "#333";
-      ctx.fillText(label, legend + 28, H - 8);
-      legend += 24 + ctx.measureText(label).width;
+      ctx.fillText(label, legend + 30, H - 8);
+      legend += 26 + ctx.measureText(label).width;
     }
+    ctx.setLineDash([]);
+    ctx.lineWidth = 1;
   }
 }
 
@@ -354,6 +367,10 @@ function mountText(root) {
   const file = h("input", { type: "file", id: id("file"), accept: ".txt,text/plain" });
   const preset = h("select", { id: id("preset") },
     Object.entries(PRESETS).map(([k, p]) => h("option", { value: k, selected: k === "small" }, p.label)));
+  const source = h("select", { id: id("source") },
+    h("option", { value: "scratch", selected: true }, "a new model, from scratch"),
+    h("option", { value: "full" }, "chapter 11's model: full finetuning"),
+    FINETUNE.ranks.map((r) => h("option", { value: `lora-${r}` }, `chapter 11's model: LoRA rank ${r}`)));
   const lr = h("input", { type: "text", id: id("lr"), inputmode: "decimal", value: "" , placeholder: "the preset's", size: 8 });
   const train = h("button", { type: "button", class: "aft-go", id: id("train") }, "Train");
   const stop = h("button", { type: "button", id: id("stop"), disabled: true }, "Stop");
@@ -364,17 +381,21 @@ function mountText(root) {
     "Paste a text and press Train: a character model learns it here, in your browser. Nothing is sent anywhere.");
   const curve = h("canvas", { class: "aft-curve", role: "img", "aria-label": "Loss: no steps yet" });
   const output = h("div", { class: "aft-output", role: "status", "aria-live": "polite", "aria-label": "Generated text" });
+  // finetuning: what learns, and the two held-out losses side by side (before, and now)
+  const info = h("p", { class: "aft-help", hidden: true });
+  const compare = h("table", { class: "aft-compare", hidden: true });
   root.replaceChildren(
     h("p", { class: "aft-title" }, "A model of your own text"),
     h("div", { class: "aft-control aft-prompt" }, h("label", { for: id("text") }, "Your text"), text),
     h("div", { class: "aft-controls" },
       h("div", { class: "aft-control" }, h("label", { for: id("file") }, "Or a text file"), file),
+      h("div", { class: "aft-control" }, h("label", { for: id("source") }, "Train"), source),
       h("div", { class: "aft-control" }, h("label", { for: id("preset") }, "Model size"), preset)),
     h("details", { class: "aft-advanced" }, h("summary", {}, "Advanced"),
       h("div", { class: "aft-control" }, h("label", { for: id("lr") }, "Learning rate"), lr,
         h("span", { class: "aft-help" }, "above 0, at most 0.1; empty: the preset's"))),
     h("div", { class: "aft-actions" }, train, " ", stop),
-    status, curve,
+    status, curve, info, compare,
     h("div", { class: "aft-controls" },
       h("div", { class: "aft-control" }, h("label", { for: id("prompt") }, "Start the text with"), prompt),
       h("div", { class: "aft-control" }, generate, " ", download)),
@@ -382,18 +403,38 @@ function mountText(root) {
   );
   let worker = null;
   let state = "idle";
-  let trainPts = [], heldPts = [];
+  let trainPts = [], heldPts = [], shakPts = [];
   let trained = false;
+  let mode = "scratch"; // of the run under way: scratch, full or lora
+  let before = null; // the untuned model's held-out losses (finetuning)
   // the box's width as the ResizeObserver last saw it: reading clientWidth inside a
   // message handler would force a layout of the page (with a 1 MB textarea: 200 ms)
   let boxWidth = 640;
   const width = () => Math.max(240, Math.min(boxWidth, 640));
-  const redraw = () => drawCurve(curve, { train: trainPts, heldOut: heldPts }, width());
+  const redraw = () => drawCurve(curve, mode === "scratch" ? { train: trainPts, heldOut: heldPts }
+    : { train: trainPts, heldOut: heldPts, shakespeare: shakPts }, width(), { zero: mode === "scratch" });
+  const finetuning = () => source.value !== "scratch";
+  function sourceChanged() {
+    preset.disabled = state !== "idle" || finetuning();
+    lr.placeholder = !finetuning() ? "the preset's" : String(FINETUNE.lr[source.value === "full" ? "full" : "lora"]);
+  }
+  source.addEventListener("change", sourceChanged);
+  function table(step, now) {
+    const f = (v) => (Number.isFinite(v) ? v.toFixed(3) : "");
+    const rows = [["chapter 11's model, before", before.heldOut, before.shakespeare]];
+    if (now) rows.push([`after ${step} steps`, now.heldOut, now.shakespeare]);
+    compare.replaceChildren(
+      h("caption", {}, "Held-out loss, nats per character (lower is better)"),
+      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, ""), h("th", { scope: "col" }, "your text"), h("th", { scope: "col" }, "Shakespeare"))),
+      h("tbody", {}, rows.map(([name, a, b]) => h("tr", {}, h("th", { scope: "row" }, name), h("td", {}, f(a)), h("td", {}, f(b))))));
+    compare.hidden = false;
+  }
   function setState(next) {
     state = next;
     train.textContent = { idle: "Train", running: "Pause", paused: "Resume" }[state];
     stop.disabled = !(state === "running" || state === "paused");
-    text.disabled = preset.disabled = file.disabled = lr.disabled = state !== "idle";
+    text.disabled = preset.disabled = file.disabled = lr.disabled = source.disabled = state !== "idle";
+    if (state === "idle" && finetuning()) preset.disabled = true;
     generate.disabled = download.disabled = !trained;
     root.dataset.state = state;
   }
@@ -410,7 +451,26 @@ function mountText(root) {
     }
   }
   function onMessage(msg) {
-    if (msg.type === "ready") {
+    if (msg.type === "ready" && msg.task === "finetune") {
+      before = msg.before;
+      const share = (100 * msg.trainable) / msg.params;
+      info.textContent = msg.mode === "lora"
+        ? `LoRA rank ${msg.rank} (scaling ${msg.scaling}): ${msg.trainable.toLocaleString("en")} trainable parameters of ${msg.params.toLocaleString("en")} ` +
+          `(${share.toFixed(1)}%), A and B beside the query and value projections of every block; the rest frozen.`
+        : `Full finetuning: all ${msg.params.toLocaleString("en")} parameters of chapter 11's model train.`;
+      info.hidden = false;
+      const left = msg.dropped.count ? ` ${msg.dropped.count.toLocaleString("en")} characters outside Shakespeare's ${msg.vocab} were left out ` +
+        `(${msg.dropped.examples.join(" ")}).` : "";
+      say(`Chapter 11's model, ${msg.steps} steps: ${msg.train.toLocaleString("en")} characters of your text to train on, ` +
+        `the last ${msg.heldOut.toLocaleString("en")} held out.${left}`);
+      heldPts.push([0, before.heldOut]);
+      shakPts.push([0, before.shakespeare]);
+      table(0, null);
+      root.dataset.trainable = String(msg.trainable);
+      root.dataset.shakespeareFirst = before.shakespeare.toFixed(4);
+      root.dataset.heldOutFirst = before.heldOut.toFixed(4);
+      redraw();
+    } else if (msg.type === "ready") {
       say(`A model of ${msg.params.toLocaleString("en")} parameters, ${msg.vocab} distinct characters; ` +
         `${msg.train.toLocaleString("en")} characters to train on, the last ${msg.heldOut.toLocaleString("en")} held out.`);
     } else if (msg.type === "progress") {
@@ -418,13 +478,27 @@ function mountText(root) {
       if (Number.isFinite(msg.heldOut)) heldPts.push([msg.step, msg.heldOut]);
       trained = true;
       if (state === "running") generate.disabled = download.disabled = false;
-      say(`Step ${msg.step}: training loss ${msg.loss.toFixed(3)}, held-out ${msg.heldOut.toFixed(3)} nats per character ` +
-        `(${msg.seconds.toFixed(0)} s, ${msg.msPerStep.toFixed(0)} ms a step).`);
-      curve.setAttribute("aria-label", `Loss: training ${msg.loss.toFixed(2)}, held-out ${msg.heldOut.toFixed(2)} nats per character at step ${msg.step}`);
+      if (Number.isFinite(msg.shakespeare)) {
+        shakPts.push([msg.step, msg.shakespeare]);
+        table(msg.step, msg);
+        root.dataset.shakespeare = msg.shakespeare.toFixed(4);
+        say(`Step ${msg.step}: held-out loss ${msg.heldOut.toFixed(3)} on your text, ${msg.shakespeare.toFixed(3)} on Shakespeare ` +
+          `(${msg.seconds.toFixed(0)} s, ${msg.msPerStep.toFixed(0)} ms a step).`);
+        curve.setAttribute("aria-label", `Loss at step ${msg.step}: training ${msg.loss.toFixed(2)}; held out, your text ${msg.heldOut.toFixed(2)} ` +
+          `(from ${before.heldOut.toFixed(2)}) and Shakespeare ${msg.shakespeare.toFixed(2)} (from ${before.shakespeare.toFixed(2)}) nats per character`);
+      } else {
+        say(`Step ${msg.step}: training loss ${msg.loss.toFixed(3)}, held-out ${msg.heldOut.toFixed(3)} nats per character ` +
+          `(${msg.seconds.toFixed(0)} s, ${msg.msPerStep.toFixed(0)} ms a step).`);
+        curve.setAttribute("aria-label", `Loss: training ${msg.loss.toFixed(2)}, held-out ${msg.heldOut.toFixed(2)} nats per character at step ${msg.step}`);
+      }
       root.dataset.step = String(msg.step);
       root.dataset.heldOut = msg.heldOut.toFixed(4);
       if (!root.dataset.heldOutFirst) root.dataset.heldOutFirst = msg.heldOut.toFixed(4);
       redraw();
+    } else if (msg.type === "done") {
+      setState("idle");
+      say(mode === "scratch" ? `Done: ${msg.step} steps. Generate and Download use the model as it is.`
+        : `Done: ${msg.step} steps. Generate and Download use the finetuned model; Train starts again from chapter 11's.`);
     } else if (msg.type === "generated") {
       output.textContent = msg.text;
       root.dataset.generated = String(Number(root.dataset.generated || 0) + 1);
@@ -474,7 +548,7 @@ function mountText(root) {
       setState("running");
       return;
     }
-    const problem = checkText(text.value, preset.value);
+    const problem = finetuning() ? checkText(text.value, null, FINETUNE.T) : checkText(text.value, preset.value);
     if (problem) return say(problem, true);
     let rate;
     if (lr.value.trim() !== "") {
@@ -486,13 +560,18 @@ function mountText(root) {
     if (worker) worker.end();
     trainPts = [];
     heldPts = [];
+    shakPts = [];
     trained = false;
-    delete root.dataset.heldOutFirst;
+    mode = source.value === "full" ? "full" : finetuning() ? "lora" : "scratch";
+    for (const key of ["heldOutFirst", "heldOut", "shakespeare", "shakespeareFirst", "trainable"]) delete root.dataset[key];
+    info.hidden = compare.hidden = true;
+    root.dataset.mode = mode;
     output.textContent = "";
     worker = startWorker(timed(root, onMessage), (m) => say(`Training stopped: ${m}`, true));
-    worker.post({ type: "start", task: "text", text: text.value, preset: preset.value, lr: rate });
+    if (mode === "scratch") worker.post({ type: "start", task: "text", text: text.value, preset: preset.value, lr: rate });
+    else worker.post({ type: "start", task: "finetune", text: text.value, mode, rank: mode === "lora" ? Number(source.value.slice(5)) : undefined, lr: rate });
     setState("running");
-    say("Building the model…");
+    say(mode === "scratch" ? "Building the model…" : "Loading chapter 11's model (3.7 MB) and measuring it before finetuning…");
   });
   stop.addEventListener("click", () => {
     if (!worker) return;
