@@ -90,6 +90,14 @@ def translate_sentences(
 # -- models ------------------------------------------------------------------
 
 MODELS = ("transformer", "rnnsearch")
+#: Every model the command line takes: the committed translators, and SmolLM2-135M-Instruct
+#: with chapter 16's LoRA adapters (``data/checkpoints/finetune``).
+CLI_MODELS = (*MODELS, "smollm2-lora")
+
+#: The system message chapter 16's SmolLM2 adapters were trained (and scored) with.
+SMOLLM2_SYSTEM = "Translate the user's English sentence into French."
+#: The most French tokens SmolLM2 writes for one sentence (chapter 16's evaluation's).
+SMOLLM2_MAX_NEW = 40
 
 
 def checkpoint_dir() -> Path:
@@ -187,6 +195,91 @@ def manifest_entry(directory, name):
     return entry
 
 
+# -- SmolLM2 with chapter 16's adapters --------------------------------------
+
+
+def smollm2_adapter_path() -> Path:
+    """``data/checkpoints/finetune/smollm2_translate_lora.npz``: chapter 16's adapters."""
+    from .data.paths import data_dir
+
+    return data_dir() / "checkpoints" / "finetune" / "smollm2_translate_lora.npz"
+
+
+def load_smollm2_translator(adapter=None):
+    """SmolLM2-135M-Instruct with chapter 16's LoRA adapters merged in: ``(model, tokenizer)``.
+
+    The adapter's sha256 is checked against ``smollm2_translate.json`` (its
+    manifest, beside it) when it is the committed one; :func:`attention_lib.nn.lora.load`
+    refuses a file saved for another model or rank. The adapters are then
+    folded into the weights (:func:`~attention_lib.nn.lora.merge_and_unload`),
+    so greedy decoding runs the KV-cached fast decoder.
+
+    Raises
+    ------
+    DataFileError
+        The adapter or its manifest is missing, or the adapter is not the
+        committed one.
+    ValueError
+        The file is not an adapter of SmolLM2 (from :func:`~attention_lib.nn.lora.load`).
+    """
+    import json
+
+    from .data.paths import DataFileError
+    from .models.checkpoint import check_sha256
+    from .models.smollm2 import load_smollm2
+    from .nn import lora
+
+    path = smollm2_adapter_path() if adapter is None else Path(adapter)
+    if not path.is_file():
+        raise DataFileError(
+            f"{path} is missing: it is committed with the repository, or made by "
+            "python scripts/finetune_smollm2_translate.py"
+        )
+    if adapter is None:
+        manifest = path.with_name("smollm2_translate.json")
+        try:
+            expected = json.loads(manifest.read_text(encoding="utf8"))["outputs"][path.name]
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise DataFileError(
+                f"{manifest} cannot give the adapter's sha256 ({err}); restore it with git"
+            ) from None
+        check_sha256(path, expected, manifest)
+    model, tok = load_smollm2()
+    lora.load(model, path)
+    return lora.merge_and_unload(model), tok
+
+
+def smollm2_translate(model, tok, sentences, max_new=SMOLLM2_MAX_NEW):
+    """French for each English sentence from SmolLM2 in its chat template, greedy.
+
+    The prompt is :data:`SMOLLM2_SYSTEM` then the sentence as the user's
+    turn; the answer stops at the end of the turn (``<|im_end|>``) or at a
+    newline, and its first line is kept. An empty sentence gives an empty string.
+    """
+    from .models.gpt import check_generation, stream_tokens
+    from .models.smollm2 import chat_prompt
+
+    if isinstance(sentences, (str, bytes)):
+        raise TypeError("sentences must be a list of str, got one string: pass [sentence]")
+    out = []
+    for sentence in sentences:
+        if not sentence.strip():
+            out.append("")
+            continue
+        ids = chat_prompt(tok, sentence, system=SMOLLM2_SYSTEM)
+        seq = check_generation(model, ids, max_new, 0.0, None, None, None, True)
+        new = []
+        for nxt in stream_tokens(model, seq, max_new, 0.0, None, None, None, True, True, True):
+            t = int(nxt[0])
+            if t == tok.eos_id:
+                break
+            new.append(t)
+            if "\n" in tok.decode([t]):
+                break
+        out.append(tok.decode(new).split("\n")[0].strip())
+    return out
+
+
 # -- command line ------------------------------------------------------------
 
 #: Lines translated per chunk: each chunk is sorted by length, batched,
@@ -225,9 +318,10 @@ def main(argv=None, stdin=None, stdout=None, stderr=None):
     )
     parser.add_argument(
         "--model",
-        choices=MODELS,
+        choices=CLI_MODELS,
         default="transformer",
-        help="which model translates (default transformer)",
+        help="which model translates (default transformer); smollm2-lora is "
+        "SmolLM2-135M-Instruct with chapter 16's adapters (greedy only)",
     )
     parser.add_argument(
         "--beam",
@@ -249,11 +343,23 @@ def main(argv=None, stdin=None, stdout=None, stderr=None):
             f"--length-penalty must be a number in [0, {MAX_LENGTH_PENALTY:g}], "
             f"got {args.length_penalty}"
         )
+    if args.model == "smollm2-lora" and args.beam > 1:
+        parser.error("--model smollm2-lora decodes greedily: --beam must be 1")
     lines = split_lines(read_text(parser, args.file, stdin))
     try:
-        model, tok = load_model(args.model)
+        if args.model == "smollm2-lora":
+            model, tok = load_smollm2_translator()
+        else:
+            model, tok = load_model(args.model)
     except (OSError, ValueError) as err:
         parser.exit(1, f"{parser.prog}: error: {err}\n")
+    if args.model == "smollm2-lora":
+        return write_flushed(
+            stdout,
+            ("".join(t + "\n" for t in smollm2_translate(model, tok, [line])) for line in lines),
+            parser.prog,
+            stderr,
+        )
     for k, line in enumerate(lines):
         n = len(tok.encode(line))
         if n > MAX_SOURCE_TOKENS:

@@ -749,6 +749,62 @@ def merge_and_unload(model):
     return model
 
 
+def step(adapters, optimizer, max_norm: float = 1.0) -> float:
+    """Clip the adapters' gradients to norm ``max_norm``, then take the optimiser's step.
+
+    A gradient holding NaN or infinity (a NaN in the batch, a loss that
+    overflowed) is refused before anything changes: the adapters, their
+    gradients and the optimiser's moments stay as they were, so the run can
+    go on from the next batch.
+
+    Parameters
+    ----------
+    adapters : list of LoRAWeight
+        What :func:`apply` returned, after the model's backward.
+    optimizer : Adam or SGD
+        Built on ``adapters``.
+    max_norm : float, optional
+        The largest norm of all the adapters' gradients together (default 1).
+
+    Returns
+    -------
+    float
+        The gradients' norm before clipping.
+
+    Raises
+    ------
+    ValueError
+        A gradient holds NaN or infinity (the step is refused), or
+        ``max_norm`` is not a positive number.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attention_lib.models.gpt import TinyGPT
+    >>> from attention_lib.nn import Adam, lora
+    >>> model = TinyGPT(10, 8, 2, 1, 16, 6, np.random.default_rng(0))
+    >>> adapters = lora.apply(model, ("q", "v"), rank=2)
+    >>> opt = Adam(adapters, lr=0.01)
+    >>> logits = model.forward(np.array([[1, 2, 3]]))
+    >>> model.backward(np.full_like(logits, np.nan))
+    >>> lora.step(adapters, opt)
+    Traceback (most recent call last):
+    ...
+    ValueError: the adapters' gradients hold NaN or infinity (a NaN in the batch?): the step is refused and the adapters are unchanged
+    """
+    from .utils import clip_grad_norm
+
+    try:
+        norm = clip_grad_norm(adapters, max_norm, error_if_nonfinite=True)
+    except FloatingPointError:
+        raise ValueError(
+            "the adapters' gradients hold NaN or infinity (a NaN in the batch?): "
+            "the step is refused and the adapters are unchanged"
+        ) from None
+    optimizer.step()
+    return norm
+
+
 #: What :func:`save` writes in its ``config`` (the format, for :func:`load`).
 FORMAT = "attention_lib.lora/1"
 
@@ -925,6 +981,7 @@ __all__ = [
     "merge",
     "merge_and_unload",
     "save",
+    "step",
     "targets_of",
     "unfreeze",
     "unmerge",
