@@ -41,6 +41,15 @@ learns it in your browser, nothing leaves the page; the last 10% of the text is 
 and its loss (orange) says how well the model predicts characters it never trained on.
 **Generate** writes with the model as it is at any moment, and **Download** saves it as the
 two files the book's runtime loads (`my-text.json`, `my-text.bin`).
+
+Or start from this chapter's trained model instead of from scratch, and finetune it on your
+text: **full finetuning** trains every weight; **LoRA** trains only two small matrices beside
+the query and value weights of each block (their product is added to the frozen weight, as
+`attention_lib.nn.lora` does; the widget says how many numbers that is) and leaves the rest
+as it was. The model is measured before its first step and then as it trains, on two held-out
+texts side by side: the end of yours (what finetuning is for) and Shakespeare it never trained
+on (what it forgets). Your text keeps only the characters the model knows; the widget says
+which it left out.
 """
 
 #: chapter -> where the cell goes (after the cell whose source holds the anchor), its

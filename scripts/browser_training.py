@@ -17,7 +17,10 @@ of a built site, at 1280 and 390 px:
   character, more than the limit pasted, a 100 MB file, a learning rate of 0 or
   NaN), trains on characters outside the Basic Multilingual Plane, trains on
   Shakespeare until its held-out loss falls, generates from what it trained,
-  and downloads its manifest and weights;
+  and downloads its manifest and weights; chosen by keyboard, it finetunes
+  chapter 11's model with LoRA rank 8 on Tatoeba's English sentences: the
+  trainable count shown, the loss on that text falls in 25 steps, shown beside
+  the loss on held-out Shakespeare, axe-core finds nothing critical or serious;
 - removing a widget mid-step leaves no error; the widget's own main-thread work
   for any message of the worker takes at most 100 ms, and on a quiet machine
   (load average below 1 per CPU) no frame of the page takes more than 100 ms
@@ -257,7 +260,7 @@ def check_text(page, widget, fail, timeout, timings, label, big_file, shot=None)
     # characters outside the Basic Multilingual Plane: one token each, and it trains
     status.evaluate("s => { s.textContent = ''; s.classList.remove('aft-error'); }")
     text.fill("🙂 𝄞 🚀 abc " * 400)
-    widget.locator("select").select_option("tiny")
+    widget.locator("select[id$='-preset']").select_option("tiny")
     train.click()
     page.wait_for_function("w => Number(w.dataset.step || 0) >= 25", arg=handle, timeout=120000)
     if widget.locator(".aft-error").count():
@@ -268,7 +271,7 @@ def check_text(page, widget, fail, timeout, timings, label, big_file, shot=None)
     widget.locator("button", has_text="Stop").click()
     # Shakespeare, the small preset: the held-out loss falls; Generate; Download
     put(sample)
-    widget.locator("select").select_option("small")
+    widget.locator("select[id$='-preset']").select_option("small")
     widget.evaluate("w => { delete w.dataset.step }")  # the emoji run's last step
     t0 = time.perf_counter()
     train.click()
@@ -320,6 +323,98 @@ def check_text(page, widget, fail, timeout, timings, label, big_file, shot=None)
     page.wait_for_timeout(1000)
 
 
+def reader_text():
+    """A reader's text for the finetuning check: the English side of Tatoeba's test pairs
+    (chapter 10's sentences; CC BY 2.0 FR, data/README.md), digits and quotes included."""
+    lines = (ROOT / "data" / "tatoeba" / "test.tsv").read_text(encoding="utf8").splitlines()
+    return "\n".join(line.split("\t")[0] for line in lines)[:60_000]
+
+
+def check_finetune(page, widget, fail, timeout, timings, label, width, shot=None):
+    """Chapter 11's model finetuned with LoRA rank 8, chosen and started by keyboard: the
+    trainable count (r (n_in + n_out) for q and v of 4 blocks), the untuned model's two
+    held-out losses, then after 25 steps the loss on the reader's text lower and the one on
+    held-out Shakespeare shown beside it; axe finds nothing critical or serious; paused, it
+    generates; Stop, and the widget is back on training from scratch."""
+    from browser_check import DEFAULT_AXE, PHONE_SKIPS_AXE_RULES, run_axe
+
+    handle = widget.element_handle()
+    source = widget.locator("select[id$='-source']")
+    train = widget.locator("button.aft-go")
+    status = widget.locator(".aft-status")
+    widget.locator("textarea").evaluate("(t, v) => { t.value = v; }", reader_text())
+    source.focus()
+    page.keyboard.press("End")  # the last choice, LoRA rank 16; one up, rank 8
+    page.keyboard.press("ArrowUp")
+    if source.input_value() != "lora-8":
+        fail(f"the keyboard chose {source.input_value()!r}, not LoRA rank 8")
+        source.select_option("lora-8")
+    if not widget.locator("select[id$='-preset']").is_disabled():
+        fail("the model size stays enabled when finetuning chapter 11's model")
+    train.focus()
+    t0 = time.perf_counter()
+    page.keyboard.press("Enter")
+    page.wait_for_function(
+        "w => w.dataset.shakespeareFirst || w.querySelector('.aft-error')",
+        arg=handle,
+        timeout=120000,
+    )
+    loaded = time.perf_counter() - t0
+    manifest = json.loads((ROOT / "book/_static/models/shakespeare.json").read_text("utf8"))
+    c = manifest["config"]
+    want = c["n_layers"] * 2 * 8 * (2 * c["d_model"])
+    if widget.get_attribute("data-trainable") != str(want):
+        fail(f"LoRA rank 8 trains {widget.get_attribute('data-trainable')}, not {want}")
+    if f"{want:,}" not in widget.locator(".aft-help").last.inner_text():
+        fail("the trainable parameter count is not shown")
+    page.wait_for_function(
+        "w => Number(w.dataset.step || 0) >= 25 || w.querySelector('.aft-error')",
+        arg=handle,
+        timeout=timeout * 1000,
+    )
+    wall = time.perf_counter() - t0
+    if widget.locator(".aft-error").count():
+        fail(f"finetuning stopped: {status.inner_text()[:120]}")
+        return
+    new0, new = (float(widget.get_attribute(f"data-held-out{k}")) for k in ("-first", ""))
+    old0, old = (float(widget.get_attribute(f"data-shakespeare{k}")) for k in ("-first", ""))
+    if not new < new0:
+        fail(f"the held-out loss on the reader's text did not fall: {new0} -> {new}")
+    cells = widget.locator(".aft-compare td").all_inner_texts()
+    if cells[:2] != [f"{new0:.3f}", f"{old0:.3f}"] or cells[2:4] != [f"{new:.3f}", f"{old:.3f}"]:
+        fail(f"the table of the two held-out losses shows {cells}")
+    timings.append(
+        f"{label}: LoRA rank 8 ({want:,} trainable), chapter 11's model loaded and measured in "
+        f"{loaded:.0f} s; after 25 steps ({wall:.0f} s wall) held-out loss on the reader's text "
+        f"{new0:.3f} -> {new:.3f}, on Shakespeare {old0:.3f} -> {old:.3f}; load average {load()}"
+    )
+    axe = Path(DEFAULT_AXE)
+    if axe.is_file():
+        skip = PHONE_SKIPS_AXE_RULES if width < 500 else ()
+        found = []
+        timings.append(run_axe(page, axe.read_text("utf8"), f"{label} finetuning", found, skip))
+        for _, what in found:
+            fail(what)
+    else:
+        fail(f"no axe-core at {axe}: scripts/check-browser.sh installs it")
+    train.focus()
+    page.keyboard.press("Enter")  # pause
+    if widget.get_attribute("data-state") != "paused":
+        fail("Enter on the focused button did not pause the finetuning")
+    widget.locator("input[id$='-prompt']").fill("ROMEO:")
+    widget.locator("button", has_text="Generate").click()
+    page.wait_for_function("w => w.dataset.generated", arg=handle, timeout=60000)
+    if not widget.locator(".aft-output").inner_text().startswith("ROMEO:"):
+        fail("Generate after finetuning did not continue the prompt")
+    if shot:
+        widget.screenshot(path=shot)
+    widget.locator("button", has_text="Stop").click()
+    widget.evaluate("w => { delete w.dataset.generated; delete w.dataset.step }")
+    source.select_option("scratch")
+    if widget.locator("select[id$='-preset']").is_disabled():
+        fail("the model size stays disabled after going back to a model from scratch")
+
+
 def check_training_widget(page, widget, label, problems, shots, width, timeout, timings=None):
     """Drive one training widget; append problems (strings) and timings."""
     timings = [] if timings is None else timings
@@ -336,6 +431,8 @@ def check_training_widget(page, widget, label, problems, shots, width, timeout, 
         try:
             if shots:
                 widget.screenshot(path=str(Path(shots) / f"train-{label}-{width}-start.png"))
+            shot = str(Path(shots) / f"train-{label}-{width}-finetune.png") if shots else None
+            check_finetune(page, widget, fail, timeout, timings, label, width, shot)
             shot = str(Path(shots) / f"train-{label}-{width}.png") if shots else None
             check_text(page, widget, fail, timeout, timings, label, big, shot)
         finally:
