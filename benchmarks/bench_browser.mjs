@@ -22,7 +22,12 @@
 //   node benchmarks/bench_browser.mjs [--tokens 100] [--rounds 3] [--python .venv/bin/python]
 //                                     [--chromium /usr/bin/chromium] [--no-browser] [--no-library]
 //                                     [--llama2c DIR] [--torch] [--no-smollm2] [--smollm2-tokens 32]
-//                                     [--only-smollm2]
+//                                     [--only-smollm2] [--llama-cpp DIR]
+//
+// With --llama-cpp DIR (npm's node-llama-cpp installed there, whose prebuilt llama.cpp
+// binary for linux-x64 needs no compiler: `npm install --prefix DIR node-llama-cpp@3.22.1`),
+// SmolLM2 also runs in llama.cpp on the same GGUF file, one thread, CPU backend, in the
+// same turns and from the same prompt ids; its ids are compared with the runtime's.
 //
 // Every runtime figure is on its WebAssembly SIMD kernels (simd.mjs) where node has them;
 // each model also gets a line with the scalar path forced (setScalar(true)), in the same
@@ -267,7 +272,7 @@ if (!args.includes("--no-smollm2")) {
       `sides in turn. Runtime: node, one thread, ${SIMD_SUPPORTED ? "WebAssembly SIMD" : "scalar (no SIMD)"}, ` +
       `weights in 4 bits (Q4_1, Q8_0 embedding), ${(model.heldBytes / 2 ** 20).toFixed(1)} MiB held; ` +
       "library: NumPy float32, one BLAS thread");
-    console.log("  side      CPU ms/token  wall ms/token  tokens/s (CPU)  tokens/s (wall)  prompt CPU ms  prompt wall ms");
+    console.log("  side        CPU ms/token  wall ms/token  tokens/s (CPU)  tokens/s (wall)  prompt CPU ms  prompt wall ms");
     model.generate(prompt, 8, { temperature: 0 }); // warm-up: the JIT and the kernels' tier-up
     const js = [], py = [];
     let jsIds = null, pyIds = null;
@@ -291,10 +296,36 @@ if (!args.includes("--no-smollm2")) {
         }
       }
     }
+    // llama.cpp (node-llama-cpp's prebuilt binary, CPU backend, one thread), the same
+    // GGUF and prompt ids, greedy; decoding per token as for the other two sides.
+    const LLAMA_CPP = opt("--llama-cpp", null);
+    const lc = [];
+    let lcIds = null, lmodel = null;
+    if (LLAMA_CPP) {
+      const { getLlama } = await import(`${LLAMA_CPP}/node_modules/node-llama-cpp/dist/index.js`);
+      const llama = await getLlama({ gpu: false, build: "never", logLevel: "error" });
+      lmodel = await llama.loadModel({ modelPath: where });
+      const lctx = await lmodel.createContext({ contextSize: 512, threads: 1, batchSize: 512 });
+      const seq = lctx.getSequence();
+      const decode = async (k) => {
+        await seq.clearHistory();
+        const c0 = process.cpuUsage(), t0 = performance.now(), ids = [];
+        for await (const t of seq.evaluate(prompt, { temperature: 0 })) { ids.push(t); if (ids.length >= k) break; }
+        const c = process.cpuUsage(c0);
+        return { ids, cpu_ms: (c.user + c.system) / 1000, wall_ms: performance.now() - t0 };
+      };
+      await decode(8); // warm-up
+      for (let r = 0; r < ROUNDS; r++) {
+        const one = await decode(1), run = await decode(N2);
+        lc.push({ cpu: (run.cpu_ms - one.cpu_ms) / (N2 - 1), wall: (run.wall_ms - one.wall_ms) / (N2 - 1),
+          pcpu: one.cpu_ms, pwall: one.wall_ms });
+        lcIds = run.ids;
+      }
+    }
     const line = (side, xs) => {
       const c = median(xs.map((x) => x.cpu)), w = median(xs.map((x) => x.wall));
       const pc = median(xs.map((x) => x.pcpu)), pw = median(xs.map((x) => x.pwall));
-      console.log(`  ${side.padEnd(8)}${fmt(c).padStart(12)} ${fmt(w).padStart(14)} ${(1000 / c).toFixed(1).padStart(15)} ` +
+      console.log(`  ${side.padEnd(10)}${fmt(c).padStart(12)} ${fmt(w).padStart(14)} ${(1000 / c).toFixed(1).padStart(15)} ` +
         `${(1000 / w).toFixed(1).padStart(16)} ${pc.toFixed(0).padStart(14)} ${pw.toFixed(0).padStart(14)}`);
       return c;
     };
@@ -303,6 +334,14 @@ if (!args.includes("--no-smollm2")) {
       const pc = line("library", py);
       console.log(`  smollm2_js_ms_per_token_ratio ${(jc / pc).toFixed(2)} (runtime / library, CPU ms per token); same ids: ` +
         `${JSON.stringify(jsIds) === JSON.stringify(pyIds)}; load ${loadMs.toFixed(0)} ms`);
+    }
+    if (lc.length) {
+      const cc = line("llama.cpp", lc);
+      let same = 0;
+      while (same < jsIds.length && same < lcIds.length && jsIds[same] === lcIds[same]) same++;
+      console.log(`  runtime / llama.cpp ${(jc / cc).toFixed(2)} (CPU ms per token); the first ${same} of ` +
+        `${jsIds.length} ids the same (llama.cpp rounds its activations to 8 bits for the 4-bit products: ids can part); ` +
+        `llama.cpp: ${JSON.stringify(lmodel.detokenize(lcIds))}`);
     }
     console.log(`  smollm2_js_tokens_per_s ${(1000 / jc).toFixed(1)} (CPU time), smollm2_js_page_mib ` +
       `${(model.heldBytes / 2 ** 20).toFixed(1)}; text: ${JSON.stringify(model.tokenizer.decode(jsIds))}`);
