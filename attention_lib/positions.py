@@ -381,3 +381,92 @@ def rope_scaling(kind, factor, d, base=10000.0):
     if d < 4:
         raise ValueError(f"NTK-aware scaling needs a head size of at least 4, got d = {d}")
     return 1.0, base * float(factor) ** (d / (d - 2))
+
+
+def yarn_frequencies(d, factor, original_length, base=10000.0, beta_fast=32.0, beta_slow=1.0):
+    """YaRN's rotary speeds and attention factor for ``factor`` times the trained length.
+
+    YaRN (Peng et al., 2023) treats the pairs by how often they turn within
+    the ``original_length`` positions the model was trained on. A pair ``u``
+    turns ``original_length * theta_u / (2 pi)`` times, with ``theta_u =
+    base^(-2u/d)``:
+
+    - fast pairs, turning more than ``beta_fast`` times, are left as they are
+      (their angles at new distances are angles seen many times in training);
+    - slow pairs, turning less than ``beta_slow`` times, are interpolated, their
+      speed divided by ``factor`` as in position interpolation;
+    - in between, a linear ramp in the pair index ``u`` blends the two.
+
+    The attention factor ``0.1 ln(factor) + 1`` multiplies the rotated
+    queries and keys, so every score is multiplied by its square: it
+    sharpens attention, which spreads over more keys at longer lengths.
+
+    Parameters
+    ----------
+    d : int
+        The head size (even).
+    factor : float
+        How many times the trained length to reach; positive and finite (at
+        most 1: nothing changes).
+    original_length : int
+        The length the model was trained on (``original_max_position_embeddings``).
+    base : float, optional
+        The trained rotary base.
+    beta_fast, beta_slow : float, optional
+        The turn counts bounding the ramp (32 and 1, the paper's values).
+
+    Returns
+    -------
+    theta : ndarray of float64, shape (d/2,)
+        The speed of each pair: rotate position ``p`` by ``p * theta[u]``.
+    attention_factor : float
+
+    Raises
+    ------
+    TypeError, ValueError
+        If an argument is not a number of the right kind, or ``beta_slow >=
+        beta_fast``.
+
+    Notes
+    -----
+    The ramp is the authors' code's (and transformers' ``"yarn"``): linear in
+    ``u`` between the pair indices where a pair turns ``beta_fast`` and
+    ``beta_slow`` times, rounded outwards, rather than linear in the turn
+    count, as the paper's text writes it.
+
+    Examples
+    --------
+    >>> from attention_lib.positions import yarn_frequencies
+    >>> theta, a = yarn_frequencies(64, 2.0, 8192, base=100000.0)
+    >>> round(a, 4), float(theta[0]), round(float(theta[-1] / 100000.0 ** (-62 / 64)), 3)
+    (1.0693, 1.0, 0.5)
+    """
+    d = _even(d, "d")
+    base = _base(base)
+    length = as_int(original_length, "original_length", 1)
+    values = {"factor": factor, "beta_fast": beta_fast, "beta_slow": beta_slow}
+    for name, value in values.items():
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+            raise TypeError(f"yarn's {name} must be a real number, got {value!r}")
+        if not (np.isfinite(value) and value > 0):
+            raise ValueError(f"yarn's {name} must be positive and finite, got {value!r}")
+    if beta_slow >= beta_fast:
+        raise ValueError(
+            f"yarn's beta_slow ({beta_slow}) must be below beta_fast ({beta_fast}): "
+            "pairs turning more than beta_fast times are kept, fewer than beta_slow scaled"
+        )
+    theta = _frequencies(d, base)
+    factor = float(factor)
+    if factor <= 1:
+        return theta, 1.0
+
+    def pair(turns):  # the (fractional) pair index u that turns `turns` times
+        return d * np.log(length / (turns * 2 * np.pi)) / (2 * np.log(base))
+
+    low = max(np.floor(pair(beta_fast)), 0)
+    high = min(np.ceil(pair(beta_slow)), d - 1)
+    if low == high:
+        high += 0.001
+    ramp = np.clip((np.arange(d // 2) - low) / (high - low), 0, 1)  # 0: kept, 1: scaled
+    theta = theta * (1 - ramp) + theta / factor * ramp
+    return theta, float(0.1 * np.log(factor) + 1.0)

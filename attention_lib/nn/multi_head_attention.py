@@ -20,7 +20,7 @@ from numpy.lib.stride_tricks import as_strided
 from .._checks import as_bool, as_int, as_mask, as_numeric, max_abs, overflow_bound
 from .._kernel import and_causal, attention_backward, attention_weights, float_mask
 from ..blockwise import tile_mask, tiled_backward, tiled_forward
-from ..positions import alibi_slopes, rope_scaling, rotary_tables, rotate_pairs
+from ..positions import alibi_slopes, rope_scaling, rotary_tables, rotate_pairs, yarn_frequencies
 from .dropout import Dropout
 from .layers import init_weight, sum_to_matrix
 
@@ -181,12 +181,17 @@ def _check_long(block_size, window, sinks, alibi, rope, rotary, rotary_base, n_h
     if rope is not None:
         if not rotary:
             raise ValueError("rope_scaling needs rotary positions (rotary='interleaved' or 'half')")
-        if not isinstance(rope, dict) or set(rope) != {"type", "factor"}:
+        yarn = isinstance(rope, dict) and rope.get("type") == "yarn"
+        keys = {"type", "factor", "original_length"} if yarn else {"type", "factor"}
+        if not isinstance(rope, dict) or set(rope) != keys:
             raise ValueError(
-                f"rope_scaling must be a dict {{'type': 'linear' or 'ntk', 'factor': f}}, "
-                f"got {rope!r}"
+                f"rope_scaling must be a dict {{'type': 'linear' or 'ntk', 'factor': f}} "
+                f"or {{'type': 'yarn', 'factor': f, 'original_length': n}}, got {rope!r}"
             )
-        rope_scaling(rope["type"], rope["factor"], d_head, rotary_base)  # checks
+        if yarn:  # checks
+            yarn_frequencies(d_head, rope["factor"], rope["original_length"], rotary_base)
+        else:
+            rope_scaling(rope["type"], rope["factor"], d_head, rotary_base)  # checks
         scaling = dict(rope)
     return block_size, window, sinks, slopes, scaling
 
@@ -273,7 +278,10 @@ class MultiHeadAttention:
     rope_scaling : dict, optional
         ``{"type": "linear" or "ntk", "factor": f}``: rotary positions
         stretched ``f`` times, by position interpolation or NTK-aware base
-        scaling (:func:`~attention_lib.positions.rope_scaling`).
+        scaling (:func:`~attention_lib.positions.rope_scaling`); or
+        ``{"type": "yarn", "factor": f, "original_length": n}``: YaRN's
+        per-pair speeds and attention factor for a model trained on ``n``
+        positions (:func:`~attention_lib.positions.yarn_frequencies`).
 
     Attributes
     ----------
@@ -480,10 +488,21 @@ class MultiHeadAttention:
         contiguous = np.ndim(start) == 0 or bool(np.all(np.diff(positions) == 1))
         if not contiguous or cached is None or cached[0] != key:  # the last call's are kept
             divisor, base = 1.0, self.rotary_base
-            if getattr(self, "rope_scaling", None) is not None:
-                r = self.rope_scaling
-                divisor, base = rope_scaling(r["type"], r["factor"], x.shape[-1], base)
-            cached = (key, *rotary_tables(positions / divisor, x.shape[-1], base, x.dtype))
+            r = getattr(self, "rope_scaling", None)
+            if r is not None and r["type"] == "yarn":  # its own speed for each pair
+                theta, factor = yarn_frequencies(
+                    x.shape[-1], r["factor"], r["original_length"], base
+                )
+                angles = np.asarray(positions, dtype=np.float64)[..., None] * theta
+                tables = (
+                    (factor * np.cos(angles)).astype(x.dtype),
+                    (factor * np.sin(angles)).astype(x.dtype),
+                )
+            else:
+                if r is not None:
+                    divisor, base = rope_scaling(r["type"], r["factor"], x.shape[-1], base)
+                tables = rotary_tables(positions / divisor, x.shape[-1], base, x.dtype)
+            cached = (key, *tables)
             if contiguous:
                 self._tables = cached
         _, cos, sin = cached
