@@ -6,21 +6,23 @@ pass key? The pass key is"; the model reads the whole prompt in one prefill
 (tiled attention, keys and values kept in a KV cache) and then writes six
 tokens greedily. A trial is correct when the key's five digits are in them.
 
-SmolLM2 was trained on 8,192 positions. Past them its rotary angles can be
-scaled by a factor ``s = L / 8192`` (2 at 16,384; at or below 8,192 the
-factor is 1 and every method is the unscaled model, so those lengths run once):
+SmolLM2 was trained on 8,192 positions. To reach 16,384 its rotary angles are
+scaled by the factor ``s = 2``, set once and used at every length (as a
+model configured for 16,384 tokens would be), so that the cost of each
+method inside the trained length is measured too:
 
 - ``none``: no scaling;
 - ``pi``: position interpolation (every position divided by ``s``);
 - ``ntk``: NTK-aware scaling (the base raised to ``base * s^(d / (d - 2))``);
 - ``yarn``: YaRN (:func:`attention_lib.positions.yarn_frequencies`).
 
-A 16,384-token prefill of a 135M model in NumPy takes minutes on one core, so
-the script runs few trials: three depths (10%, 50%, 90% of the filler) at
-4,096 and 8,192 tokens, one (50%) at 16,384 for each method. Results are
-written to ``data/checkpoints/smollm2_long/passkey.json`` after every trial
-(a partial run is usable) with the command, the CPU, the wall time and the
-load average of each trial.
+A 16,384-token prefill of a 135M model in NumPy takes about eight minutes of
+one core (four 4,096-token prefills' worth of products and sixteen of
+attention), so the script runs few trials: by default the key at half depth
+(``--depths 0.5``; 0.1 and 0.9 can be added). Results are written to
+``data/checkpoints/smollm2_long/passkey.json`` after every trial (a partial
+run is usable) with the command, the CPU, the wall time and the load average
+of each trial.
 
 Run: ``OPENBLAS_NUM_THREADS=1 python scripts/smollm2_passkey.py``
 (``--lengths 16384 --methods yarn`` to run part of it; results are merged).
@@ -49,7 +51,8 @@ INTRO = (
 FILL = " The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
 QUESTION = "\nWhat is the pass key? The pass key is"
 KEYS = (71432, 20958, 38146)
-DEPTHS = {4096: (0.5, 0.1, 0.9), 8192: (0.5, 0.1, 0.9), 16384: (0.5,)}
+LENGTHS = (4096, 8192, 16384)
+FACTOR = 2.0
 METHODS = ("none", "pi", "ntk", "yarn")
 
 
@@ -129,7 +132,8 @@ def answer(model, tok, ids, n_new=6):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--lengths", type=int, nargs="+", default=sorted(DEPTHS))
+    ap.add_argument("--lengths", type=int, nargs="+", default=list(LENGTHS))
+    ap.add_argument("--depths", type=float, nargs="+", default=[0.5])
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     ap.add_argument("--block-size", type=int, default=1024)
     ap.add_argument("--out", type=Path, default=OUT / "passkey.json")
@@ -143,8 +147,8 @@ def main(argv=None):
     results.setdefault("trials", {})
     results.update(
         description=(
-            "SmolLM2-135M-Instruct passkey retrieval; factor s = L / 8192 past 8,192 "
-            "tokens, 1 (no scaling, the same run for every method) at or below"
+            "SmolLM2-135M-Instruct passkey retrieval, greedy; pi, ntk and yarn with "
+            "factor 2 at every length, none unscaled"
         ),
         weights_sha256=GGUF_SHA256,
         script_sha256=sha256(Path(__file__)),
@@ -162,11 +166,10 @@ def main(argv=None):
     if command not in results["commands"]:
         results["commands"].append(command)
     for L in args.lengths:
-        factor = max(1.0, L / TRAINED)
-        methods = args.methods if factor > 1 else ["none"]
-        for method in methods:
-            set_scaling(model, method, factor)
-            for depth, key in zip(DEPTHS[L], KEYS):
+        for method in args.methods:
+            set_scaling(model, method, FACTOR)
+            for depth in args.depths:
+                key = KEYS[int(depth * 10) % len(KEYS)]
                 name = f"{method}_{L}_{depth}"
                 if name in results["trials"]:
                     continue
@@ -177,7 +180,7 @@ def main(argv=None):
                 results["trials"][name] = {
                     "method": method,
                     "length": int(len(ids)),
-                    "factor": factor,
+                    "factor": 1.0 if method == "none" else FACTOR,
                     "depth": depth,
                     "key": key,
                     "answer": text,
