@@ -421,11 +421,11 @@ function mountText(root) {
   source.addEventListener("change", sourceChanged);
   function table(step, now) {
     const f = (v) => (Number.isFinite(v) ? v.toFixed(3) : "");
-    const rows = [["chapter 11's model, before", before.heldOut, before.shakespeare]];
+    const rows = [["before finetuning", before.heldOut, before.shakespeare]];
     if (now) rows.push([`after ${step} steps`, now.heldOut, now.shakespeare]);
     compare.replaceChildren(
       h("caption", {}, "Held-out loss, nats per character (lower is better)"),
-      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, ""), h("th", { scope: "col" }, "your text"), h("th", { scope: "col" }, "Shakespeare"))),
+      h("thead", {}, h("tr", {}, h("td", {}), h("th", { scope: "col" }, "your text"), h("th", { scope: "col" }, "Shakespeare"))),
       h("tbody", {}, rows.map(([name, a, b]) => h("tr", {}, h("th", { scope: "row" }, name), h("td", {}, f(a)), h("td", {}, f(b))))));
     compare.hidden = false;
   }
