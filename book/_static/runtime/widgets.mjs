@@ -501,8 +501,8 @@ function mountTranslator(root, name) {
   const canvas = h("canvas", { class: "aft-heatmap", role: "img", "aria-label": "No translation yet" });
   const note = h("p", { class: "aft-help aft-space-note" },
     "␣ marks a space. The tokenizer keeps the space before a word inside the word's first token " +
-    "(\"␣apples\" is \" apples\", one token), so ␣ begins most words; a word it splits into pieces " +
-    "shows its later pieces without one.");
+    "(\"␣car\" is \" car\", one token), so ␣ begins most words; a word it splits into pieces " +
+    "shows its later pieces without one (\"␣bl\", \"ue\").");
   let result = null;
 
   root.replaceChildren(
