@@ -378,7 +378,8 @@ function mountText(root) {
   const download = h("button", { type: "button", id: id("download"), disabled: true }, "Download the model");
   const prompt = h("input", { type: "text", id: id("prompt"), value: "", size: 20 });
   const status = h("p", { class: "aft-status", role: "status", "aria-live": "polite" },
-    "Paste a text and press Train: a character model learns it here, in your browser. Nothing is sent anywhere.");
+    "Paste a text and press Train: a character model learns it here, in your browser (or, chosen under Train, " +
+    "chapter 11's model is finetuned on it). Nothing is sent anywhere.");
   const curve = h("canvas", { class: "aft-curve", role: "img", "aria-label": "Loss: no steps yet" });
   const output = h("div", { class: "aft-output", role: "status", "aria-live": "polite", "aria-label": "Generated text" });
   // finetuning: what learns, and the two held-out losses side by side (before, and now)
