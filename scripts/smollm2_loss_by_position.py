@@ -16,6 +16,12 @@ holds an 8,192 x 8,192 matrix: the peak memory stays under 2 GB. The loss at
 position ``t`` is ``-log p(token t + 1 | tokens 0 .. t)`` in nats per token,
 computed in float64 from the float32 logits.
 
+One window's loss by position mixes the position with what the text says
+there. ``--sweep`` separates them: it scores the same tokens (the first
+window's last 512) with only 0, 64, 256, 1,024 or 4,096 tokens of context
+before them, and adds the result to the file (``context_sweep``; the full
+7,680 tokens are the first run's).
+
 The JSON holds the mean loss over the windows at every position (4 decimals),
 each window's mean, the mean number of characters per token, and the
 manifest: the command, SHA-256 of the text and of the GGUF file, the wall and
@@ -44,6 +50,9 @@ from attention_lib.train.long_context import checkpoint_dir  # noqa: E402
 from attention_lib.train.shakespeare import text_path  # noqa: E402
 
 CONFIG = {"length": 8192, "chunk": 512, "block_size": 512}
+#: ``--sweep``: the last ``targets`` tokens of the first window, scored with only
+#: ``contexts`` tokens before them (the full window's ``length - targets`` is in the file).
+SWEEP = {"targets": 512, "contexts": [0, 64, 256, 1024, 4096]}
 
 
 def held_out_text() -> str:
@@ -65,14 +74,55 @@ def window_losses(model, ids: np.ndarray, chunk: int) -> np.ndarray:
     return np.concatenate(out)
 
 
+def sweep(out: Path) -> dict:
+    """Score the first window's last ``SWEEP["targets"]`` tokens with shorter contexts."""
+    result = json.loads(out.read_text(encoding="utf8"))
+    t0, c0, load0 = time.perf_counter(), time.process_time(), os.getloadavg()[0]
+    model, tok = load_pretrained("smollm2")
+    for block in model.blocks:
+        block.attn.block_size = CONFIG["block_size"]
+    ids = tok.encode(held_out_text())
+    n, first = SWEEP["targets"], CONFIG["length"] - SWEEP["targets"]
+    losses = {}
+    with threadpool_limits(limits=1, user_api="blas"):
+        for c in SWEEP["contexts"]:
+            part = ids[first - c : CONFIG["length"] + 1]
+            losses[str(c)] = round(
+                float(window_losses(model, part, CONFIG["chunk"])[-n:].mean()), 4
+            )
+            print(f"context {c}: {losses[str(c)]:.4f} nats/token", flush=True)
+    full = np.array(result["loss_by_position"][first:])
+    losses[str(first)] = round(float(full.mean()), 4)
+    result["context_sweep"] = {
+        "targets": f"tokens {first + 1} to {CONFIG['length']} of the first window",
+        "loss_by_context": losses,
+        "command": "python scripts/smollm2_loss_by_position.py --sweep",
+        "wall_seconds": round(time.perf_counter() - t0, 1),
+        "cpu_seconds": round(time.process_time() - c0, 1),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "load_average_1min": {"start": load0, "end": os.getloadavg()[0]},
+    }
+    write_atomic(out, lambda f: f.write(json.dumps(result, indent=1) + "\n"))
+    print(f"wrote {out}", flush=True)
+    return result
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--windows", type=int, default=2, help="8,192-token windows (default 2)")
     parser.add_argument("--out", default=None, help="output JSON file")
+    parser.add_argument(
+        "--sweep",
+        action="store_true",
+        help="add the context sweep (SWEEP) to an existing file: the same target tokens "
+        "scored with shorter contexts",
+    )
     args = parser.parse_args(argv)
     if args.windows < 1:
         parser.error(f"--windows must be at least 1, got {args.windows}")
     out = Path(args.out) if args.out else checkpoint_dir() / "smollm2_loss_by_position.json"
+    if args.sweep:
+        return sweep(out)
     t0, c0, loads = time.perf_counter(), time.process_time(), [os.getloadavg()[0]]
     model, tok = load_pretrained("smollm2")
     text = held_out_text()

@@ -25,11 +25,14 @@ step, for the same number of steps. The 1,024-context model reads each
 sequence whole; the 128-context model reads it as 8 windows of 128 and is
 scored at the positions whose answer lies in the same window. Evaluated on
 the same held-out sequences, the 128-context model runs with a sliding
-window of 128 positions (it sees what it was trained to see). Accuracy is
-reported by distance; the control shuffles the first 640 positions of each
-held-out sequence and scores the answers that were there.
+window of 128 positions (it sees what it was trained to see), and once more
+over all 1,024 positions (``unwindowed``: whether what it learned carries past
+its training length). Accuracy is reported by distance; the control
+shuffles the first 640 positions of each held-out sequence and scores the
+answers that were there.
 
-Seeded and deterministic on one machine.
+``--evaluate-only`` evaluates a saved checkpoint again and rewrites its manifest's
+evaluation. Seeded and deterministic on one machine.
 """
 
 import argparse
@@ -77,18 +80,54 @@ CONFIG = {
     "eval_every": 100,
     "control_shuffled": 640,
 }
+#: The second stage (``--start 128``): both contexts continue from the 128-context
+#: model, on new sequences (the same for both), for the same number of steps.
+STAGE2 = {"steps": 200, "warmup": 10, "data_seed_offset": 3}
 FILLER = 0
+QUERY = 1  # the passkey task's query token (its values follow it)
+#: The passkey task (``--task passkey``): one value to find, many queries for it.
+PASSKEY = {"task": "passkey", "queries": 32, "steps": 300}
 BINS = [8, 16, 32, 64, 128, 256, 512, 1024]  # distance bins [a, b) of the evaluation
 
 
 def n_vocab(cfg: dict) -> int:
-    """The filler, the keys, the values."""
+    """Recall: the filler, the keys, the values; passkey: the filler, the query, the values."""
+    if cfg.get("task", "recall") == "passkey":
+        return 2 + cfg["n_values"]
     return 1 + cfg["n_keys"] + cfg["n_values"]
 
 
-def make_sequence(rng: np.random.Generator, cfg: dict) -> tuple[np.ndarray, np.ndarray]:
-    """One sequence of ``length + 1`` tokens and, at each position ``q`` whose next
-    token is a predictable value, the distance ``D`` back to that value's first
+def make_sequence(rng: np.random.Generator, cfg: dict) -> tuple[np.ndarray, ...]:
+    """One sequence: inputs (``length``), targets (``length``) and, at each scored
+    position ``q``, the distance ``D`` back to where its answer was given (0 elsewhere)."""
+    if cfg.get("task", "recall") == "passkey":
+        return passkey_sequence(rng, cfg)
+    seq, dist = recall_sequence(rng, cfg)
+    return seq[:-1], seq[1:], dist[:-1]
+
+
+def passkey_sequence(rng: np.random.Generator, cfg: dict) -> tuple[np.ndarray, ...]:
+    """Filler, one passkey (a value token) in the first half, and ``queries`` query
+    tokens after it, each ``D`` positions after the passkey (log-uniform), whose
+    target is the passkey. The answer is not fed back: only the passkey holds it."""
+    L = cfg["length"]
+    x = np.full(L, FILLER)
+    target = np.full(L, FILLER)
+    dist = np.zeros(L, dtype=np.int64)
+    p = int(rng.integers(0, L // 2))
+    v = QUERY + 1 + int(rng.integers(cfg["n_values"]))
+    x[p] = v
+    low, high = np.log(cfg["min_distance"]), np.log(min(cfg["max_distance"], L - p))
+    for _ in range(cfg["queries"]):
+        q = p + int(np.exp(rng.uniform(low, high)))
+        if q < L and dist[q] == 0:
+            x[q], target[q], dist[q] = QUERY, v, q - p
+    return x, target, dist
+
+
+def recall_sequence(rng: np.random.Generator, cfg: dict) -> tuple[np.ndarray, np.ndarray]:
+    """One recall sequence of ``length + 1`` tokens and, at each position ``q`` whose
+    next token is a predictable value, the distance ``D`` back to that value's first
     appearance (0 elsewhere)."""
     L = cfg["length"]
     seq = np.full(L + 1, FILLER)
@@ -111,19 +150,18 @@ def make_sequence(rng: np.random.Generator, cfg: dict) -> tuple[np.ndarray, np.n
 
 
 def make_batch(rng, n, cfg):
-    seqs, dists = zip(*(make_sequence(rng, cfg) for _ in range(n)))
-    return np.stack(seqs), np.stack(dists)
+    """``n`` sequences: inputs, targets, distances, each (n, length)."""
+    return tuple(np.stack(a) for a in zip(*(make_sequence(rng, cfg) for _ in range(n))))
 
 
-def windows(seqs, dists, context):
+def windows(seqs, targets, dists, context):
     """Inputs, targets, the scored positions and their distances, in windows of ``context``.
 
     A position is scored if its answer's first appearance lies in its window.
     """
-    L = seqs.shape[1] - 1
-    x = seqs[:, :L].reshape(-1, context)
-    y = seqs[:, 1:].reshape(-1, context)
-    d = dists[:, :L].reshape(-1, context)
+    x = seqs.reshape(-1, context)
+    y = targets.reshape(-1, context)
+    d = dists.reshape(-1, context)
     scored = (d > 0) & (np.arange(context) - d >= 0)
     return x, y, scored, d
 
@@ -161,23 +199,34 @@ def train_step(model, layers, opt, x, y, scored, step, cfg) -> float:
 
 
 def evaluation_set(cfg):
-    """The held-out sequences (their own seed) and the shuffled control."""
-    seqs, dists = make_batch(np.random.default_rng(cfg["seed"] + 100), cfg["eval_sequences"], cfg)
+    """The held-out sequences (their own seed) and the control's inputs.
+
+    Recall: the first ``control_shuffled`` positions shuffled; passkey: the
+    passkey swapped for another value.
+    """
+    seqs, targets, dists = make_batch(
+        np.random.default_rng(cfg["seed"] + 100), cfg["eval_sequences"], cfg
+    )
     rng = np.random.default_rng(cfg["seed"] + 200)
-    cut = cfg["control_shuffled"]
-    shuffled = seqs.copy()
-    for row in shuffled:
-        row[:cut] = row[:cut][rng.permutation(cut)]
-    return seqs, dists, shuffled
+    control = seqs.copy()
+    if cfg.get("task", "recall") == "passkey":
+        keys = control > QUERY
+        shift = 1 + rng.integers(0, cfg["n_values"] - 1, size=len(control))
+        old = control[keys] - QUERY - 1
+        control[keys] = QUERY + 1 + (old + shift) % cfg["n_values"]
+    else:
+        cut = cfg["control_shuffled"]
+        for row in control:
+            row[:cut] = row[:cut][rng.permutation(cut)]
+    return seqs, targets, dists, control
 
 
 def evaluate(model, cfg, data) -> dict:
     """Accuracy on the held-out sequences: by distance, near (<= 128), far (> 128), control."""
-    seqs, dists, shuffled = data
+    seqs, targets, d, control = data
     model.train(False)
     L = cfg["length"]
-    right = model.forward(seqs[:, :L]).argmax(-1) == seqs[:, 1:]
-    d = dists[:, :L]
+    right = model.forward(seqs).argmax(-1) == targets
     by_bin = []
     for a, b in zip(BINS[:-1], BINS[1:]):
         sel = (d >= a) & (d < b)
@@ -185,10 +234,13 @@ def evaluate(model, cfg, data) -> dict:
             {"from": a, "to": b, "n": int(sel.sum()), "accuracy": float(right[sel].mean())}
         )
     near, far = (d > 0) & (d <= 128), d > 128
-    # the control: answers at or after the cut whose first appearance was before it
+    # the control: recall, answers at or after the cut whose first appearance was
+    # before it; passkey, every answer more than 128 back
     q = np.arange(L)
     moved = far & (q >= cfg["control_shuffled"]) & (q - d < cfg["control_shuffled"])
-    right_shuffled = model.forward(shuffled[:, :L]).argmax(-1) == shuffled[:, 1:]
+    if cfg.get("task", "recall") == "passkey":
+        moved = far
+    right_shuffled = model.forward(control).argmax(-1) == targets
     return {
         "accuracy_near": round(float(right[near].mean()), 4),
         "accuracy_far": round(float(right[far].mean()), 4),
@@ -204,11 +256,23 @@ def evaluate(model, cfg, data) -> dict:
     }
 
 
-def eval_model(model, cfg, context):
-    """The trained weights in a model that reads 1,024 positions: a window of ``context``."""
-    long = build(cfg, context, cfg["length"], None if context >= cfg["length"] else context)
+def eval_model(model, cfg, context, window=True):
+    """The trained weights in a model that reads 1,024 positions: through a sliding
+    window of ``context`` (or all of them, ``window=False``)."""
+    window = context if window and context < cfg["length"] else None
+    long = build(cfg, context, cfg["length"], window)
     long.load_state_dict(model.state_dict())
     return long
+
+
+def final_evaluation(path, cfg, context, data) -> dict:
+    """:func:`evaluate` of the saved model; a 128-context model also without its window."""
+    model = load(path)
+    result = evaluate(eval_model(model, cfg, context), cfg, data)
+    if context < cfg["length"]:
+        whole = evaluate(eval_model(model, cfg, context, window=False), cfg, data)
+        result["unwindowed"] = {k: whole[k] for k in ("accuracy_near", "accuracy_far")}
+    return result
 
 
 def main(argv=None) -> dict:
@@ -216,8 +280,32 @@ def main(argv=None) -> dict:
     parser.add_argument("--context", type=int, choices=(128, 1024), required=True)
     parser.add_argument("--steps", type=int, default=None, help="steps (default CONFIG's)")
     parser.add_argument("--out", default=None, help="output directory")
+    parser.add_argument(
+        "--task",
+        choices=("recall", "passkey"),
+        default="recall",
+        help="associative recall (the default) or passkey retrieval (runs named "
+        "long_task_passkey_<C>)",
+    )
+    parser.add_argument(
+        "--start",
+        type=int,
+        choices=(128,),
+        default=None,
+        help="continue from long_task_<START>.npz (the second stage: STAGE2 overrides the "
+        "configuration; the run is named long_task_<START>_then_<C>)",
+    )
+    parser.add_argument(
+        "--evaluate-only",
+        action="store_true",
+        help="evaluate the saved checkpoint again and update its manifest's evaluation",
+    )
     args = parser.parse_args(argv)
     cfg = {**CONFIG, "context": args.context}
+    if args.task == "passkey":
+        cfg.update(PASSKEY)
+    if args.start is not None:
+        cfg.update(STAGE2, finetuned_from=f"long_task_{args.start}.npz")
     if args.steps is not None:
         if args.steps < 1:
             parser.error(f"--steps must be at least 1, got {args.steps}")
@@ -225,12 +313,23 @@ def main(argv=None) -> dict:
     out = Path(args.out) if args.out else checkpoint_dir()
     out.mkdir(parents=True, exist_ok=True)
     name = f"long_task_{args.context}"
+    if args.task == "passkey":
+        name = f"long_task_passkey_{args.context}"
+    if args.start is not None:
+        name = f"long_task_{args.start}_then_{args.context}"
+    if args.evaluate_only:
+        start = f" --start {args.start}" if args.start is not None else ""
+        start += " --task passkey" if args.task == "passkey" else ""
+        command = f"python scripts/train_long_task.py --context {args.context}{start}"
+        return reevaluate(out, name, args.context, command + " --evaluate-only")
     t0, c0, loads = time.perf_counter(), time.process_time(), [os.getloadavg()[0]]
     with threadpool_limits(limits=1, user_api="blas"):
         model = build(cfg, args.context)
+        if args.start is not None:
+            model.load_state_dict(load(out / f"long_task_{args.start}.npz").state_dict())
         layers = model.layers()
         opt = Adam(layers, lr=cfg["lr"], betas=tuple(cfg["betas"]))
-        rng = np.random.default_rng(cfg["seed"] + 1)
+        rng = np.random.default_rng(cfg["seed"] + cfg.get("data_seed_offset", 1))
         data = evaluation_set(cfg)
         curve, recent = {"step": [], "train": [], "accuracy_far": [], "accuracy_near": []}, []
         for step in range(1, cfg["steps"] + 1):
@@ -256,9 +355,11 @@ def main(argv=None) -> dict:
         arrays = {k: np.asarray(a, np.float32) for k, a in model.state_dict().items()}
         arrays["config"] = np.array(json.dumps(cfg))
         write_atomic(path, lambda f: np.savez(f, **arrays), mode="wb")
-        final = evaluate(eval_model(load(path), cfg, args.context), cfg, data)
+        final = final_evaluation(path, cfg, args.context, data)
     manifest = {
         "command": f"python scripts/train_long_task.py --context {args.context}"
+        + (f" --start {args.start}" if args.start is not None else "")
+        + (" --task passkey" if args.task == "passkey" else "")
         + (f" --steps {cfg['steps']}" if args.steps is not None else ""),
         "script": "scripts/train_long_task.py",
         "model": "TinyGPT",
@@ -283,6 +384,27 @@ def main(argv=None) -> dict:
     }
     write_atomic(out / f"{name}.json", lambda f: f.write(json.dumps(manifest, indent=1) + "\n"))
     print(json.dumps({k: final[k] for k in ("accuracy_near", "accuracy_far")}), flush=True)
+    return manifest
+
+
+def reevaluate(out: Path, name: str, context: int, command: str) -> dict:
+    """The evaluation of ``<name>.npz`` made again, written into its manifest."""
+    manifest = json.loads((out / f"{name}.json").read_text(encoding="utf8"))
+    path = out / manifest["file"]
+    if sha256(path) != manifest["sha256"]:
+        raise SystemExit(f"{path} does not match the sha256 in {name}.json: retrain it")
+    t0, c0 = time.perf_counter(), time.process_time()
+    cfg = manifest["config"]
+    with threadpool_limits(limits=1, user_api="blas"):
+        manifest["evaluation"] = final_evaluation(path, cfg, context, evaluation_set(cfg))
+    manifest["evaluation_command"] = {
+        "command": command,
+        "wall_seconds": round(time.perf_counter() - t0, 1),
+        "cpu_seconds": round(time.process_time() - c0, 1),
+        "load_average_1min": os.getloadavg()[0],
+    }
+    write_atomic(out / f"{name}.json", lambda f: f.write(json.dumps(manifest, indent=1) + "\n"))
+    print(json.dumps(manifest["evaluation"].get("unwindowed", {})), flush=True)
     return manifest
 
 
