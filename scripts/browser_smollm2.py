@@ -31,9 +31,10 @@ and opens it at 1280 and at 390 px wide (no other request leaves the machine):
 
 Then, each in a fresh browser context (its own empty Cache Storage): a damaged chunk, a
 truncated chunk and a manifest whose whole-file SHA-256 is wrong are each refused with a
-message naming the fault, the button offered again; and a browser without WebAssembly SIMD
-(``WebAssembly.validate`` answering no) is told the model runs on its scalar path, which
-writes the library's greedy tokens, and Stop stops it mid-reply.
+message naming the fault, the button offered again; and a page without WebAssembly SIMD
+(``WebAssembly.validate`` answering no; the chunks from Cache Storage) is told the model
+runs on its scalar path, which writes the library's greedy tokens, and Stop stops it
+mid-reply.
 
 Writes a screenshot at each width into ``--screenshots`` (default: /tmp/smollm2-shots), and
 with ``--json PATH`` the Chromium speed (tokens per second by the widget's own count, wall
@@ -332,10 +333,10 @@ def refusals(browser, base, fail, timeout):
         ctx.close()
 
 
-def scalar_path(browser, base, want, fail, timeout):
+def scalar_path(ctx, base, want, fail, timeout):
     """A browser without WebAssembly SIMD: told so; the scalar path writes the greedy tokens;
-    Stop stops it mid-reply."""
-    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    Stop stops it mid-reply. ``ctx``: the context of the checks above (its Cache Storage
+    holds the chunks: nothing is downloaded again); its pages from now on lack SIMD."""
     ctx.add_init_script("WebAssembly.validate = () => false;")  # simd.mjs's probe says no
     page = ctx.new_page()
     page.set_default_timeout(timeout * 1000)
@@ -366,7 +367,7 @@ def scalar_path(browser, base, want, fail, timeout):
         fail(f"the scalar path wrote {got}, not the library's {want[: len(got)]}")
     speed = w.locator(".aft-status").nth(1).inner_text()
     print(f"no SIMD: {said!r}; {len(got)} tokens ({speed}), stopped {stopped_in:.2f} s after Stop")
-    ctx.close()
+    page.close()
 
 
 def check(chromium, shots, timeout, axe=DEFAULT_AXE):
@@ -443,7 +444,7 @@ def check(chromium, shots, timeout, axe=DEFAULT_AXE):
                 page.close()
             fail = lambda m: problems.append(f"bad input: {m}")  # noqa: E731
             refusals(browser, base, fail, timeout)
-            scalar_path(browser, base, want, fail, timeout)
+            scalar_path(context, base, want, fail, timeout)
             browser.close()
     finally:
         server.shutdown()

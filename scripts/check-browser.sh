@@ -125,8 +125,11 @@ echo "==> browser check of the widgets: $((SECONDS - t1)) s"
 
 # SmolLM2's chat widget (widget-smollm2.mjs, issue 55): nothing fetched before the button, the
 # 98 MB model loaded from its checked chunks, the library's greedy reply to a chat message, the
-# attention map drawn, a head switched off, the second visit from Cache Storage, at 1280 and
-# 390 px (scripts/browser_smollm2.py; exports the chunks first when the build has not).
+# attention map drawn, a head switched off, the presets, the keyboard alone, axe-core, a message
+# longer than the context cropped as the library crops, Stop, the second visit from Cache
+# Storage, at 1280 and 390 px; then a damaged, a truncated and a mismatched download refused,
+# and no WebAssembly SIMD said (scripts/browser_smollm2.py; exports the chunks first when the
+# build has not).
 t1=$SECONDS
 timeout --kill-after=15 900 "$python" scripts/browser_smollm2.py --chromium "$CHROMIUM" \
     --screenshots _build/screenshots
