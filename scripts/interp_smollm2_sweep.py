@@ -196,7 +196,9 @@ def main(part: str) -> dict:
         "wall_seconds": round(wall, 1),
         "cpu_seconds": round(cpu, 1),
         "load_average": [round(x, 2) for x in os.getloadavg()],
-        "forward_passes": (275 + 2 * CONFIG["random_draws"] if part != "ioi" else 0)
+        # repeat: 2 + 270 + the top group (zero; mean and its reference) + each draw's 3;
+        # ioi: clean, corrupted, the recorded clean run, 270 patches, the lens
+        "forward_passes": (275 + 3 * CONFIG["random_draws"] if part != "ioi" else 0)
         + (274 if part != "repeat" else 0),
     }
     staged = OUT / f".smollm2_sweep.{part}.json"
