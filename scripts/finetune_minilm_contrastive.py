@@ -29,7 +29,7 @@ only in their arithmetic. Writes ``data/checkpoints/finetune/minilm_contrastive.
 (the scores, losses, times and the manifest: command, configuration, sha256
 of the inputs, wall and CPU time, CPU, load average).
 
-Run (about 5 minutes on one thread)::
+Run (about 3 minutes of CPU on one thread; it took 31 minutes of wall time at load 15-24)::
 
     OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 python scripts/finetune_minilm_contrastive.py
 """

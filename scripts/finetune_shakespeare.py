@@ -30,7 +30,7 @@ manifest: command, configuration, sha256 of inputs and outputs, wall and CPU
 time, CPU, load average) and ``shakespeare_lora_r8.npz`` (the rank-8
 adapters, :func:`attention_lib.nn.lora.save`).
 
-Run (about 6 minutes on one thread)::
+Run (about 2 minutes of CPU on one thread; it took 26 minutes of wall time at load 20)::
 
     OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 python scripts/finetune_shakespeare.py
 """
