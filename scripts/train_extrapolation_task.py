@@ -151,19 +151,26 @@ def evaluate(model, cfg):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", nargs="+", default=[*SCHEMES, *LAYERS])
+    ap.add_argument("--steps", type=int, default=CONFIG["steps"])
+    ap.add_argument("--lr", type=float, default=CONFIG["lr"])
+    ap.add_argument("--tag", default="", help="appended to the names of the results")
     args = ap.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / "results.json"
     for name in args.only:
         model, cfg = build(name)
+        cfg.update(steps=args.steps, lr=args.lr)
+        key = name + args.tag
         load0, t0 = os.getloadavg()[0], time.perf_counter()
         curve = train(model, cfg, sys.stdout)
         wall = time.perf_counter() - t0
         arrays = {k: np.asarray(a, np.float32) for k, a in model.state_dict().items()}
         arrays["config"] = np.array(json.dumps(cfg))
-        ckpt = OUT / f"{name}.npz"
+        ckpt = OUT / f"{key}.npz"
         write_atomic(ckpt, lambda f, a=arrays: np.savez(f, **a), mode="wb")
         entry = {
+            "command": "OPENBLAS_NUM_THREADS=1 python scripts/train_extrapolation_task.py "
+            + " ".join(sys.argv[1:] if argv is None else argv),
             "config": cfg,
             "parameters": int(sum(a.size for a in model.state_dict().values())),
             "train_loss_every_50": curve,
@@ -173,7 +180,7 @@ def main(argv=None):
             "evaluation": evaluate(model, cfg),
         }
         results = json.loads(path.read_text()) if path.exists() else {"models": {}}
-        results["models"][name] = entry
+        results["models"][key] = entry
         results.update(
             command="OPENBLAS_NUM_THREADS=1 python scripts/train_extrapolation_task.py",
             script_sha256=sha256(Path(__file__)),
@@ -182,7 +189,7 @@ def main(argv=None):
         )
         text = json.dumps(results, indent=1) + "\n"
         write_atomic(path, lambda f, t=text: f.write(t))
-        print(name, {L: e["accuracy"] for L, e in entry["evaluation"].items()}, f"{wall:.0f} s")
+        print(key, {L: e["accuracy"] for L, e in entry["evaluation"].items()}, f"{wall:.0f} s")
 
 
 if __name__ == "__main__":
