@@ -7,6 +7,8 @@
 #                                              # a few minutes of CPU (one thread)
 #   bash scripts/check-retrain.sh shakespeare  # chapter 11's Shakespeare model:
 #                                              # about 45 minutes on 2 cores
+#   bash scripts/check-retrain.sh induction    # chapter 15's induction model (two
+#                                              # heads per layer): about 10 s
 #   bash scripts/check-retrain.sh serving      # chapter 20's four KV-cache variants
 #                                              # and the GQA uptraining: about 45
 #                                              # minutes on 2 cores
@@ -49,8 +51,8 @@ if [ ! -x "$python" ]; then
 fi
 which="${1:-all}"
 case "$which" in
-    all|seq2seq|shakespeare|serving) ;;
-    *) echo "usage: bash scripts/check-retrain.sh [all|seq2seq|shakespeare|serving]" >&2; exit 2 ;;
+    all|seq2seq|shakespeare|serving|induction) ;;
+    *) echo "usage: bash scripts/check-retrain.sh [all|seq2seq|shakespeare|serving|induction]" >&2; exit 2 ;;
 esac
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -84,6 +86,26 @@ print("OK: the retrained Shakespeare model matches the committed one within tole
 PY
 fi
 [ "$which" = shakespeare ] && { echo "==> check-retrain: ok ($((SECONDS - t0)) s in all)"; exit 0; }
+
+if [ "$which" = all ] || [ "$which" = induction ]; then
+    # Compared by its copy accuracy on 1000 held-out sequences: within 0.02 of the
+    # committed value, and >= 0.95 (the chapter's circuit needs a model that copies).
+    echo "==> retraining chapter 15's induction model into $out/induction"
+    "$python" -m attention_lib.train.induction --out "$out/induction"
+    "$python" - data/checkpoints/induction/manifest.json "$out/induction/manifest.json" <<'PY'
+import json
+import sys
+
+committed = json.load(open(sys.argv[1], encoding="utf8"))
+retrained = json.load(open(sys.argv[2], encoding="utf8"))
+old = committed["evaluation"]["copy_accuracy"]
+new = retrained["evaluation"]["copy_accuracy"]
+print(f"   copy accuracy: retrained {new:.4f}, committed {old:.4f} (tolerance 0.02)")
+if retrained["config"] != committed["config"] or abs(new - old) > 0.02 or new < 0.95:
+    sys.exit("the retrained induction model does not match its manifest")
+PY
+    [ "$which" = induction ] && { echo "==> check-retrain: ok ($((SECONDS - t0)) s in all)"; exit 0; }
+fi
 
 if [ "$which" = all ] || [ "$which" = serving ]; then
     t1=$SECONDS
