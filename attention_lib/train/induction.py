@@ -30,6 +30,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from .evaluate_long_context import cpu_name
+from .._checks import as_int
 from ..data.paths import data_dir, sha256, write_atomic_group
 from ..models.gpt import TinyGPT, checkpoint_arrays, named_params
 from ..nn import Adam, softmax_cross_entropy
@@ -65,13 +66,43 @@ def checkpoint_dir() -> Path:
 
 
 def make_batch(n: int, rng: np.random.Generator, n_vocab: int = 32, length: int = 24):
-    """``(tokens (n, L), where (n, L - 1), segments)``: chapter 9's repeated-segment task.
+    """Chapter 9's repeated-segment task: ``n`` sequences and where they are predictable.
 
-    ``where[k, i]`` is True where position ``i``'s next token is predictable
-    (inside the repeat, after its first token); ``segments[k] = (a, m)``: a
-    segment of ``m`` tokens starting at ``a`` and repeated at ``a + m``.
-    Outside the repeat, the tokens of a sequence all differ.
+    Parameters
+    ----------
+    n : int
+        The number of sequences.
+    rng : numpy.random.Generator
+    n_vocab : int, optional
+        The vocabulary size; at least ``length`` (outside the repeat, the
+        tokens of a sequence all differ).
+    length : int, optional
+        Tokens per sequence, at least 8 (a segment has 4 to ``length // 2`` tokens).
+
+    Returns
+    -------
+    tokens : ndarray of int64, shape (n, length)
+    where : ndarray of bool, shape (n, length - 1)
+        ``where[k, i]``: position ``i``'s next token is predictable (inside
+        the repeat, after its first token).
+    segments : list of (int, int)
+        ``(a, m)``: a segment of ``m`` tokens starting at ``a``, repeated at ``a + m``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> tokens, where, segments = make_batch(2, np.random.default_rng(0))
+    >>> tokens.shape, where.shape, len(segments)
+    ((2, 24), (2, 23), 2)
+    >>> a, m = segments[0]
+    >>> bool((tokens[0, a : a + m] == tokens[0, a + m : a + 2 * m]).all())
+    True
     """
+    n = as_int(n, "n", 1)
+    length = as_int(length, "length", 8)
+    n_vocab = as_int(n_vocab, "n_vocab", length)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
     L = length
     tokens = np.empty((n, L), dtype=np.int64)
     where, segments = np.zeros((n, L - 1), dtype=bool), []
@@ -86,12 +117,37 @@ def make_batch(n: int, rng: np.random.Generator, n_vocab: int = 32, length: int 
 
 
 def accuracy(logits: np.ndarray, tokens: np.ndarray, where: np.ndarray) -> float:
-    """The share of predictable positions whose likeliest next token is right."""
+    """The share of predictable positions whose likeliest next token is right.
+
+    Parameters
+    ----------
+    logits : ndarray, shape (B, T, n_vocab)
+    tokens : ndarray of int, shape (B, T)
+    where : ndarray of bool, shape (B, T - 1)
+        As :func:`make_batch` returns it.
+
+    Returns
+    -------
+    float
+    """
+    logits, tokens, where = np.asarray(logits), np.asarray(tokens), np.asarray(where)
+    B, T = tokens.shape if tokens.ndim == 2 else (None, None)
+    if logits.shape[:2] != (B, T) or where.shape != (B, (T or 1) - 1):
+        raise ValueError(
+            f"logits {logits.shape}, tokens {tokens.shape} and where {where.shape} do not fit: "
+            f"expected (B, T, n_vocab), (B, T) and (B, T - 1)"
+        )
     return float((logits[:, :-1].argmax(axis=-1) == tokens[:, 1:])[where].mean())
 
 
 def train(cfg: dict = CONFIG) -> tuple[TinyGPT, list[float]]:
-    """The model trained by ``cfg`` (float32) and its training losses."""
+    """Train the model ``cfg`` describes (:data:`CONFIG`), deterministically.
+
+    Returns
+    -------
+    (TinyGPT, list of float)
+        The float32 model (dropout off) and its training loss at each step.
+    """
     keys = ("d_model", "n_heads", "n_layers", "d_ff", "max_len", "positions", "dropout")
     model = TinyGPT(
         cfg["n_vocab"], rng=np.random.default_rng(cfg["init_seed"]), **{k: cfg[k] for k in keys}
