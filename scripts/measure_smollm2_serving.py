@@ -1,4 +1,4 @@
-"""Measure the serving levers on SmolLM2-135M-Instruct for chapter 20: quantization, batching, drafts.
+"""Measure the serving levers on SmolLM2-135M-Instruct for chapters 20 and 21: quantization, batching, drafts.
 
     OPENBLAS_NUM_THREADS=1 python scripts/measure_smollm2_serving.py [--part quant batch spec]
 

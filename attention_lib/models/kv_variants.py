@@ -27,7 +27,7 @@ VARIANTS = ("mha", "gqa", "mqa", "mla")
 
 
 def serving_dir() -> Path:
-    """``data/checkpoints/serving``: chapter 20's variants, drafts and measurements."""
+    """``data/checkpoints/serving``: chapter 20's variants and chapter 21's drafts, with their measurements."""
     return data_dir() / "checkpoints" / "serving"
 
 

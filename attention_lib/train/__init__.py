@@ -14,6 +14,6 @@ loading a model does not import its trainer). Each runs as
   :mod:`attention_lib.train.evaluate_long_context`: chapters 18 and 19's models
   of longer contexts and their measurements;
 - :mod:`attention_lib.train.serving`, :mod:`attention_lib.train.ngram_draft` and
-  :mod:`attention_lib.train.measure_serving`: chapter 20's cache variants and
-  drafts, and its measurements.
+  :mod:`attention_lib.train.measure_serving`: chapter 20's cache variants,
+  chapter 21's drafts, and their measurements.
 """

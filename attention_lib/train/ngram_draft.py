@@ -1,4 +1,4 @@
-"""Build chapter 20's n-gram draft (:class:`~attention_lib.models.ngram_draft.NgramDraft`).
+"""Build chapter 21's n-gram draft (:class:`~attention_lib.models.ngram_draft.NgramDraft`).
 
 Run as ``python -m attention_lib.train.ngram_draft [--order 6]``: it labels
 Tiny Shakespeare's training split with chapter 11's model, builds the table,
