@@ -1,7 +1,7 @@
 """How much of their context the book's Shakespeare models use: loss by position and a shuffle control.
 
 Run as ``python scripts/shakespeare_context_use.py [--out FILE]`` (default
-``data/checkpoints/longctx/context_use.json``). For chapter 18.
+``data/checkpoints/longctx/eval_context_use.json``). For chapter 18.
 
 The held-out text is the last 10% of Tiny Shakespeare (chapter 11's split).
 For chapter 11's model (``load_pretrained("shakespeare")``, context 128) it
@@ -86,7 +86,7 @@ def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None, help="output JSON file")
     args = parser.parse_args(argv)
-    out = Path(args.out) if args.out else checkpoint_dir() / "context_use.json"
+    out = Path(args.out) if args.out else checkpoint_dir() / "eval_context_use.json"
     t0, c0, loads = time.perf_counter(), time.process_time(), [os.getloadavg()[0]]
     _, _, val_ids = load_text()
     result = {"models": {}}

@@ -1,7 +1,7 @@
 """SmolLM2-135M-Instruct's loss at every position of 8,192-token windows of held-out text.
 
 Run as ``python scripts/smollm2_loss_by_position.py [--windows N] [--out FILE]``
-(default 2 windows, ``data/checkpoints/longctx/smollm2_loss_by_position.json``).
+(default 2 windows, ``data/checkpoints/longctx/eval_smollm2_loss_by_position.json``).
 
 The text is the last 10% of Tiny Shakespeare (the split of chapter 11 and
 chapter 18: none of the book's character models trained on it; the text is
@@ -120,7 +120,7 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     if args.windows < 1:
         parser.error(f"--windows must be at least 1, got {args.windows}")
-    out = Path(args.out) if args.out else checkpoint_dir() / "smollm2_loss_by_position.json"
+    out = Path(args.out) if args.out else checkpoint_dir() / "eval_smollm2_loss_by_position.json"
     if args.sweep:
         return sweep(out)
     t0, c0, loads = time.perf_counter(), time.process_time(), [os.getloadavg()[0]]
