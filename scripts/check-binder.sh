@@ -8,7 +8,7 @@
 # time of each step (see scripts/binder_check.py).
 #
 #   bash scripts/check-binder.sh [book/NN_name.ipynb ...] [--kernel-family F] [--no-compare]
-#   bash scripts/check-binder.sh --share 2/2 --blas-threads 1 --mplbackend agg   # as the test command
+#   bash scripts/check-binder.sh --share 1/2 --blas-threads 1 --mplbackend agg   # as the test command
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$SECONDS

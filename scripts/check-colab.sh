@@ -12,7 +12,7 @@
 # AVX-512), and the narrowing is verified (scripts/cpu_families.py npy_disable).
 #
 #   bash scripts/check-colab.sh [--fresh] [book/NN_name.ipynb ...]
-#   bash scripts/check-colab.sh --share 1/2 --mplbackend agg   # as the test command
+#   bash scripts/check-colab.sh --share 2/2 --mplbackend agg   # as the test command
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$SECONDS
