@@ -9,18 +9,9 @@ import tracemalloc
 
 import numpy as np
 
+from attention_lib.train.evaluate_long_context import cpu_name
+
 MiB = 2**20
-
-
-def _cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def _memory_gib():
@@ -44,7 +35,7 @@ def describe_machine(torch=None):
     """One paragraph saying what the numbers were measured on."""
     threads = os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")
     lines = [
-        f"machine: {_cpu_model()}, {os.cpu_count()} logical CPUs, {_memory_gib()}, "
+        f"machine: {cpu_name()}, {os.cpu_count()} logical CPUs, {_memory_gib()}, "
         f"{platform.system()} {platform.release()}",
         f"python {platform.python_version()}, numpy {np.__version__} "
         f"({_blas()}, threads: {threads or 'BLAS default'})",

@@ -48,7 +48,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import re
 import sys
 import time
@@ -57,6 +56,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
+
+from attention_lib.train.evaluate_long_context import cpu_name  # noqa: E402
 
 from browser_check import (  # noqa: E402
     CHROMIUM_FLAGS,
@@ -456,16 +457,6 @@ def check(chromium, shots, timeout, axe=DEFAULT_AXE):
 
 def load():
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
-
-
-def cpu_name():
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def write_speed(path, speeds, chromium, seconds):

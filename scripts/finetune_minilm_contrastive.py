@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -55,22 +54,12 @@ sys.path.insert(0, str(ROOT))
 from attention_lib.data.paths import sha256  # noqa: E402
 from attention_lib.data.tatoeba import load_pairs, tatoeba_dir  # noqa: E402
 from attention_lib.models import minilm as minilm_module  # noqa: E402
+from attention_lib.train.evaluate_long_context import cpu_name  # noqa: E402
 from attention_lib.models.minilm import load_minilm  # noqa: E402
 from attention_lib.nn import Adam, clip_grad_norm, multiple_negatives_ranking_loss  # noqa: E402
 
 OUT = ROOT / "data" / "checkpoints" / "finetune"
 RESULTS = "minilm_contrastive.json"
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def paraphrase_pairs(held_out: int, seed: int):

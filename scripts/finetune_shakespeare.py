@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -53,6 +52,7 @@ sys.path.insert(0, str(ROOT))
 from attention_lib.data.paths import sha256  # noqa: E402
 from attention_lib.data.tatoeba import load_pairs, tatoeba_dir  # noqa: E402
 from attention_lib.models.pretrained import load_shakespeare, shakespeare_dir  # noqa: E402
+from attention_lib.train.evaluate_long_context import cpu_name  # noqa: E402
 from attention_lib.nn import Adam, clip_grad_norm, lora, softmax_cross_entropy  # noqa: E402
 from attention_lib.quantize import quantize_model  # noqa: E402
 from attention_lib.train.shakespeare import load_text, text_path  # noqa: E402
@@ -63,17 +63,6 @@ ADAPTER = "shakespeare_lora_r8.npz"
 METHODS = ("full", "last", "lora_r4", "lora_r8", "qlora_r8")
 #: Learning rates: the usual practice (LoRA's adapters take a larger one).
 LR = {"full": 3e-4, "last": 1e-3, "lora_r4": 2e-3, "lora_r8": 2e-3, "qlora_r8": 2e-3}
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def new_text(tok, split: str) -> np.ndarray:

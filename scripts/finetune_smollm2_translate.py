@@ -48,7 +48,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -61,6 +60,7 @@ sys.path.insert(0, str(ROOT))
 from attention_lib.data.tatoeba import load_pairs, load_references, tatoeba_dir  # noqa: E402
 from attention_lib.models.smollm2 import chat_prompt, gguf_path, load_smollm2  # noqa: E402
 from attention_lib.nn import Adam, lora  # noqa: E402
+from attention_lib.train.evaluate_long_context import cpu_name  # noqa: E402
 from attention_lib.nn.utils import clip_grad_norm  # noqa: E402
 from attention_lib.translate import SMOLLM2_SYSTEM as SYSTEM  # noqa: E402
 from attention_lib.translate import smollm2_translate  # noqa: E402
@@ -77,17 +77,6 @@ def sha256(path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def encode_example(tok, en: str, fr: str) -> tuple[list[int], int]:

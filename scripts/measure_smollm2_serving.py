@@ -29,7 +29,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -44,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 from attention_lib.data.gguf import read_gguf  # noqa: E402
 from attention_lib.data.gguf_quant import block_bytes  # noqa: E402
 from attention_lib.models import smollm2  # noqa: E402
+from attention_lib.train.evaluate_long_context import cpu_name  # noqa: E402
 from attention_lib.models.kv_cache import decoder_for  # noqa: E402
 from attention_lib.models.speculative import (  # noqa: E402
     PromptLookup,
@@ -68,13 +68,6 @@ SPEC_PROMPTS = [
 SPEC_NEW = 64
 LOOKUP_KS = (2, 4, 8)
 SELF_LAYERS, SELF_KS = (16, 24), (2, 4)
-
-
-def _cpu():
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 def _sha(path):
@@ -282,7 +275,7 @@ def main(argv=None):
                 "wall_seconds": round(time.perf_counter() - w0, 1),
                 "cpu_seconds": round(time.process_time() - c0, 1),
                 "load_average_1min": [round(load0[0], 2), round(os.getloadavg()[0], 2)],
-                "cpu": _cpu(),
+                "cpu": cpu_name(),
                 "blas_threads": 1,
                 "gguf_sha256": smollm2.GGUF_SHA256,
                 "heldout_sha256": _sha(HELDOUT),

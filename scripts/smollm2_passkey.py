@@ -31,7 +31,6 @@ Run: ``OPENBLAS_NUM_THREADS=1 python scripts/smollm2_passkey.py``
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -41,6 +40,7 @@ import numpy as np
 from attention_lib.data.paths import sha256, write_atomic
 from attention_lib.models.pretrained import load_pretrained
 from attention_lib.models.smollm2 import GGUF_SHA256
+from attention_lib.train.evaluate_long_context import cpu_name
 
 OUT = Path(__file__).resolve().parent.parent / "data" / "checkpoints" / "smollm2_long"
 TRAINED = 8192
@@ -54,17 +54,6 @@ KEYS = (71432, 20958, 38146)
 LENGTHS = (4096, 8192, 16384)
 FACTOR = 2.0
 METHODS = ("none", "pi", "ntk", "yarn")
-
-
-def cpu_name():
-    """The CPU's model name, from /proc/cpuinfo where there is one."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def passkey_prompt(tok, n_tokens, depth, key):

@@ -36,7 +36,7 @@ from ..data.paths import write_atomic
 from ..quantize import SCHEMES, Int8KVCache, quantize_model
 from ..softmax import log_softmax
 from ..models.kv_variants import serving_dir
-from .serving import _cpu
+from .evaluate_long_context import cpu_name
 
 #: Characters of Tiny Shakespeare's validation split scored (64 windows of 128).
 SHAKESPEARE_WINDOWS = 64
@@ -368,7 +368,7 @@ def main(argv=None):
             **data,
             "wall_seconds": round(time.perf_counter() - t0, 1),
             "load_average_1min": [round(load0, 2), round(os.getloadavg()[0], 2)],
-            "cpu": _cpu(),
+            "cpu": cpu_name(),
             "threads": 1,
             "command": f"python -m attention_lib.train.measure_serving --part {part}",
         }

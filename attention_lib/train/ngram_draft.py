@@ -21,7 +21,7 @@ from ..data.paths import sha256, write_atomic
 from ..models.ngram_draft import NgramDraft, build_tables, distill_labels, max_order
 from ..models.pretrained import load_pretrained
 from ..models.kv_variants import serving_dir
-from .serving import _cpu
+from .evaluate_long_context import cpu_name
 from .shakespeare import load_text
 
 
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> dict:
         "cpu_seconds": round(cpu, 1),
         "load_average_1min": [round(load0, 2), round(load1, 2)],
         "threads": 1,
-        "cpu": _cpu(),
+        "cpu": cpu_name(),
         "evaluation": {
             "top1_agreement_with_target": round(agree, 4),
             "measured_on": "last 10% of Tiny Shakespeare, 32 windows of 128, every position",

@@ -41,6 +41,7 @@ from ..models.kv_variants import (
     save_variant,
     serving_dir,
 )
+from .evaluate_long_context import cpu_name
 from .shakespeare import load_text, random_windows, text_path, train_step, validation_loss
 
 BASE = {
@@ -187,7 +188,7 @@ def main(argv: list[str] | None = None) -> dict:
             "text": "data/shakespeare/input.txt",
             "text_sha256": sha256(text_path()),
             "split": "first 90% train, last 10% validation (nanoGPT's)",
-            "cpu": _cpu(),
+            "cpu": cpu_name(),
             "numpy": np.__version__,
         }
     )
@@ -218,16 +219,6 @@ def _read_manifest(parser, mpath: Path) -> dict:
             f"--out: {mpath} holds a {type(manifest).__name__}, not a manifest (an object)"
         )
     return manifest
-
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 if __name__ == "__main__":
