@@ -61,6 +61,25 @@ function heat(map, T, x, y, size, title, marks) {
   return svg;
 }
 
+// Drawn 400 units wide with 12-unit text: a phone's column (about 300 CSS px at 390 px) shows the
+// text at 9 px, readable without enlarging (scripts/browser_check.py asks for 8).
+const WIDTH = 400;
+
+/** The lines of ``text`` (its own line breaks kept), each cut to at most ``n`` characters at a space. */
+function wrap(text, n) {
+  const out = [];
+  for (const line of text.split("\n")) {
+    let rest = line;
+    while (rest.length > n) {
+      const cut = rest.lastIndexOf(" ", n) > 0 ? rest.lastIndexOf(" ", n) : n;
+      out.push(rest.slice(0, cut));
+      rest = rest.slice(cut).trimStart();
+    }
+    out.push(rest);
+  }
+  return out;
+}
+
 function svgDoc(w, h, title, desc, body) {
   return `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${w} ${h}" width="${w}" height="${h}" role="img" aria-labelledby="t d" font-family="sans-serif" font-size="12">` +
     `<title id="t">${esc(title)}</title><desc id="d">${esc(desc)}</desc><rect width="${w}" height="${h}" fill="#fff"/>${body}</svg>\n`;
@@ -82,11 +101,12 @@ function svgDoc(w, h, title, desc, body) {
     `${last.loss.toFixed(3)} in ${last.step} steps, with a sudden drop near step ${formed ? formed.step : "?"}. ` +
     `Layer 0 puts ${Math.round(100 * s.previous)}% of its weight on the previous position; layer 1, inside the repeat, ` +
     `${Math.round(100 * s.induction)}% on the position after the earlier occurrence.`;
-  const body = chart({ "#0072B2": progress.map((p) => [p.step, p.loss]) }, 40, 30, 520, 120, "training loss (nats)") +
-    heat(last.maps[0], T, 40, 200, 220, "layer 0: previous-token head", prev) +
-    heat(last.maps[1], T, 340, 200, 220, "layer 1: induction head", ind) +
-    `<text x="40" y="445">After ${last.step} steps: held-out accuracy ${Math.round(100 * s.accuracy)}% on the predictable tokens.</text>`;
-  writeFileSync(`${out}train-induction.fallback.svg`, svgDoc(600, 460, "An induction head forming: the loss and both layers' attention maps", desc, body));
+  const body = chart({ "#0072B2": progress.map((p) => [p.step, p.loss]) }, 40, 30, 340, 110, "training loss (nats)") +
+    heat(last.maps[0], T, 20, 200, 170, "layer 0: previous token", prev) +
+    heat(last.maps[1], T, 210, 200, 170, "layer 1: induction", ind) +
+    `<text x="20" y="395">After ${last.step} steps: held-out accuracy ${Math.round(100 * s.accuracy)}%</text>` +
+    `<text x="20" y="413">on the predictable tokens.</text>`;
+  writeFileSync(`${out}train-induction.fallback.svg`, svgDoc(WIDTH, 425, "An induction head forming: the loss and both layers' attention maps", desc, body));
   console.log(desc);
 }
 
@@ -100,11 +120,13 @@ function svgDoc(w, h, title, desc, body) {
   const last = progress.at(-1);
   const desc = `The small model trained on Tiny Shakespeare for ${last.step} steps: training loss ${last.loss.toFixed(2)}, ` +
     `held-out loss ${last.heldOut.toFixed(2)} nats per character. It then writes: ${sample}`;
-  const lines = sample.split("\n").slice(0, 8);
+  const lines = wrap(sample, 46).slice(0, 8);
   const body = chart({ "#0072B2": progress.map((p) => [p.step, p.loss]), "#D55E00": progress.map((p) => [p.step, p.heldOut]) },
-    40, 30, 520, 120, "loss (nats per character): training (blue), held-out (orange)") +
-    `<text x="40" y="190">After ${last.step} steps, held-out ${last.heldOut.toFixed(2)} nats per character; it writes:</text>` +
-    lines.map((l, i) => `<text x="40" y="${214 + 18 * i}" font-family="monospace">${esc(l)}</text>`).join("");
-  writeFileSync(`${out}train-text.fallback.svg`, svgDoc(600, 214 + 18 * lines.length, "A model of a text trained in the page: its loss and what it writes", desc, body));
+    40, 46, 340, 110, "training (blue), held-out (orange)") +
+    `<text x="40" y="22">loss (nats per character):</text>` +
+    `<text x="20" y="196">After ${last.step} steps, held-out ${last.heldOut.toFixed(2)} nats per</text>` +
+    `<text x="20" y="214">character; it writes:</text>` +
+    lines.map((l, i) => `<text x="20" y="${238 + 18 * i}" font-family="monospace">${esc(l)}</text>`).join("");
+  writeFileSync(`${out}train-text.fallback.svg`, svgDoc(WIDTH, 238 + 18 * lines.length, "A model of a text trained in the page: its loss and what it writes", desc, body));
   console.log(desc);
 }
