@@ -16,6 +16,7 @@ from attention_lib.models import CharTokenizer, TinyGPT, load_pretrained
 from attention_lib.models.pretrained import shakespeare_dir
 from attention_lib.train.shakespeare import (
     CONFIG,
+    count_baselines,
     load_text,
     mean_loss,
     named_params,
@@ -165,3 +166,36 @@ def test_a_checkpoint_round_trips_through_float16(tmp_path):
         np.testing.assert_array_equal(b, a.astype(np.float16).astype(np.float32), err_msg=name)
     x = rng.integers(0, 5, size=(2, 12))
     np.testing.assert_allclose(loaded.forward(x), model.train(False).forward(x), rtol=0, atol=0.05)
+
+
+def test_count_baselines_match_counts_by_hand():
+    train = np.array([0, 1, 0, 1, 0, 2])
+    val = np.array([0, 1, 2])
+    got = count_baselines(train, val, 3)
+    # unigram: counts 3, 2, 1 plus one each -> 4/9, 3/9, 2/9
+    assert got["unigram"] == pytest.approx(-np.mean(np.log([4 / 9, 3 / 9, 2 / 9])))
+    # after 0: pairs 0->1 twice, 0->2 once; after 1: 1->0 twice (plus one each)
+    p01 = (2 + 1) / (3 + 3)
+    p12 = (0 + 1) / (2 + 3)
+    assert got["bigram"] == pytest.approx(-np.mean(np.log([p01, p12])))
+
+
+def test_count_baselines_bigram_reads_an_alternating_text():
+    ids = np.tile([0, 1], 500)
+    got = count_baselines(ids, ids, 2)
+    assert got["unigram"] == pytest.approx(np.log(2), abs=1e-3)
+    assert got["bigram"] < 0.01
+
+
+@pytest.mark.parametrize(
+    "train, val, match",
+    [
+        (np.array([0, 1, 5]), np.array([0, 1]), "train_ids holds ids outside"),
+        (np.array([0, 1]), np.array([[0, 1]]), "val_ids must be a 1-D array"),
+        (np.array([0.0, 1.0]), np.array([0, 1]), "train_ids must be .* integer"),
+        (np.array([0, 1]), np.array([-1, 1]), "val_ids holds ids outside"),
+    ],
+)
+def test_count_baselines_refuse_bad_ids(train, val, match):
+    with pytest.raises(ValueError, match=match):
+        count_baselines(train, val, 3)

@@ -85,6 +85,35 @@ def load_text() -> tuple[list[str], np.ndarray, np.ndarray]:
     return chars, ids[:n_train], ids[n_train:]
 
 
+def count_baselines(train_ids: np.ndarray, val_ids: np.ndarray, n_vocab: int) -> dict[str, float]:
+    """Held-out loss (nats per character) of two models that barely read their context.
+
+    ``"unigram"`` knows only how often each character occurs in ``train_ids``;
+    ``"bigram"`` also knows the previous character (a table of counts of each
+    pair). Both add one to every count, so no character has probability zero.
+    A model that reads its context must beat the bigram to show it uses more
+    than one character of it.
+    """
+    train_ids, val_ids = np.asarray(train_ids), np.asarray(val_ids)
+    for name, ids in (("train_ids", train_ids), ("val_ids", val_ids)):
+        if ids.ndim != 1 or len(ids) < 2 or not np.issubdtype(ids.dtype, np.integer):
+            raise ValueError(
+                f"{name} must be a 1-D array of at least 2 integer ids, "
+                f"got shape {ids.shape} and dtype {ids.dtype}"
+            )
+        if ids.min() < 0 or ids.max() >= n_vocab:
+            raise ValueError(f"{name} holds ids outside [0, n_vocab = {n_vocab})")
+    unigram = np.bincount(train_ids, minlength=n_vocab) + 1.0
+    unigram /= unigram.sum()
+    bigram = np.ones((n_vocab, n_vocab))
+    np.add.at(bigram, (train_ids[:-1], train_ids[1:]), 1)  # (previous, next)
+    bigram /= bigram.sum(axis=1, keepdims=True)
+    return {
+        "unigram": float(-np.log(unigram[val_ids]).mean()),
+        "bigram": float(-np.log(bigram[val_ids[:-1], val_ids[1:]]).mean()),
+    }
+
+
 def random_windows(
     rng: np.random.Generator, ids: np.ndarray, batch: int, length: int
 ) -> tuple[np.ndarray, np.ndarray]:
