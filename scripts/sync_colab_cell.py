@@ -22,6 +22,7 @@ otherwise (then re-execute the notebook so its execution counts run in
 order). tests/test_book.py checks that every chapter has it, up to date.
 """
 
+import argparse
 from pathlib import Path
 
 import nbformat
@@ -76,7 +77,11 @@ def sync(path, url):
     nbformat.write(nb, path)
 
 
-def main():
+def main(argv=None):
+    argparse.ArgumentParser(
+        description="Rewrite (or insert) the Colab set-up cell of every chapter in book/, "
+        "for the repository named in _config.yml."
+    ).parse_args(argv)
     url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
     for path in sorted((ROOT / "book").glob("*.ipynb")):
         sync(path, url)
