@@ -13,6 +13,7 @@ sentences per second of greedy and beam-4 decoding of 128 test sentences by the
 NumPy model (the committed checkpoint if there is one, else fresh weights).
 """
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -44,7 +45,12 @@ def numpy_step(model, opt, batch):
     opt.step()
 
 
-def main():
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--threads", default=THREADS, help="threads for NumPy's BLAS and for torch (default 1)"
+    )
+    parser.parse_args(argv)  # --threads was read before NumPy's import (_threads.py)
     print(describe_machine())
     tok = Tokenizer.load()
     config = CONFIGS["transformer"]

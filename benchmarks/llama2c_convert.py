@@ -25,8 +25,8 @@ Usage::
     python benchmarks/llama2c_convert.py OUT_DIR     # writes OUT_DIR/stories260K.bin, tok512.bin
 """
 
+import argparse
 import struct
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -93,8 +93,13 @@ def convert(gguf_path, out_dir):
     return model_path, tok_path
 
 
-if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python benchmarks/llama2c_convert.py OUT_DIR")
-    for p in convert(verified_path(STORIES260K), sys.argv[1]):
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out_dir", metavar="OUT_DIR", help="writes stories260K.bin and tok512.bin")
+    args = parser.parse_args(argv)
+    for p in convert(verified_path(STORIES260K), args.out_dir):
         print(p)
+
+
+if __name__ == "__main__":
+    main()

@@ -10,6 +10,7 @@ domain as the whole text is (``data/README.md``).
     python scripts/export_shakespeare_heldout.py   # writes book/_static/models/shakespeare_heldout.txt
 """
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -29,7 +30,9 @@ def heldout_text() -> str:
     return text[start : start + N_CHARS]
 
 
-def main():
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.parse_args(argv)
     OUT.write_text(heldout_text(), encoding="utf8")
     print(f"wrote {OUT.relative_to(ROOT)} ({N_CHARS} characters)")
 

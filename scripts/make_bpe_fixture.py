@@ -15,6 +15,7 @@ and SHA-256 (the vocabulary and merges are read from it, not copied here).
     python scripts/make_bpe_fixture.py   # needs requirements.txt + requirements-model.txt
 """
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -98,7 +99,9 @@ def texts():
     return out
 
 
-def main():
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.parse_args(argv)
     tok = BPETokenizer.from_gguf(read_gguf(smollm2.gguf_path()))
     cases = []
     for t in texts():

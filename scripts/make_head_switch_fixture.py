@@ -25,6 +25,7 @@ that this is the library's zero ablation (:func:`attention_lib.interp.ablate_hea
 Deterministic (fixed seeds); floats written with 9 significant digits.
 """
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -187,7 +188,9 @@ def build(smollm2=True):
     }
 
 
-def main():
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.parse_args(argv)
     fixture = build()
     tmp = FIXTURE.with_suffix(".tmp")
     tmp.write_text(json.dumps(fixture, separators=(",", ":")) + "\n", encoding="utf8")

@@ -19,6 +19,7 @@ every ``A`` and ``B`` after the last step.
 Deterministic (fixed seeds); float32 numbers written with 9 significant digits.
 """
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -107,7 +108,9 @@ def build():
     }
 
 
-def main():
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.parse_args(argv)
     fixture = build()
     FIXTURE.write_text(json.dumps(fixture, separators=(",", ":")) + "\n")
     print(f"wrote {FIXTURE.relative_to(ROOT)} ({FIXTURE.stat().st_size // 1024} KiB)")

@@ -14,6 +14,7 @@ Writes ``st_reference.npz`` (``sentences``: unicode strings, ``embeddings``: flo
 ``data/minilm/``, and the npz's entry in ``data/MANIFEST.json``.
 """
 
+import argparse
 import hashlib
 import json
 import os
@@ -49,7 +50,9 @@ def sentences(n=256):
     return list(seen)[:n] + EXTRA
 
 
-def main():
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.parse_args(argv)
     os.environ["HF_HUB_OFFLINE"] = "1"
     import torch
     from sentence_transformers import SentenceTransformer

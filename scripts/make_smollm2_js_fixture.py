@@ -12,6 +12,7 @@ the installed wheel and its SHA-256, which the test checks before reading it.
     python scripts/make_smollm2_js_fixture.py   # needs requirements.txt + requirements-model.txt
 """
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -31,7 +32,9 @@ ROWS = (0, 32, 63)  # the new tokens whose logits are recorded
 STRIDE = 97  # every 97th id's logit is recorded
 
 
-def main():
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.parse_args(argv)
     model, tok = smollm2.load_smollm2()
     cases = []
     for prompt in PROMPTS:

@@ -9,6 +9,7 @@ and records the largest absolute difference of their logits. The SmolLM2 chapter
 quotes it; tests/test_smollm2.py measures it again and checks the record.
 """
 
+import argparse
 import json
 import platform
 import sys
@@ -20,7 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 
-def main():
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.parse_args(argv)
     import torch
     import transformers
 

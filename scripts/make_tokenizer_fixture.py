@@ -20,6 +20,7 @@ Two golden files, both from the library (the reference):
     python scripts/make_tokenizer_fixture.py   # needs requirements.txt + requirements-model.txt
 """
 
+import argparse
 import hashlib
 import json
 import sys
@@ -142,7 +143,9 @@ def llama():
     }
 
 
-def main():
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.parse_args(argv)
     for name, data in (("wordpiece.json", wordpiece()), ("llama_tokenizer.json", llama())):
         path = FIXTURES / name
         path.write_text(json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n")

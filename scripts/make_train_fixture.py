@@ -19,6 +19,7 @@ Deterministic (fixed seeds); the numbers are float32, written with 9
 significant digits so that each reads back as the same float32.
 """
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -171,7 +172,9 @@ def build():
     }
 
 
-def main():
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.parse_args(argv)
     fixture = build()
     FIXTURE.write_text(json.dumps(fixture, separators=(",", ":")) + "\n")
     print(f"wrote {FIXTURE.relative_to(ROOT)} ({FIXTURE.stat().st_size // 1024} KiB)")

@@ -15,6 +15,7 @@ checks the runtime's ``window.mjs`` against them within 1e-4.
     python scripts/make_window_fixture.py      # writes tests/js/fixtures/window.json
 """
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -94,7 +95,9 @@ def build():
     }
 
 
-def main():
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.parse_args(argv)
     fixture = build()
     FIXTURE.write_text(json.dumps(fixture, separators=(",", ":")) + "\n", encoding="utf8")
     n = sum(len(c["new_ids"]) for c in fixture["cases"])
