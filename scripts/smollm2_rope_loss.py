@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from smollm2_passkey import FACTOR, METHODS, TRAINED, set_scaling  # noqa: E402
 from smollm2_stream import token_losses  # noqa: E402
 
-from attention_lib.data.paths import sha256, write_atomic  # noqa: E402
+from attention_lib.data.paths import sha256, write_json  # noqa: E402
 from attention_lib.models.pretrained import load_pretrained  # noqa: E402
 from attention_lib.models.smollm2 import GGUF_SHA256  # noqa: E402
 from attention_lib.train.evaluate_long_context import cpu_name  # noqa: E402
@@ -95,9 +95,7 @@ def main(argv=None):
         }
         r = results["results"][method]
         print(method, r["mean_inside"], r["mean_past"], f"{r['wall_seconds']:.0f} s", flush=True)
-        text = json.dumps(results, indent=1) + "\n"
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(args.out, lambda f, text=text: f.write(text))
+        write_json(args.out, results)
     return results
 
 

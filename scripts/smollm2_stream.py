@@ -26,7 +26,6 @@ Run: ``OPENBLAS_NUM_THREADS=1 python scripts/smollm2_stream.py``
 """
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -34,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attention_lib.data.paths import sha256, write_atomic
+from attention_lib.data.paths import sha256, write_json
 from attention_lib.models.pretrained import load_pretrained
 from attention_lib.models.smollm2 import GGUF_SHA256
 from attention_lib.train.shakespeare import text_path
@@ -111,9 +110,7 @@ def main(argv=None):
             "load_average_1min": [round(load0, 2), round(os.getloadavg()[0], 2)],
         }
         print(name, results["results"][name]["mean_past_window"], f"{wall:.0f} s", flush=True)
-        text = json.dumps(results, indent=1) + "\n"
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(args.out, lambda f, text=text: f.write(text))
+        write_json(args.out, results)
     return results
 
 

@@ -187,6 +187,18 @@ def write_atomic(path, write, mode="w"):
         raise
 
 
+def write_json(path, obj):
+    """Write ``obj`` as JSON (one space per indent level, a final newline) to ``path``.
+
+    Through :func:`write_atomic`, its folder made if missing: a script that
+    rewrites its results after every run leaves a whole file if stopped.
+    """
+    path = Path(path)
+    text = json.dumps(obj, indent=1) + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, lambda f: f.write(text))
+
+
 def write_atomic_group(writes):
     """Write several files as one step: every one to a temporary, then all renamed.
 
