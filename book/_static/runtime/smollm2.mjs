@@ -21,7 +21,7 @@ import { readGGUF } from "./gguf.mjs";
 import { ByteBPETokenizer } from "./bpe.mjs";
 import { GGML_BLOCK_BYTES, ggmlRow, matvecGGML } from "./quant.mjs";
 import { Kernels, kernelsAvailable, simdActive } from "./simd.mjs";
-import { DecoderLM, KVCache, attend, rmsNorm, rotate, sha256Hex, silu } from "./transformer.mjs";
+import { DecoderLM, KVCache, attend, rmsNorm, rotate, sha256Hex, silu, zeroSwitchedOff } from "./transformer.mjs";
 
 /** What SmolLM2-135M-Instruct is: a file claiming other sizes is refused before it is read. */
 export const SMOLLM2_SIZES = { n_vocab: 49152, d_model: 576, n_layers: 30, n_heads: 9, n_kv_heads: 3, d_ff: 1536 };
@@ -216,10 +216,8 @@ export class SmolLM2 {
         const layerWeights = attention && r === n - 1 ? [] : null;
         attend(row(Q, r, d), cache[l], c.n_heads, this.nKv, hd, row(C, r, d), layerWeights, start + r + 1);
         if (layerWeights) weights.push(layerWeights);
-        if (this.zeroHeads.size) {
-          for (let h = 0; h < c.n_heads; h++) if (this.zeroHeads.has(`${l}:${h}`)) C.fill(0, r * d + h * hd, r * d + (h + 1) * hd);
-        }
       }
+      zeroSwitchedOff(this.zeroHeads, l, c.n_heads, hd, C, n, d);
       this.linearRows(C, n, d, `${p}.attn_output.weight`, O);
       for (let i = 0; i < n * d; i++) X[i] += O[i];
       // feed-forward half: x + W_down (SiLU(W_gate h) * W_up h), h = RMSNorm(x)

@@ -679,7 +679,7 @@ export function setZeroHeads(model, heads) {
 }
 
 /** Zero, in n rows of the context C (n x d), the outputs of layer l's heads switched off. */
-function zeroSwitchedOff(zeroHeads, l, nHeads, hd, C, n, d) {
+export function zeroSwitchedOff(zeroHeads, l, nHeads, hd, C, n, d) {
   if (!zeroHeads || !zeroHeads.size) return;
   for (let h = 0; h < nHeads; h++) {
     if (!zeroHeads.has(`${l}:${h}`)) continue;
