@@ -64,14 +64,27 @@ def attention_step(T, block_size, d_model=64, n_heads=4, seed=0):
 
 
 def cpu_name() -> str:
-    """The processor's model name (``/proc/cpuinfo``), or ``"unknown"``."""
+    """The processor's model name, family and model (``/proc/cpuinfo``), or ``"unknown"``.
+
+    A virtual machine may name only the maker and line ("AMD EPYC"); the family
+    and model numbers still tell the generation (25 and 17: Zen 4).
+    """
+    fields = {}
     try:
-        for line in open("/proc/cpuinfo", encoding="utf8"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        with open("/proc/cpuinfo", encoding="utf8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if not key.strip():
+                    break  # the first processor's block ends at a blank line
+                fields.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return "unknown"
+    name = fields.get("model name")
+    if name is None:
+        return "unknown"
+    if "cpu family" in fields and "model" in fields:
+        name += f" (family {fields['cpu family']}, model {fields['model']})"
+    return name
 
 
 def memory():
