@@ -8,9 +8,12 @@
 //   - book/_static/fallbacks/train-text.fallback.svg: the "small" preset trained for 300 steps
 //     on Tiny Shakespeare: training and held-out loss, and a sample of what it writes.
 //
-//   node scripts/make_train_fallbacks.mjs          (a few minutes of one core)
+//   node scripts/make_train_fallbacks.mjs          (about 20 s of one core)
+//
+// tests/js/train-fallbacks.test.mjs draws both again and compares them with the committed
+// files: a change to the training code that moves the figures fails it until this is re-run.
 import { readFileSync, writeFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { createSession } from "../book/_static/runtime/train-worker.mjs";
 
 const root = fileURLToPath(new URL("../", import.meta.url));
@@ -85,8 +88,8 @@ function svgDoc(w, h, title, desc, body) {
     `<title id="t">${esc(title)}</title><desc id="d">${esc(desc)}</desc><rect width="${w}" height="${h}" fill="#fff"/>${body}</svg>\n`;
 }
 
-// chapter 9: the induction head
-{
+/** Chapter 9's figure: the induction head forming. Returns ``{ name, svg, desc }``. */
+export function inductionFigure() {
   const msgs = run({ type: "start", task: "induction", every: 10 });
   const progress = msgs.filter((m) => m.type === "progress");
   const last = progress.at(-1);
@@ -106,12 +109,12 @@ function svgDoc(w, h, title, desc, body) {
     heat(last.maps[1], T, 210, 200, 170, "layer 1: induction", ind) +
     `<text x="20" y="395">After ${last.step} steps: held-out accuracy ${Math.round(100 * s.accuracy)}%</text>` +
     `<text x="20" y="413">on the predictable tokens.</text>`;
-  writeFileSync(`${out}train-induction.fallback.svg`, svgDoc(WIDTH, 425, "An induction head forming: the loss and both layers' attention maps", desc, body));
-  console.log(desc);
+  const svg = svgDoc(WIDTH, 425, "An induction head forming: the loss and both layers' attention maps", desc, body);
+  return { name: "train-induction.fallback.svg", svg, desc };
 }
 
-// chapter 11: a model of a text (Tiny Shakespeare, the small preset)
-{
+/** Chapter 11's figure: a model of a text (Tiny Shakespeare, the small preset). ``{ name, svg, desc }``. */
+export function textFigure() {
   const text = readFileSync(`${root}data/shakespeare/input.txt`, "utf8");
   const msgs = run({ type: "start", task: "text", text, preset: "small", steps: 300, every: 25 },
     [{ type: "generate", prompt: "ROMEO:", n: 160, temperature: 0.8, seed: 1 }]);
@@ -127,6 +130,17 @@ function svgDoc(w, h, title, desc, body) {
     `<text x="20" y="196">After ${last.step} steps, held-out ${last.heldOut.toFixed(2)} nats per</text>` +
     `<text x="20" y="214">character; it writes:</text>` +
     lines.map((l, i) => `<text x="20" y="${238 + 18 * i}" font-family="monospace">${esc(l)}</text>`).join("");
-  writeFileSync(`${out}train-text.fallback.svg`, svgDoc(WIDTH, 238 + 18 * lines.length, "A model of a text trained in the page: its loss and what it writes", desc, body));
-  console.log(desc);
+  const svg = svgDoc(WIDTH, 238 + 18 * lines.length, "A model of a text trained in the page: its loss and what it writes", desc, body);
+  return { name: "train-text.fallback.svg", svg, desc };
+}
+
+/** The folder the figures are written to (and tests/js/train-fallbacks.test.mjs reads). */
+export const FALLBACKS = out;
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  for (const draw of [inductionFigure, textFigure]) {
+    const { name, svg, desc } = draw();
+    writeFileSync(`${out}${name}`, svg);
+    console.log(desc);
+  }
 }
