@@ -48,11 +48,11 @@ from threadpoolctl import threadpool_limits
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from attention_lib.data.paths import sha256, write_atomic  # noqa: E402
+from attention_lib.data.paths import sha256, write_atomic, write_json  # noqa: E402
 from attention_lib.models.gpt import TinyGPT  # noqa: E402
 from attention_lib.nn import Adam, clip_grad_norm, softmax_cross_entropy  # noqa: E402
 from attention_lib.train.evaluate_long_context import cpu_name  # noqa: E402
-from attention_lib.train.long_context import checkpoint_dir  # noqa: E402
+from attention_lib.train.long_context import checkpoint_dir, shared_load_average  # noqa: E402
 from attention_lib.train.shakespeare import learning_rate  # noqa: E402
 
 CONFIG = {
@@ -372,17 +372,12 @@ def main(argv=None) -> dict:
         "cpu_seconds": round(time.process_time() - c0, 1),
         "cpu": cpu_name(),
         "threads": 1,
-        "load_average_1min": {
-            "mean": round(float(np.mean(loads)), 2),
-            "max": round(float(np.max(loads)), 2),
-            "cores": os.cpu_count(),
-            "note": "the 2-core machine was shared with other jobs while this ran",
-        },
+        "load_average_1min": shared_load_average(loads),
         "numpy": np.__version__,
         "curve": curve,
         "evaluation": final,
     }
-    write_atomic(out / f"{name}.json", lambda f: f.write(json.dumps(manifest, indent=1) + "\n"))
+    write_json(out / f"{name}.json", manifest)
     print(json.dumps({k: final[k] for k in ("accuracy_near", "accuracy_far")}), flush=True)
     return manifest
 
@@ -403,7 +398,7 @@ def reevaluate(out: Path, name: str, context: int, command: str) -> dict:
         "cpu_seconds": round(time.process_time() - c0, 1),
         "load_average_1min": os.getloadavg()[0],
     }
-    write_atomic(out / f"{name}.json", lambda f: f.write(json.dumps(manifest, indent=1) + "\n"))
+    write_json(out / f"{name}.json", manifest)
     print(json.dumps(manifest["evaluation"].get("unwindowed", {})), flush=True)
     return manifest
 

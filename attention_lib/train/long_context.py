@@ -33,7 +33,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from .._cli import int_at_least, int_in, out_dir
-from ..data.paths import data_dir, sha256, write_atomic
+from ..data.paths import data_dir, sha256, write_atomic, write_json
 from ..nn import Adam
 from ..models.gpt import TinyGPT
 from .shakespeare import load_text, random_windows, text_path, train_step
@@ -134,6 +134,16 @@ def loss_by_position(model, ids, length, batch=8):
         logp = logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
         total += -np.take_along_axis(logp, y[i : i + batch, :, None], -1)[..., 0].sum(axis=0)
     return total / n
+
+
+def shared_load_average(loads) -> dict:
+    """A training run's manifest entry for the 1-minute load averages sampled while it ran."""
+    return {
+        "mean": round(float(np.mean(loads)), 2),
+        "max": round(float(np.max(loads)), 2),
+        "cores": os.cpu_count(),
+        "note": "the 2-core machine was shared with other jobs while this ran",
+    }
 
 
 def train(cfg, log=sys.stdout, start=None):
@@ -254,12 +264,7 @@ def main(argv: list[str] | None = None) -> dict:
         "split": "first 90% train, last 10% validation (nanoGPT's)",
         "threads": args.threads,
         "wall_seconds": round(wall, 1),
-        "load_average_1min": {
-            "mean": round(float(np.mean(loads)), 2),
-            "max": round(float(np.max(loads)), 2),
-            "cores": os.cpu_count(),
-            "note": "the 2-core machine was shared with other jobs while this ran",
-        },
+        "load_average_1min": shared_load_average(loads),
         "numpy": np.__version__,
         "curve": curve,
         "evaluation": {
@@ -268,7 +273,7 @@ def main(argv: list[str] | None = None) -> dict:
             "measured_on": "last 10% of the text, consecutive windows of the context",
         },
     }
-    write_atomic(out / f"{name}.json", lambda f: f.write(json.dumps(manifest, indent=1) + "\n"))
+    write_json(out / f"{name}.json", manifest)
     print(json.dumps({"val_loss": manifest["evaluation"]["val_loss"]}), flush=True)
     return manifest
 
