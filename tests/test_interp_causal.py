@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from attention_lib import TinyGPT, data_dir
-from attention_lib.data.paths import DataFileError, sha256
+from attention_lib.data.paths import sha256
 from attention_lib.interp import (
     Hooks,
     ablate_heads,
@@ -125,13 +125,8 @@ def test_a_source_word_reaches_the_translation_through_cross_attention(small_mod
 
 
 @pytest.fixture(scope="module")
-def smollm2():
-    from attention_lib.models import smollm2 as module
-
-    try:
-        model, tok = module.load_smollm2()
-    except DataFileError as e:
-        pytest.skip(str(e))
+def smollm2(smollm2_or_skip):
+    model, tok = smollm2_or_skip
     sweep = json.loads((data_dir() / "interp" / "smollm2_sweep.json").read_text())
     return model, tok, sweep
 

@@ -11,20 +11,14 @@ than ablating random heads. The model is loaded once for the module.
 import numpy as np
 import pytest
 
-from attention_lib.data.paths import DataFileError
 from attention_lib.interp import Hooks, ablate_heads, logit_lens, record_all
 
 D = 64  # features per head
 
 
 @pytest.fixture(scope="module")
-def smollm2():
-    from attention_lib.models import smollm2 as module
-
-    try:
-        model, tok = module.load_smollm2()
-    except DataFileError as e:
-        pytest.skip(str(e))
+def smollm2(smollm2_or_skip):
+    model, tok = smollm2_or_skip
     return model, tok.encode("The capital of France is Paris, and the capital of Italy is")[None]
 
 

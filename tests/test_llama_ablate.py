@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 
-from attention_lib.data.paths import DataFileError
 from attention_lib.models import load_pretrained
 
 
@@ -77,11 +76,8 @@ def test_bad_pairs_are_refused_before_any_weight_changes(stories, heads, message
     assert W[0][:8].any()
 
 
-def test_smollm2_heads_ablate_and_restore():
-    try:
-        model, tok = load_pretrained("smollm2")
-    except DataFileError as e:
-        pytest.skip(str(e))
+def test_smollm2_heads_ablate_and_restore(smollm2_or_skip):
+    model, tok = smollm2_or_skip
     ids = tok.encode("The cat sat on the mat.")[None]
     clean = model.forward(ids)
     W = model.blocks[18].attn.params["W_O"]
