@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from smollm2_passkey import FACTOR, METHODS, TRAINED, set_scaling  # noqa: E402
-from smollm2_stream import token_losses  # noqa: E402
+from smollm2_stream import held_out_tokens, token_losses  # noqa: E402
 
 from attention_lib.data.paths import sha256, write_json  # noqa: E402
 from attention_lib.models.pretrained import load_pretrained  # noqa: E402
@@ -43,15 +43,6 @@ from attention_lib.train.shakespeare import text_path  # noqa: E402
 
 OUT = Path(__file__).resolve().parent.parent / "data" / "checkpoints" / "smollm2_long"
 N_TOKENS, BIN = 2 * TRAINED, 512
-
-
-def held_out_tokens(tok, n):
-    """The first ``n + 1`` tokens of Tiny Shakespeare's last 10% (its held-out part)."""
-    text = text_path().read_text(encoding="utf8")
-    ids = tok.encode(text[int(0.9 * len(text)) :])
-    if len(ids) < n + 1:
-        raise ValueError(f"the held-out text gave {len(ids)} tokens, fewer than {n + 1}")
-    return ids[: n + 1]
 
 
 def main(argv=None):

@@ -39,20 +39,19 @@ from attention_lib.models.smollm2 import GGUF_SHA256
 from attention_lib.train.shakespeare import text_path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from smollm2_loss_by_position import held_out_text  # noqa: E402
 from smollm2_passkey import cpu_name, run_blocks  # noqa: E402
 
 OUT = Path(__file__).resolve().parent.parent / "data" / "checkpoints" / "smollm2_long"
 N_TOKENS, WINDOW, SINKS, BIN = 4096, 1024, 4, 128
 
 
-def stream_tokens(tok):
-    """The first ``N_TOKENS + 1`` tokens of Tiny Shakespeare's last 10% (its held-out part)."""
-    text = text_path().read_text(encoding="utf8")
-    held_out = text[int(0.9 * len(text)) :]
-    ids = tok.encode(held_out[:40000])
-    if len(ids) < N_TOKENS + 1:
-        raise ValueError(f"the held-out text gave {len(ids)} tokens, fewer than {N_TOKENS + 1}")
-    return ids[: N_TOKENS + 1]
+def held_out_tokens(tok, n):
+    """The first ``n + 1`` tokens of Tiny Shakespeare's last 10% (its held-out part)."""
+    ids = tok.encode(held_out_text())
+    if len(ids) < n + 1:
+        raise ValueError(f"the held-out text gave {len(ids)} tokens, fewer than {n + 1}")
+    return ids[: n + 1]
 
 
 def token_losses(model, ids, chunk=256):
@@ -79,7 +78,7 @@ def main(argv=None):
     model, tok = load_pretrained("smollm2")
     for block in model.blocks:
         block.attn.block_size = 512
-    ids = stream_tokens(tok)
+    ids = held_out_tokens(tok, N_TOKENS)
     results = {
         "description": (
             "SmolLM2-135M-Instruct, loss (nats/token) of tokens 1..4096 of Tiny "
